@@ -1,0 +1,98 @@
+# llmk build. `make` builds the library and the CLI; `make run` and `make test`
+# also do all set-up (packages, Python venv for tests, default model).
+
+CC      ?= cc
+ARCH    := $(shell uname -m)
+BUILD   ?= build
+PY      := .venv/bin/python
+
+WARN    := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
+BASE    := -std=c11 -D_GNU_SOURCE -fPIC -g -Iinclude -Isrc $(WARN)
+OPT     ?= -O2
+CFLAGS_ALL = $(BASE) $(OPT) $(EXTRA_CFLAGS)
+LDLIBS  := -lpcre2-8 -lcjson -lpthread -lm
+
+# ISA-specific files are named *_avx2.c, *_avx512.c, *_neon.c and get their
+# flags here; everything else is built for the baseline ISA so one binary runs
+# on any x86-64 and chooses its kernels at start-up.
+FLAGS_avx2   := -mavx2 -mfma -mf16c
+FLAGS_avx512 := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
+ALL_SRC := $(shell find src -name '*.c' | sort)
+ifeq ($(ARCH),x86_64)
+  LIB_SRC := $(filter-out %_neon.c,$(ALL_SRC))
+else ifeq ($(ARCH),aarch64)
+  LIB_SRC := $(filter-out %_avx2.c %_avx512.c,$(ALL_SRC))
+else
+  LIB_SRC := $(filter-out %_avx2.c %_avx512.c %_neon.c,$(ALL_SRC))
+endif
+APP_SRC  := $(sort $(wildcard app/*.c))
+TEST_SRC := $(sort $(wildcard tests/test_*.c))
+BENCH_SRC := $(sort $(wildcard bench/*.c))
+
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+APP_OBJ  := $(APP_SRC:%.c=$(BUILD)/obj/%.o)
+TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+
+isa_flags = $(if $(findstring _avx512.c,$1),$(FLAGS_avx512),$(if $(findstring _avx2.c,$1),$(FLAGS_avx2)))
+
+.PHONY: all lib setup run test test-unit test-san check-clang bench bench-kernels fuzz clean
+all: $(BUILD)/libllmk.a $(BUILD)/libllmk.so $(BUILD)/llmk
+lib: $(BUILD)/libllmk.a
+
+$(BUILD)/obj/%.o: %.c $(wildcard include/*.h) $(shell find src -name '*.h')
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(call isa_flags,$<) -c $< -o $@
+
+$(BUILD)/libllmk.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/libllmk.so: $(LIB_OBJ)
+	$(CC) -shared -o $@ $^ $(LDLIBS) $(EXTRA_LDFLAGS)
+
+$(BUILD)/llmk: $(APP_OBJ) $(BUILD)/libllmk.a
+	$(CC) -o $@ $(APP_OBJ) $(BUILD)/libllmk.a $(LDLIBS) $(EXTRA_LDFLAGS)
+
+$(BUILD)/tests/%: tests/%.c tests/check.h $(BUILD)/libllmk.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Itests -o $@ $< $(BUILD)/libllmk.a $(LDLIBS) $(EXTRA_LDFLAGS)
+
+$(BUILD)/bench/%: bench/%.c $(BUILD)/libllmk.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -o $@ $< $(BUILD)/libllmk.a $(LDLIBS) $(EXTRA_LDFLAGS)
+
+tests-bin: $(TEST_BIN)
+benches-bin: $(BENCH_BIN)
+
+# ---- set-up -------------------------------------------------------------
+setup:
+	bash scripts/setup.sh
+
+# ---- the two commands ---------------------------------------------------
+PROMPT ?= The three most useful things to know about the ocean are
+run: setup
+	$(MAKE) all
+	$(BUILD)/llmk run -p "$(PROMPT)" -n 96
+
+test: setup
+	$(MAKE) all tests-bin
+	$(MAKE) BUILD=build/san OPT=-O1 \
+	  EXTRA_CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
+	  EXTRA_LDFLAGS="-fsanitize=address,undefined" all tests-bin
+	$(MAKE) check-clang
+	bash scripts/run_tests.sh
+
+# gcc is the default compiler; clang must build the same tree warning-free.
+check-clang:
+	$(MAKE) BUILD=build/clang CC=clang all
+
+# ---- measuring ----------------------------------------------------------
+bench: all benches-bin
+	bash scripts/run_bench.sh
+
+fuzz:
+	bash scripts/fuzz.sh
+
+clean:
+	rm -rf build

@@ -1,0 +1,48 @@
+/* Shared pieces of the llmk command: subcommand entry points, argument
+ * parsing helpers and error reporting. Each subcommand lives in app/cmd_*.c. */
+#ifndef LLMK_CLI_H
+#define LLMK_CLI_H
+
+#include "llmk.h"
+
+/* Exit codes: 0 success, 1 a runtime failure (status printed), 2 bad usage. */
+enum { CLI_EXIT_OK = 0, CLI_EXIT_FAIL = 1, CLI_EXIT_USAGE = 2 };
+
+/* Default model file: $LLMK_MODELS (or ~/.cache/llmk) / SmolLM2-135M-Instruct.Q4_1.gguf. */
+const char *cli_default_model(void);
+
+/* Print "llmk <cmd>: error: <status name>: <detail>" to stderr; returns CLI_EXIT_FAIL. */
+int cli_report(const char *cmd, int status);
+
+/* Print "llmk <cmd>: <message>" and a hint to use -h; returns CLI_EXIT_USAGE. */
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* Strict number parsing for flag values: the whole string must be a number in
+ * [lo, hi]. On failure prints an error naming the flag and returns 0. */
+int cli_parse_long(const char *cmd, const char *flag, const char *s, long lo, long hi, long *out);
+int cli_parse_double(const char *cmd, const char *flag, const char *s, double lo, double hi, double *out);
+
+/* Subcommands. Declared weak so the dispatcher links while a subcommand is
+ * being built; main() reports one that is absent instead of crashing. */
+#define CLI_COMMANDS(X)                                                                   \
+    X(run, "generate text from a prompt")                                                 \
+    X(chat, "interactive chat using the model's template")                                \
+    X(info, "describe a model file (or --system: CPU features and codecs)")               \
+    X(logits, "write teacher-forced logits as f32 rows")                                  \
+    X(tokenize, "text to token ids")                                                      \
+    X(detokenize, "token ids to text")                                                    \
+    X(template, "render a chat template for a messages file")                             \
+    X(plan, "memory and speed planning from a model's metadata")                          \
+    X(quantize, "re-quantize a GGUF file")                                                \
+    X(perplexity, "perplexity / KL-divergence over a text")                               \
+    X(bench, "prompt and generation throughput")
+
+#define CLI_DECLARE(name, help) int cmd_##name(int argc, char **argv) __attribute__((weak));
+CLI_COMMANDS(CLI_DECLARE)
+#undef CLI_DECLARE
+
+#endif

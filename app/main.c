@@ -1,0 +1,43 @@
+/* llmk: the command-line entry point; dispatches to app/cmd_*.c. */
+#include "cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+struct command {
+    const char *name;
+    const char *help;
+    int (*fn)(int argc, char **argv);
+};
+
+#define CLI_ENTRY(name, help) {#name, help, cmd_##name},
+static const struct command commands[] = {CLI_COMMANDS(CLI_ENTRY)};
+#undef CLI_ENTRY
+
+static void usage(FILE *to) {
+    fprintf(to, "usage: llmk <command> [options]   (llmk <command> -h for its options)\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (commands[i].fn) fprintf(to, "  %-11s %s\n", commands[i].name, commands[i].help);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return CLI_EXIT_USAGE;
+    }
+    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return CLI_EXIT_OK;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        if (strcmp(argv[1], commands[i].name) != 0) continue;
+        if (!commands[i].fn) {
+            fprintf(stderr, "llmk: command '%s' is not built into this binary\n", argv[1]);
+            return CLI_EXIT_FAIL;
+        }
+        return commands[i].fn(argc - 1, argv + 1);
+    }
+    fprintf(stderr, "llmk: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return CLI_EXIT_USAGE;
+}

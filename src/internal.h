@@ -1,0 +1,50 @@
+/* Internal helpers shared by every source file: error reporting, always-on
+ * invariant checks and overflow-safe size arithmetic. Not installed. */
+#ifndef LLMK_INTERNAL_H
+#define LLMK_INTERNAL_H
+
+#include "llmk.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* Record a failure's detail (printf-style) for llmk_last_error() and return
+ * `status`, so a failing path reads `return llmk_fail(LLMK_X, "...", ...);`. */
+int llmk_fail(int status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* A broken internal invariant (a programmer error, never bad input): print
+ * where and abort. Always on, unlike assert(). */
+#define LLMK_CHECK(cond)                                                              \
+    do {                                                                              \
+        if (!(cond)) {                                                                \
+            fprintf(stderr, "llmk: internal check failed at %s:%d: %s\n", __FILE__,   \
+                    __LINE__, #cond);                                                 \
+            abort();                                                                  \
+        }                                                                             \
+    } while (0)
+
+/* Overflow-safe unsigned arithmetic: return false when the result would wrap. */
+static inline int llmk_mul_u64(uint64_t a, uint64_t b, uint64_t *out) {
+    return !__builtin_mul_overflow(a, b, out);
+}
+static inline int llmk_add_u64(uint64_t a, uint64_t b, uint64_t *out) {
+    return !__builtin_add_overflow(a, b, out);
+}
+
+/* The half-open range [lo, hi) of n items that worker ith of nth owns. Depends
+ * only on (n, ith, nth): the partition is a function of the shape. */
+static inline void llmk_split_range(int64_t n, int ith, int nth, int64_t *lo, int64_t *hi) {
+    int64_t per = n / nth, rem = n % nth;
+    *lo = ith * per + (ith < rem ? ith : rem);
+    *hi = *lo + per + (ith < rem ? 1 : 0);
+}
+
+#define LLMK_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define LLMK_UNUSED(x) ((void)(x))
+
+#endif

@@ -160,12 +160,105 @@ int llmk_type_from_name(const char *name, uint32_t *type_out);
 int llmk_row_bytes(uint32_t type, uint64_t n, uint64_t *bytes_out);
 
 /* LLMK_SECTION_CODECS_BEGIN */
+/* Scalar reference conversions for one row of n elements (n whole blocks).
+ * dequantize: src holds llmk_row_bytes(type, n) bytes. These are the _ref
+ * kernels every fast path is tested against. */
+int llmk_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n);
+int llmk_quantize_row(uint32_t type, const float *src, void *dst, int64_t n);
 /* LLMK_SECTION_CODECS_END */
 
 /* ======================================================================== */
 /* 5. GGUF reader and writer                                                 */
 /* ======================================================================== */
 /* LLMK_SECTION_GGUF_BEGIN */
+/* A GGUF v2/v3 file opened read-only through mmap. Opening validates the whole
+ * header, every metadata value and every tensor info against the file size
+ * (overflow-safe); accessors afterwards cannot read outside the mapping.
+ * Keys and string values are copied out NUL-terminated (with their length:
+ * a value may hold NUL bytes); tensor data stays in the mapping. */
+typedef struct llmk_gguf llmk_gguf;
+
+/* Metadata value types, numbered as GGUF stores them. */
+enum llmk_gguf_type {
+    LLMK_GGUF_UINT8 = 0, LLMK_GGUF_INT8 = 1, LLMK_GGUF_UINT16 = 2, LLMK_GGUF_INT16 = 3,
+    LLMK_GGUF_UINT32 = 4, LLMK_GGUF_INT32 = 5, LLMK_GGUF_FLOAT32 = 6, LLMK_GGUF_BOOL = 7,
+    LLMK_GGUF_STRING = 8, LLMK_GGUF_ARRAY = 9, LLMK_GGUF_UINT64 = 10, LLMK_GGUF_INT64 = 11,
+    LLMK_GGUF_FLOAT64 = 12
+};
+
+typedef struct llmk_tensor_info {
+    const char *name;      /* NUL-terminated */
+    uint32_t type;         /* enum llmk_type */
+    uint32_t n_dims;       /* 1..4 */
+    uint64_t ne[4];        /* elements per dimension, ne[0] innermost (row length); unused = 1 */
+    uint64_t n_elements;   /* product of ne */
+    uint64_t offset;       /* from the start of the data section (aligned) */
+    uint64_t n_bytes;      /* size of the data */
+    const void *data;      /* into the mapping; n_bytes readable */
+} llmk_tensor_info;
+
+int llmk_gguf_open(const char *path, llmk_gguf **out);
+/* Parse a GGUF image already in memory (no copy: `data` must outlive the
+ * handle). Used by the fuzz target and by tests. */
+int llmk_gguf_open_memory(const void *data, size_t size, llmk_gguf **out);
+void llmk_gguf_close(llmk_gguf *g);
+
+uint32_t llmk_gguf_version(const llmk_gguf *g);
+uint32_t llmk_gguf_alignment(const llmk_gguf *g);
+uint64_t llmk_gguf_file_size(const llmk_gguf *g);
+
+/* Metadata, by index (0 .. n_kv-1, file order) or by key. */
+size_t llmk_gguf_n_kv(const llmk_gguf *g);
+const char *llmk_gguf_kv_key(const llmk_gguf *g, size_t i);
+uint32_t llmk_gguf_kv_type(const llmk_gguf *g, size_t i);           /* enum llmk_gguf_type */
+/* Index of a key, or -1 when absent. */
+int64_t llmk_gguf_find_key(const llmk_gguf *g, const char *key);
+
+/* Typed getters. LLMK_NOT_FOUND when the key is absent, LLMK_TYPE_MISMATCH
+ * when it holds another type. Integer getters accept any integer type whose
+ * value fits the requested one; get_f32/get_f64 accept either float type. */
+int llmk_gguf_get_u32(const llmk_gguf *g, const char *key, uint32_t *out);
+int llmk_gguf_get_i32(const llmk_gguf *g, const char *key, int32_t *out);
+int llmk_gguf_get_u64(const llmk_gguf *g, const char *key, uint64_t *out);
+int llmk_gguf_get_f32(const llmk_gguf *g, const char *key, float *out);
+int llmk_gguf_get_f64(const llmk_gguf *g, const char *key, double *out);
+int llmk_gguf_get_bool(const llmk_gguf *g, const char *key, bool *out);
+int llmk_gguf_get_str(const llmk_gguf *g, const char *key, const char **s, size_t *len);
+/* Arrays: element type and count; then elements by index. Nested arrays are
+ * parsed and validated but only their count is exposed (no GGUF key that
+ * llmk reads nests arrays). */
+int llmk_gguf_get_arr(const llmk_gguf *g, const char *key, uint32_t *elem_type, uint64_t *n);
+int llmk_gguf_arr_str(const llmk_gguf *g, const char *key, uint64_t i, const char **s, size_t *len);
+/* Any numeric (or bool) array element converted to double. */
+int llmk_gguf_arr_num(const llmk_gguf *g, const char *key, uint64_t i, double *out);
+
+/* Tensors, in file order. */
+size_t llmk_gguf_n_tensors(const llmk_gguf *g);
+const llmk_tensor_info *llmk_gguf_tensor(const llmk_gguf *g, size_t i);
+const llmk_tensor_info *llmk_gguf_find_tensor(const llmk_gguf *g, const char *name); /* NULL if absent */
+
+/* Writer: collect metadata and tensors, then write a GGUF v3 file. Tensor
+ * data pointers are borrowed until llmk_gguf_writer_write returns. */
+typedef struct llmk_gguf_writer llmk_gguf_writer;
+int llmk_gguf_writer_init(llmk_gguf_writer **out);
+void llmk_gguf_writer_free(llmk_gguf_writer *w);
+int llmk_gguf_writer_set_u32(llmk_gguf_writer *w, const char *key, uint32_t v);
+int llmk_gguf_writer_set_i32(llmk_gguf_writer *w, const char *key, int32_t v);
+int llmk_gguf_writer_set_u64(llmk_gguf_writer *w, const char *key, uint64_t v);
+int llmk_gguf_writer_set_f32(llmk_gguf_writer *w, const char *key, float v);
+int llmk_gguf_writer_set_bool(llmk_gguf_writer *w, const char *key, bool v);
+int llmk_gguf_writer_set_str(llmk_gguf_writer *w, const char *key, const char *v);
+/* Numeric array: `data` holds n little-endian elements of elem_type. */
+int llmk_gguf_writer_set_arr(llmk_gguf_writer *w, const char *key, uint32_t elem_type,
+                             const void *data, uint64_t n);
+int llmk_gguf_writer_set_arr_str(llmk_gguf_writer *w, const char *key,
+                                 const char *const *strs, uint64_t n);
+/* Copy key i of an open file (any type, arrays included) into the writer. */
+int llmk_gguf_writer_copy_kv(llmk_gguf_writer *w, const llmk_gguf *g, size_t i);
+int llmk_gguf_writer_add_tensor(llmk_gguf_writer *w, const char *name, uint32_t type,
+                                uint32_t n_dims, const uint64_t *ne, const void *data,
+                                uint64_t n_bytes);
+int llmk_gguf_writer_write(llmk_gguf_writer *w, const char *path);
 /* LLMK_SECTION_GGUF_END */
 
 /* ======================================================================== */

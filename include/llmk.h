@@ -265,6 +265,48 @@ int llmk_gguf_writer_write(llmk_gguf_writer *w, const char *path);
 /* 6. Tokenizer                                                              */
 /* ======================================================================== */
 /* LLMK_SECTION_TOKENIZER_BEGIN */
+/* Built from a GGUF file's tokenizer.ggml.* metadata: byte-level BPE
+ * (model "gpt2", pre-tokenizer from tokenizer.ggml.pre) or SentencePiece-style
+ * BPE (model "llama", with byte fallback). */
+typedef struct llmk_tokenizer llmk_tokenizer;
+
+int llmk_tokenizer_load(const llmk_gguf *g, llmk_tokenizer **out);
+void llmk_tokenizer_free(llmk_tokenizer *t);
+
+/* Encode UTF-8 text. add_bos: prepend BOS (callers usually pass
+ * llmk_tokenizer_add_bos(t)); parse_special: recognise special/control token
+ * texts such as "<|im_start|>" in the text (otherwise they are plain text).
+ * Writes at most cap ids; *n_out is always the full count, and
+ * LLMK_BUFFER_TOO_SMALL is returned when it exceeds cap. */
+int llmk_tokenize(const llmk_tokenizer *t, const char *text, size_t len, bool add_bos,
+                  bool parse_special, int32_t *ids, size_t cap, size_t *n_out);
+
+size_t llmk_tokenizer_n_vocab(const llmk_tokenizer *t);
+int32_t llmk_tokenizer_bos(const llmk_tokenizer *t);   /* -1 when the model has none */
+int32_t llmk_tokenizer_eos(const llmk_tokenizer *t);   /* -1 when none */
+int32_t llmk_tokenizer_eot(const llmk_tokenizer *t);   /* end of turn; -1 when none */
+bool llmk_tokenizer_add_bos(const llmk_tokenizer *t);  /* tokenizer.ggml.add_bos_token */
+/* True for ids that end generation (EOS, EOT and other end-of-generation ids). */
+bool llmk_tokenizer_is_eog(const llmk_tokenizer *t, int32_t id);
+/* The vocabulary entry as stored (e.g. "Ġthe", "▁the", "<0x0A>"); NULL for a bad id. */
+const char *llmk_tokenizer_piece(const llmk_tokenizer *t, int32_t id, size_t *len);
+/* Look up a vocabulary entry by its stored text; -1 when absent. */
+int32_t llmk_tokenizer_find(const llmk_tokenizer *t, const char *piece, size_t len);
+
+/* Detokenize as a stream: bytes of a multi-byte UTF-8 character split across
+ * tokens are held back until complete. Zero-initialise the state. */
+typedef struct llmk_detok_state {
+    unsigned char pending[8];
+    unsigned n_pending;
+    bool started; /* SentencePiece: the leading space of the first piece is dropped */
+} llmk_detok_state;
+/* Append the text of `id` to out (at most cap bytes, *n_out written). With
+ * render_special false, control tokens (BOS, <|im_end|>, ...) produce nothing. */
+int llmk_detok_feed(const llmk_tokenizer *t, llmk_detok_state *st, int32_t id, bool render_special,
+                    char *out, size_t cap, size_t *n_out);
+/* Emit whatever is still pending (an incomplete UTF-8 tail becomes U+FFFD). */
+int llmk_detok_flush(const llmk_tokenizer *t, llmk_detok_state *st, char *out, size_t cap,
+                     size_t *n_out);
 /* LLMK_SECTION_TOKENIZER_END */
 
 /* ======================================================================== */

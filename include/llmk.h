@@ -110,12 +110,300 @@ const char *llmk_last_error(void);
 /* 2. Seed-000 decode primitives (f64)                                       */
 /* ======================================================================== */
 /* LLMK_SECTION_PRIMITIVES_BEGIN */
+/*
+ * The four shape checks (src/contract.c). Every primitive below calls its
+ * check before it reads a single element. Arguments are the dimensions the
+ * caller claims and the real lengths of the buffers; the first failing rule,
+ * in the order listed, decides the status.
+ */
+/* residual_add_flat: n < 1 -> 561; n > LLMK_MAX_DIM -> 564;
+ * len_a != n -> 562; len_b != n -> 563; else 560. */
+int llmk_residual_dims_check(int64_t n, int64_t len_a, int64_t len_b);
+/* kv_cache_append_flat: cache_len < 0 or n_new < 1 -> 561 (an empty cache is
+ * fine, an empty append is not: a decode step adds at least one token);
+ * cache_len, n_new or cache_len + n_new > LLMK_MAX_DIM -> 564;
+ * len_cache != cache_len -> 566; len_new != n_new -> 567; else 560. */
+int llmk_kv_append_dims_check(int64_t cache_len, int64_t n_new, int64_t len_cache,
+                              int64_t len_new);
+/* greedy_argmax_flat: n < 1 -> 561; n > LLMK_MAX_DIM -> 564;
+ * len_logits != n -> 568; else 560. */
+int llmk_argmax_dims_check(int64_t n, int64_t len_logits);
+/* gemv_transposed_parallel_flat (A is m x n): m < 1 or n < 1 -> 561;
+ * m or n > LLMK_MAX_DIM -> 564; len_a != m*n -> 569; len_x != m -> 570; else 560. */
+int llmk_gemv_dims_check(int64_t m, int64_t n, int64_t len_a, int64_t len_x);
+
+/*
+ * Seed-000 decode primitives in double precision (src/ref/primitives.c).
+ * Each buffer travels with its real length (in elements). Output buffers are
+ * the caller's and must hold at least the result (LLMK_BUFFER_TOO_SMALL
+ * otherwise); a NULL buffer with a non-zero length is LLMK_INVALID_ARGUMENT.
+ * Shape refusals come first and use the seed codes of the checks above.
+ * Parallel paths run on one process-wide worker pool created on first use;
+ * results never depend on whether, or on how many threads, it was used.
+ */
+/* Work (cells) below which a primitive runs serially: fanning out smaller
+ * problems costs more than it saves. */
+#define LLMK_GEMV_PARALLEL_MIN_CELLS (1 << 16)
+#define LLMK_RESIDUAL_PARALLEL_MIN_CELLS (1 << 15)
+
+/* y[j] = sum_i a[i*n + j] * x[i] for j in [0, n): y = A^T x with A m x n
+ * row-major and m = len(x). Serial below LLMK_GEMV_PARALLEL_MIN_CELLS (m*n)
+ * cells, i outer / j inner; above it, the same loop on disjoint column bands.
+ * Each y[j] is summed over i = 0..m-1 in order either way, so the two paths
+ * are bitwise identical. y must not overlap a or x; y_len >= n. */
+int llmk_gemv_transposed_parallel_flat(const double *a, size_t a_len, const double *x,
+                                       size_t x_len, int64_t m, int64_t n, double *y,
+                                       size_t y_len);
+
+/* out[i] = a[i] + b[i] for i in [0, n). out may be a or b (in-place add);
+ * out_len >= n. Parallel above LLMK_RESIDUAL_PARALLEL_MIN_CELLS elements. */
+int llmk_residual_add_flat(const double *a, size_t a_len, const double *b, size_t b_len,
+                           int64_t n, double *out, size_t out_len);
+
+/* out = cache ++ new_vals: a NEW buffer of cache_len + n_new elements,
+ * allocated with malloc; the caller owns it and releases it with free().
+ * cache_len may be 0 (cache may then be NULL); n_new must be >= 1. Costs
+ * O(cache_len + n_new) per call, so a loop that grows one cache should use
+ * the reserved-capacity pair below instead. On failure *out is NULL. */
+int llmk_kv_cache_append_flat(const double *cache, size_t cache_buf_len,
+                              const double *new_vals, size_t new_buf_len, int64_t cache_len,
+                              int64_t n_new, double **out, int64_t *out_n);
+
+/* A zero-filled buffer of max_elements (1..LLMK_MAX_DIM) doubles from calloc,
+ * sized once for a cache's whole life; release it with free(). */
+int llmk_kv_cache_reserve_flat(int64_t max_elements, double **out);
+
+/* Write new_vals into cache[cache_len, cache_len + n_new) in place, where
+ * `capacity` is the buffer's real length (from reserve). Allocates nothing
+ * and copies nothing already cached. LLMK_CACHE_CAPACITY_EXCEEDED (571) when
+ * cache_len + n_new > capacity; other refusals as llmk_kv_append_dims_check
+ * with len_cache = cache_len (the buffer is longer than its content by design). */
+int llmk_kv_cache_append_into_flat(double *cache, size_t capacity, const double *new_vals,
+                                   size_t new_buf_len, int64_t cache_len, int64_t n_new);
+
+/* The first index holding the row's maximum (ties go to the lowest id, as
+ * numpy.argmax) and that maximum. Two passes: a scan for the maximum, then
+ * llmk_greedy_token_id(logit, max) per candidate until the first one matches.
+ * Any NaN in the row is refused with LLMK_NAN_INPUT (naming its index):
+ * no token is "the maximum" of a row that has lost its numbers. +-inf are
+ * ordinary values (a row of all -inf picks id 0). */
+int llmk_greedy_argmax_flat(const double *logits, size_t logits_len, int64_t n,
+                            int64_t *token_id, double *logit);
 /* LLMK_SECTION_PRIMITIVES_END */
 
 /* ======================================================================== */
 /* 3. Formula layer (seed 001)                                               */
 /* ======================================================================== */
 /* LLMK_SECTION_FORMULAS_BEGIN */
+/*
+ * 61 scalar formulas in six modules (src/formulas/), double in, double out,
+ * no buffers, no state, no randomness. Names are seed 001's with the llmk_
+ * prefix. Conventions:
+ *   - a decision returns 1.0 (yes / accept / stop) or 0.0;
+ *   - a division guard returns the listed safe default, never NaN or inf,
+ *     for the documented degenerate input (NaN arguments propagate);
+ *   - "trunc" is the seed's integer ceiling idiom: the quotient truncated
+ *     toward zero as a 64-bit integer, never a call to ceil();
+ *   - byte counts are bytes, times are in the unit their argument names say.
+ * See docs/formulas.md for which functions have callers in llmk.
+ */
+
+/* The one KV byte count every memory formula below uses:
+ * 2 (K and V) x batch x tokens x n_heads x head_dim x dtype_bytes.
+ * dtype_bytes may be fractional (q8_0 stores 34 bytes per 32 values). */
+double llmk_kv_bytes(double batch, double tokens, double n_heads, double head_dim,
+                     double dtype_bytes);
+
+/* ---- kv_cache: plain (non-paged) KV-cache sizing, eviction, quantization ---- */
+/* Bytes of K+V for one layer: llmk_kv_bytes(batch, seq_len, n_heads, head_dim, dtype_bytes).
+ * Qwen3-0.6B at 2048 tokens, FP16: (1, 2048, 8, 128, 2) = 8388608. */
+double llmk_kv_cache_memory_per_layer(double batch, double seq_len, double n_heads,
+                                      double head_dim, double dtype_bytes);
+/* per_layer_bytes x n_layers. */
+double llmk_kv_cache_total_memory(double per_layer_bytes, double n_layers);
+/* used_tokens / max_tokens; 0.0 when max_tokens <= 0. */
+double llmk_kv_cache_utilization(double used_tokens, double max_tokens);
+/* LRU eviction priority: current_time - last_access_time (older = evict first). */
+double llmk_kv_eviction_score_lru(double current_time, double last_access_time);
+/* Heavy-Hitter Oracle keep-priority: attention_mass x recency (recency in
+ * [0, 1], 1 = just used). The lowest score is the eviction candidate. */
+double llmk_kv_eviction_score_h2o(double attention_mass, double recency);
+/* min(match_len, prefix_a_len, prefix_b_len): a claimed match is capped at the
+ * shorter sequence. (10, 15, 12) = 10. */
+double llmk_radix_cache_shared_prefix_len(double prefix_a_len, double prefix_b_len,
+                                          double match_len);
+/* |value - dequant(quant(value))| for asymmetric INT8: code = rint(value /
+ * scale) + zero_point (round half to even), CLAMPED to [-128, 127], then
+ * (code - zero_point) x scale. scale <= 0 (no representable grid): |value|. */
+double llmk_kv_quantization_error(double value, double scale, double zero_point);
+/* current_len + 1: the cache length after a one-token decode step. */
+double llmk_incremental_decode_kv_append(double current_len);
+/* Bytes of K+V a prefix-cache hit of prefix_len tokens saves recomputing, all
+ * layers: n_layers x llmk_kv_bytes(1, prefix_len, n_heads, head_dim, dtype_bytes). */
+double llmk_prefix_cache_hit_bytes(double prefix_len, double n_layers, double n_heads,
+                                   double head_dim, double dtype_bytes);
+/* Tokens (batch 1, all layers) that fit a memory budget:
+ * trunc(budget_bytes / (n_layers x llmk_kv_bytes(1, 1, ...))); 0.0 when the
+ * per-token size is <= 0. (Named by llmk; the seed lists it only by count.) */
+double llmk_kv_cache_tokens_for_budget(double budget_bytes, double n_layers, double n_heads,
+                                       double head_dim, double dtype_bytes);
+
+/* ---- paged_kv_cache: vLLM-style paged KV math ---- */
+/* Identity: returns page_table_entry; virtual_block_id is the caller's key
+ * into a table that lives on the caller's side. */
+double llmk_page_table_lookup(double virtual_block_id, double page_table_entry);
+/* Blocks for seq_len tokens: trunc((seq_len + block_size - 1) / block_size).
+ * 0.0 when block_size <= 0. (2048, 16) = 128; (2049, 16) = 129. */
+double llmk_paged_attention_block_count(double seq_len, double block_size);
+/* Bytes (one layer) reclaimed by compacting free_fragmented_blocks partly
+ * used blocks: blocks x llmk_kv_bytes(1, block_size_tokens, n_heads, head_dim, dtype_bytes). */
+double llmk_cache_compaction_gain(double free_fragmented_blocks, double block_size_tokens,
+                                  double n_heads, double head_dim, double dtype_bytes);
+/* Bytes saved when n_sequences share one copy of a prefix_len-token prefix
+ * instead of one each: max(n_sequences - 1, 0) x n_layers x
+ * llmk_kv_bytes(1, prefix_len, n_heads, head_dim, dtype_bytes). */
+double llmk_prefix_sharing_savings(double prefix_len, double n_sequences, double n_layers,
+                                   double n_heads, double head_dim, double dtype_bytes);
+/* K+V bytes of speculative branches, all layers: n_layers x
+ * llmk_kv_bytes(1, n_branches x speculation_depth, n_heads, head_dim, dtype_bytes). */
+double llmk_speculative_branch_memory(double n_branches, double speculation_depth,
+                                      double n_layers, double n_heads, double head_dim,
+                                      double dtype_bytes);
+/* Seconds to copy one block (one layer) at bandwidth_gbs GB/s (1e9 bytes/s):
+ * llmk_kv_bytes(1, block_size_tokens, ...) / (bandwidth_gbs x 1e9);
+ * 0.0 when bandwidth_gbs <= 0. */
+double llmk_block_copy_cost(double block_size_tokens, double n_heads, double head_dim,
+                            double dtype_bytes, double bandwidth_gbs);
+/* LRU in scheduler steps: current_step - last_access_step. */
+double llmk_cache_eviction_lru_score(double current_step, double last_access_step);
+/* Belady (offline optimal): next_use_step - current_step, the distance to
+ * the next use; 1e9 when next_use_step < 0 ("never used again"). Highest
+ * score is evicted first. */
+double llmk_cache_eviction_beladys_score(double current_step, double next_use_step);
+/* NTK-aware RoPE scale: (seq_len / base_context) ^ alpha; 1.0 (no scaling)
+ * when base_context <= 0 or seq_len <= 0. */
+double llmk_dynamic_ntk_rope_scale(double seq_len, double base_context, double alpha);
+/* Linear context extension: target_max_len / original_max_len; 1.0 when
+ * original_max_len <= 0. */
+double llmk_context_extension_factor(double original_max_len, double target_max_len);
+
+/* ---- llm_sampling: values (scaled logits, thresholds, scores) ---- */
+/* logit / temperature; logit x 1e9 when temperature <= 0 (routes to greedy). */
+double llmk_temperature_scale(double logit, double temperature);
+/* Identity: returns k_th_logit (the k-th largest logit, found by the
+ * caller's sort); tokens below it are outside the top k. */
+double llmk_top_k_threshold(double k, double k_th_logit);
+/* 1.0 while cumulative_so_far < p (the token is still inside the nucleus),
+ * else 0.0; sorted_prob is not used. */
+double llmk_top_p_cumulative(double sorted_prob, double cumulative_so_far, double p);
+/* max_prob x min_p: tokens with a lower probability are dropped. */
+double llmk_min_p_threshold(double max_prob, double min_p);
+/* Repetition penalty (CTRL) for a token already in the context: logit /
+ * penalty when logit > 0, logit x penalty otherwise; the logit unchanged when
+ * penalty <= 0. */
+double llmk_repetition_penalty_scale(double logit, double penalty);
+/* OpenAI-style: logit - count x frequency_penalty - (count > 0 ? presence_penalty : 0). */
+double llmk_token_frequency_penalty(double logit, double count, double frequency_penalty,
+                                    double presence_penalty);
+/* Locally typical sampling: |token_log_prob + entropy|, the distance of the
+ * token's surprise (-log p) from the entropy. Lower is more typical. */
+double llmk_typical_p_score(double token_log_prob, double entropy);
+/* 1.0 when logit >= max_logit (this candidate is the maximum), else 0.0. */
+double llmk_greedy_token_id(double logit, double max_logit);
+/* Beam score after one more token: prev_score + token_log_prob. */
+double llmk_beam_score_update(double prev_score, double token_log_prob);
+/* GNMT length penalty ((5 + length) / 6) ^ alpha, through llmk_pow_approx. */
+double llmk_length_penalty(double length, double alpha);
+/* base ^ exponent as exp(exponent x log(base)) for base > 0; 1.0 when
+ * exponent == 0; 0.0 for base <= 0 otherwise. */
+double llmk_pow_approx(double base, double exponent);
+
+/* ---- generation_loop: the same decisions as accept/stop signals ---- */
+/* Identical to llmk_temperature_scale. */
+double llmk_temperature_logit_scale(double logit, double temperature);
+/* 1.0 when token_rank (0-based) < k; k <= 0 disables top-k (always 1.0). */
+double llmk_top_k_accept(double token_rank, double k);
+/* As the seed: 1.0 when the SECOND argument < p, else 0.0; the first is not
+ * used. Pass the cumulative mass before this token as the second argument. */
+double llmk_top_p_cumulative_accept(double cumulative_prob, double token_prob, double p);
+/* 1.0 when token_prob >= max_prob x min_p. */
+double llmk_min_p_accept(double token_prob, double max_prob, double min_p);
+/* 1.0 when |(-token_log_prob) - entropy| < tau. */
+double llmk_typical_sampling_accept(double token_log_prob, double entropy, double tau);
+/* logit - count x penalty. */
+double llmk_frequency_penalty_logit(double logit, double count, double penalty);
+/* logit - penalty when count > 0, else logit. */
+double llmk_presence_penalty_logit(double logit, double count, double penalty);
+/* 1.0 when token_id == eos_id (stop), else 0.0. */
+double llmk_eos_stop_score(double token_id, double eos_id);
+/* Eta sampling (Hewitt et al.): 1.0 when token_prob > min(epsilon,
+ * sqrt(epsilon) x exp(-entropy)). */
+double llmk_eta_sampling_accept(double token_prob, double entropy, double epsilon);
+/* 1.0 when max_new_tokens > 0 and n_generated >= max_new_tokens. (Named by llmk.) */
+double llmk_max_tokens_stop(double n_generated, double max_new_tokens);
+
+/* ---- speculative_decoding: draft/verify, constrained decoding, structure ---- */
+/* min(1, target_prob / draft_prob); 1.0 when draft_prob <= 0. */
+double llmk_speculative_accept_prob(double target_prob, double draft_prob);
+/* Tokens per speculative step: (1 - a^(g+1)) / (1 - a) for acceptance rate a
+ * and depth g; g + 1 at a == 1 (the limit). (0.8, 4) = 3.3616. */
+double llmk_speculative_expected_tokens(double acceptance_rate, double speculation_depth);
+/* Speedup over plain decoding: expected_tokens x target_time / total_time
+ * with total_time = speculation_depth x draft_time + target_time; 1.0 when
+ * total_time <= 0. (3.3616, 50, 8, 4) = 2.0498. */
+double llmk_draft_model_speedup(double expected_tokens, double target_time, double draft_time,
+                                double speculation_depth);
+/* Medusa head: min(1, target_prob / medusa_prob); 1.0 when medusa_prob <= 0. */
+double llmk_medusa_head_acceptance(double target_prob, double medusa_prob);
+/* logit when allowed > 0, else -1e9 (finite, so later arithmetic stays finite). */
+double llmk_json_grammar_logit_mask(double logit, double allowed);
+/* beam_score + bonus x constraints_met / total_constraints; beam_score when
+ * total_constraints <= 0. */
+double llmk_constrained_beam_score(double beam_score, double constraints_met,
+                                   double total_constraints, double bonus);
+/* Retry score of a structured output: clamp(1 - n_errors / n_fields, 0, 1) /
+ * (1 + retry_count); 0.0 when n_fields <= 0. */
+double llmk_structured_repair_score(double n_errors, double n_fields, double retry_count);
+/* Contrastive decoding: expert_log_prob - amateur_weight x amateur_log_prob. */
+double llmk_contrastive_decode_score(double expert_log_prob, double amateur_log_prob,
+                                     double amateur_weight);
+/* Identity: returns overlap_chars (computed by the caller's tokenizer). */
+double llmk_token_healing_overlap(double token_id, double overlap_chars);
+/* Simplified watermark: logit + delta when (token_id + green_list_hash) is
+ * even (fmod 2 == 0), else logit. */
+double llmk_watermark_green_list_bias(double logit, double token_id, double green_list_hash,
+                                      double delta);
+
+/* ---- continuous_batching: iteration-level scheduling ---- */
+/* 1.0 when request_kv_tokens <= available_kv_tokens x (1 - safety_margin). */
+double llmk_admission_control_accept(double request_kv_tokens, double available_kv_tokens,
+                                     double safety_margin);
+/* Sequences that fit the next iteration: trunc(available_kv_tokens /
+ * avg_seq_remaining); 0.0 when avg_seq_remaining <= 0. */
+double llmk_iteration_level_batch_size(double available_kv_tokens, double avg_seq_remaining);
+/* kv_cache_tokens / (seq_priority x (tokens_generated + 1)): the highest
+ * score is preempted first, so a just-started sequence goes before one that
+ * has sunk work; 1e9 when the denominator is <= 0. (1, 2, 512) / (1, 200, 512) = 67. */
+double llmk_preemption_score(double seq_priority, double tokens_generated,
+                             double kv_cache_tokens);
+/* trunc((prompt_len + chunk_size - 1) / chunk_size); 0.0 when chunk_size <= 0.
+ * (5000, 2048) = 3. */
+double llmk_chunked_prefill_chunks(double prompt_len, double chunk_size);
+/* Tokens per second: batch_size x 1000 / step_time_ms; 0.0 when step_time_ms <= 0. */
+double llmk_decode_throughput(double batch_size, double step_time_ms);
+/* queue_wait_ms + n_prefill_chunks x chunk_time_ms. */
+double llmk_time_to_first_token(double queue_wait_ms, double n_prefill_chunks,
+                                double chunk_time_ms);
+/* head_wait_ms / avg_wait_ms; 1.0 (no blocking) when avg_wait_ms <= 0. */
+double llmk_head_of_line_blocking_score(double head_wait_ms, double avg_wait_ms);
+/* achieved_compute / theoretical_max_compute; 0.0 when the maximum is <= 0. */
+double llmk_batching_efficiency(double achieved_compute, double theoretical_max_compute);
+/* Beam search KV bytes for one request: beam_width x n_layers x
+ * llmk_kv_bytes(1, seq_len, n_heads, head_dim, dtype_bytes). */
+double llmk_beam_memory_per_request(double beam_width, double seq_len, double n_layers,
+                                    double n_heads, double head_dim, double dtype_bytes);
+/* End-to-end latency: ttft_ms + max(n_output_tokens - 1, 0) x tpot_ms. (Named by llmk.) */
+double llmk_request_latency(double ttft_ms, double n_output_tokens, double tpot_ms);
 /* LLMK_SECTION_FORMULAS_END */
 
 /* ======================================================================== */

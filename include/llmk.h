@@ -494,6 +494,10 @@ void llmk_gguf_close(llmk_gguf *g);
 uint32_t llmk_gguf_version(const llmk_gguf *g);
 uint32_t llmk_gguf_alignment(const llmk_gguf *g);
 uint64_t llmk_gguf_file_size(const llmk_gguf *g);
+/* Byte where the (aligned) data section starts; tensor offsets are from here. */
+uint64_t llmk_gguf_data_offset(const llmk_gguf *g);
+/* "u8", "str", "array", ... for a metadata value type; NULL for an unknown id. */
+const char *llmk_gguf_type_name(uint32_t type);
 
 /* Metadata, by index (0 .. n_kv-1, file order) or by key. */
 size_t llmk_gguf_n_kv(const llmk_gguf *g);
@@ -601,6 +605,87 @@ int llmk_detok_flush(const llmk_tokenizer *t, llmk_detok_state *st, char *out, s
 /* 7. Model and session                                                      */
 /* ======================================================================== */
 /* LLMK_SECTION_MODEL_BEGIN */
+/* A model: hyperparameters from GGUF metadata, weights as read-only views into
+ * the file's mapping (nothing copied), and its tokenizer. Architectures:
+ * "llama" (incl. Llama-3 rope frequency factors), "qwen2" (Q/K/V biases),
+ * "qwen3" (per-head Q/K RMSNorm). Every tensor's type and shape is checked at
+ * load against the architecture; see docs/model.md. */
+typedef struct llmk_model llmk_model;
+
+enum llmk_rope_scaling {
+    LLMK_ROPE_SCALING_NONE = 0,
+    LLMK_ROPE_SCALING_LINEAR = 1, /* positions divided by rope_scale_factor */
+    LLMK_ROPE_SCALING_LLAMA3 = 2  /* Llama-3.1 per-frequency smoothing */
+};
+
+typedef struct llmk_hparams {
+    const char *arch;        /* general.architecture ("llama", "qwen2", "qwen3") */
+    int32_t n_layer;         /* <arch>.block_count */
+    int32_t n_embd;          /* <arch>.embedding_length */
+    int32_t n_head;          /* <arch>.attention.head_count */
+    int32_t n_head_kv;       /* <arch>.attention.head_count_kv (default n_head) */
+    int32_t head_dim;        /* <arch>.attention.key_length (default n_embd / n_head) */
+    int32_t n_rot;           /* <arch>.rope.dimension_count (default head_dim) */
+    int32_t n_ff;            /* <arch>.feed_forward_length */
+    int32_t n_vocab;         /* token_embd.weight's second dimension */
+    int32_t n_ctx_train;     /* <arch>.context_length */
+    double rms_eps;          /* <arch>.attention.layer_norm_rms_epsilon */
+    double rope_theta;       /* <arch>.rope.freq_base (default 10000) */
+    int32_t rope_scaling;    /* enum llmk_rope_scaling */
+    double rope_scale_factor;      /* <arch>.rope.scaling.factor (1 if none) */
+    int32_t rope_orig_ctx;         /* <arch>.rope.scaling.original_context_length */
+    double rope_low_freq_factor;   /* llama3 only (default 1) */
+    double rope_high_freq_factor;  /* llama3 only (default 4) */
+    bool rope_neox;          /* split-half rotation (qwen2/3); false: adjacent pairs (llama GGUF) */
+    bool has_rope_freqs;     /* rope_freqs.weight divides each frequency */
+    bool tied_output;        /* no output.weight: the LM head is token_embd */
+    bool has_qkv_bias;       /* blk.N.attn_{q,k,v}.bias */
+    bool has_qk_norm;        /* blk.N.attn_{q,k}_norm.weight */
+} llmk_hparams;
+
+/* Open, validate and map a GGUF model. On failure *out is NULL. A tokenizer
+ * that fails to load does not fail the model (logits need none): the failure
+ * is kept and returned by llmk_model_tokenizer. */
+int llmk_model_load(const char *path, llmk_model **out);
+void llmk_model_free(llmk_model *m);
+const llmk_hparams *llmk_model_hparams(const llmk_model *m);
+const llmk_gguf *llmk_model_gguf(const llmk_model *m);
+/* The model's tokenizer, or the status and message of its load failure. */
+int llmk_model_tokenizer(const llmk_model *m, const llmk_tokenizer **out);
+
+/* Decode paths. REF: the seed-000 f64 reference (slow, memory-hungry).
+ * F32: f32 with weights dequantized row by row inside the matvec.
+ * FAST: for now the F32 path (the fused executor is a later piece of work). */
+enum llmk_path { LLMK_PATH_REF = 0, LLMK_PATH_F32 = 1, LLMK_PATH_FAST = 2 };
+/* Name -> path ("ref", "f32", "fast"); LLMK_INVALID_ARGUMENT otherwise. */
+int llmk_path_from_name(const char *name, int *path_out);
+
+/* A session: one sequence's KV cache, scratch and worker pool, all allocated
+ * at init (nothing per token). Zero-initialise, then set what you need. */
+typedef struct llmk_session_params {
+    int32_t n_ctx;     /* KV capacity in tokens; <= 0: the model's n_ctx_train */
+    int32_t n_threads; /* <= 0: one per online CPU */
+    int32_t path;      /* enum llmk_path */
+    int32_t n_batch;   /* tokens per forward chunk; <= 0: 32. Results do not depend on it. */
+} llmk_session_params;
+typedef struct llmk_session llmk_session;
+
+int llmk_session_init(const llmk_model *m, const llmk_session_params *p, llmk_session **out);
+void llmk_session_free(llmk_session *s);
+/* Append n tokens at the current position and advance it. logits may be NULL
+ * (no LM head is run); otherwise it receives n_vocab floats for the last
+ * token, or n x n_vocab (row per token) when all_positions is true;
+ * logits_cap is its length in floats. LLMK_INVALID_TOKEN for an id outside
+ * the vocabulary, LLMK_CONTEXT_FULL when pos + n > n_ctx; on any failure the
+ * position is unchanged. Results are bitwise identical however the tokens
+ * are split across calls and whatever the thread count. */
+int llmk_session_eval(llmk_session *s, const int32_t *ids, size_t n, float *logits,
+                      size_t logits_cap, bool all_positions);
+int32_t llmk_session_pos(const llmk_session *s);
+int32_t llmk_session_n_ctx(const llmk_session *s);
+/* Forget every token from pos on (0 <= pos <= current position), so a chat
+ * can reuse the cached prefix. */
+int llmk_session_truncate(llmk_session *s, int32_t pos);
 /* LLMK_SECTION_MODEL_END */
 
 /* ======================================================================== */

@@ -1,0 +1,14 @@
+/* Pieces of the GGUF reader the writer shares (src/gguf.c, src/gguf_write.c). */
+#ifndef LLMK_GGUF_INTERNAL_H
+#define LLMK_GGUF_INTERNAL_H
+
+#include "internal.h"
+
+/* Bytes of one scalar metadata value; 0 for STRING, ARRAY and unknown ids. */
+unsigned llmk_gguf_scalar_size(uint32_t type);
+
+/* The encoded bytes of metadata value i as they are in the file (after the
+ * type id): what copy_kv writes out again unchanged. */
+int llmk_gguf_kv_raw(const llmk_gguf *g, size_t i, const void **raw, uint64_t *len);
+
+#endif

@@ -528,13 +528,20 @@ static int place_tensors(llmk_gguf *g, uint64_t infos_end) {
                              t->name, (unsigned long long)t->offset, g->alignment);
         uint64_t begin, end;
         if (!llmk_add_u64(g->data_offset, t->offset, &begin) ||
-            !llmk_add_u64(begin, t->n_bytes, &end) || end > g->size)
+            !llmk_add_u64(begin, t->n_bytes, &end))
             return llmk_fail(LLMK_OFFSET_OUT_OF_FILE,
                              "tensor %.150s: data of %llu bytes at offset %llu (data section at "
-                             "byte %llu) ends past the file, which has %llu bytes",
+                             "byte %llu) ends past byte 2^64, file has %llu",
                              t->name, (unsigned long long)t->n_bytes,
                              (unsigned long long)t->offset, (unsigned long long)g->data_offset,
                              (unsigned long long)g->size);
+        if (end > g->size)
+            return llmk_fail(LLMK_OFFSET_OUT_OF_FILE,
+                             "tensor %.150s: data ends at byte %llu, file has %llu (%llu bytes at "
+                             "offset %llu of the data section at byte %llu)",
+                             t->name, (unsigned long long)end, (unsigned long long)g->size,
+                             (unsigned long long)t->n_bytes, (unsigned long long)t->offset,
+                             (unsigned long long)g->data_offset);
         t->data = g->base + begin;
     }
     return LLMK_OK;

@@ -540,6 +540,12 @@ int llmk_gguf_writer_set_u64(llmk_gguf_writer *w, const char *key, uint64_t v);
 int llmk_gguf_writer_set_f32(llmk_gguf_writer *w, const char *key, float v);
 int llmk_gguf_writer_set_bool(llmk_gguf_writer *w, const char *key, bool v);
 int llmk_gguf_writer_set_str(llmk_gguf_writer *w, const char *key, const char *v);
+/* Any scalar value type (u8 .. f64, bool); `value` points to one value of
+ * that type in host order. A key set twice is LLMK_DUPLICATE_NAME. A u32
+ * general.alignment (power of two) changes the alignment the file is laid
+ * out with (default 32). */
+int llmk_gguf_writer_set_scalar(llmk_gguf_writer *w, const char *key, uint32_t type,
+                                const void *value);
 /* Numeric array: `data` holds n little-endian elements of elem_type. */
 int llmk_gguf_writer_set_arr(llmk_gguf_writer *w, const char *key, uint32_t elem_type,
                              const void *data, uint64_t n);
@@ -584,6 +590,14 @@ bool llmk_tokenizer_is_eog(const llmk_tokenizer *t, int32_t id);
 const char *llmk_tokenizer_piece(const llmk_tokenizer *t, int32_t id, size_t *len);
 /* Look up a vocabulary entry by its stored text; -1 when absent. */
 int32_t llmk_tokenizer_find(const llmk_tokenizer *t, const char *piece, size_t len);
+/* GGUF token type of an id: 1 normal, 2 unknown, 3 control, 4 user-defined,
+ * 5 unused, 6 byte; 0 for a bad id. */
+int llmk_tokenizer_token_type(const llmk_tokenizer *t, int32_t id);
+/* Notes on llmk_tokenize: text must be valid UTF-8 (LLMK_INVALID_UTF8 names
+ * the byte offset; nothing is replaced). User-defined tokens (type 4) are
+ * always matched as whole tokens, like Hugging Face's non-special added
+ * tokens; control tokens only with parse_special. add_bos with a model that
+ * has no BOS adds nothing. */
 
 /* Detokenize as a stream: bytes of a multi-byte UTF-8 character split across
  * tokens are held back until complete. Zero-initialise the state. */
@@ -596,6 +610,11 @@ typedef struct llmk_detok_state {
  * render_special false, control tokens (BOS, <|im_end|>, ...) produce nothing. */
 int llmk_detok_feed(const llmk_tokenizer *t, llmk_detok_state *st, int32_t id, bool render_special,
                     char *out, size_t cap, size_t *n_out);
+/* The output is always valid UTF-8: malformed byte sequences become U+FFFD.
+ * On LLMK_BUFFER_TOO_SMALL *n_out is the size needed and the state is left
+ * unchanged, so the call can be repeated with a bigger buffer. To decode a
+ * continuation (e.g. generated tokens after a prompt) start with started =
+ * true so a SentencePiece leading space is kept. */
 /* Emit whatever is still pending (an incomplete UTF-8 tail becomes U+FFFD). */
 int llmk_detok_flush(const llmk_tokenizer *t, llmk_detok_state *st, char *out, size_t cap,
                      size_t *n_out);
@@ -692,6 +711,135 @@ int llmk_session_truncate(llmk_session *s, int32_t pos);
 /* 8. Sampling                                                               */
 /* ======================================================================== */
 /* LLMK_SECTION_SAMPLING_BEGIN */
+/* Sampler chain over the full vocabulary (src/sample.c). Logit bias is
+ * applied first, then the stages in `order`; each stage calls its seed-001
+ * formula. Temperature <= 0 picks the maximum (ties: lowest id) after the
+ * stages before temperature. The draw uses a counter-based RNG: draw number
+ * `step` of a sampler depends only on (seed, step), so the same seed and
+ * logits give the same tokens on any thread count. docs/sampling.md. */
+enum llmk_sampler_stage {
+    LLMK_STAGE_PENALTIES = 0,   /* repetition, frequency, presence over the last N tokens */
+    LLMK_STAGE_TEMPERATURE = 1,
+    LLMK_STAGE_TOP_K = 2,
+    LLMK_STAGE_MIN_P = 3,
+    LLMK_STAGE_TOP_P = 4,
+    LLMK_STAGE_TYPICAL_P = 5,
+    LLMK_STAGE_ETA = 6,
+    LLMK_STAGE_COUNT_ = 7 /* not a stage */
+};
+#define LLMK_SAMPLER_MAX_STAGES 16
+/* Default order: seed 001's production arm. */
+#define LLMK_SAMPLER_DEFAULT_ORDER "penalties;temperature;top_k;min_p;top_p"
+
+typedef struct llmk_logit_bias {
+    int32_t id;
+    float bias; /* added to the logit; -INFINITY bans the token */
+} llmk_logit_bias;
+
+typedef struct llmk_sampler_params {
+    double temperature;       /* 0.8; <= 0: greedy */
+    int32_t top_k;            /* 40; <= 0: off */
+    double top_p;             /* 0.95; >= 1: off */
+    double min_p;             /* 0.05; <= 0: off */
+    double typical_p;         /* 1.0 (off); in (0, 1) keeps the most typical mass */
+    double eta;               /* eta sampling epsilon; 0 (off) */
+    double repeat_penalty;    /* 1.0 (off) */
+    int32_t repeat_last_n;    /* 64; window of the penalties; 0 disables them */
+    double frequency_penalty; /* 0 (off) */
+    double presence_penalty;  /* 0 (off) */
+    int64_t seed;             /* -1: random (read it back with llmk_sampler_seed) */
+    const llmk_logit_bias *bias; /* borrowed until llmk_sampler_init returns (copied) */
+    size_t n_bias;
+    uint8_t order[LLMK_SAMPLER_MAX_STAGES]; /* enum llmk_sampler_stage */
+    size_t n_order;
+} llmk_sampler_params;
+
+/* The defaults above (close to llama.cpp's), order = LLMK_SAMPLER_DEFAULT_ORDER. */
+void llmk_sampler_params_default(llmk_sampler_params *p);
+/* Parse a stage list: names separated by ';' or ',' (penalties, temperature
+ * (temp), top_k, min_p, top_p, typical_p (typ_p), eta), or one letter each
+ * ("e t k m p y a" as in "etkmp"). Replaces p->order; LLMK_BAD_SAMPLER_CONFIG
+ * names an unknown stage. */
+int llmk_sampler_parse_order(const char *spec, llmk_sampler_params *p);
+const char *llmk_sampler_stage_name(int stage); /* "top_k", ...; "?" if none */
+
+typedef struct llmk_sampler llmk_sampler;
+/* Validates the parameters (LLMK_BAD_SAMPLER_CONFIG names the bad one) and
+ * allocates all scratch for an n_vocab vocabulary once. */
+int llmk_sampler_init(const llmk_sampler_params *p, size_t n_vocab, llmk_sampler **out);
+void llmk_sampler_free(llmk_sampler *s);
+uint64_t llmk_sampler_seed(const llmk_sampler *s); /* the seed in use (the random one for -1) */
+/* Forget the token history and restart the draw counter at 0. */
+void llmk_sampler_reset(llmk_sampler *s);
+/* Record a token in the penalty history (generated tokens; callers may also
+ * feed prompt tokens). LLMK_INVALID_TOKEN for an id outside the vocabulary. */
+int llmk_sampler_accept(llmk_sampler *s, int32_t id);
+/* Run the chain on a row of n logits (n == n_vocab) and draw one token; the
+ * draw counter advances by one. NaN logits are LLMK_NAN_INPUT. */
+int llmk_sampler_sample(llmk_sampler *s, const float *logits, size_t n, int32_t *id_out);
+
+/* The candidates left after the chain (no draw, counter unchanged), with
+ * probabilities normalised over them, in the order the draw walks them.
+ * Points into the sampler; valid until its next call. For tests and tools. */
+typedef struct llmk_token_prob {
+    int32_t id;
+    double logit; /* after penalties / temperature */
+    double p;
+} llmk_token_prob;
+int llmk_sampler_candidates(llmk_sampler *s, const float *logits, size_t n,
+                            const llmk_token_prob **cands, size_t *n_cands);
+
+/* The counter-based generator: 64 random bits / a double in [0, 1) that
+ * depend only on (seed, step) (splitmix64's output at position `step`). */
+uint64_t llmk_rng_u64(uint64_t seed, uint64_t step);
+double llmk_rng_uniform(uint64_t seed, uint64_t step);
+
+/* Streaming stop-string matcher: text goes in piece by piece; text that may
+ * still become a stop string is held back; a completed stop string and all
+ * after it are never emitted. */
+typedef struct llmk_stop_matcher llmk_stop_matcher;
+int llmk_stop_init(const char *const *stops, size_t n_stops, llmk_stop_matcher **out);
+void llmk_stop_free(llmk_stop_matcher *m);
+/* Longest stop string in bytes (0 with none): feed's out needs len + this. */
+size_t llmk_stop_max_len(const llmk_stop_matcher *m);
+/* Feed len bytes; writes the bytes now safe to show to out (cap bytes,
+ * *n_out). *stopped becomes true when a stop string completed: the text
+ * before it has been written, the matcher holds nothing more, and further
+ * feeds write nothing. */
+int llmk_stop_feed(llmk_stop_matcher *m, const char *text, size_t len, char *out, size_t cap,
+                   size_t *n_out, bool *stopped);
+/* End of generation: write the held-back text (it did not become a stop string). */
+int llmk_stop_flush(llmk_stop_matcher *m, char *out, size_t cap, size_t *n_out);
+void llmk_stop_reset(llmk_stop_matcher *m);
+
+/* Chat templates (src/chat.c): ChatML, Llama-3, Zephyr (TinyLlama) and
+ * Llama-2 [INST], recognised from tokenizer.chat_template by their markers. */
+typedef struct llmk_chat_message {
+    const char *role;    /* "system", "user", "assistant" */
+    const char *content;
+} llmk_chat_message;
+
+typedef struct llmk_chat_template llmk_chat_template;
+/* name: "chatml", "llama3", "zephyr", "llama2", or NULL to recognise
+ * template_text (LLMK_TEMPLATE_UNKNOWN with a message otherwise). The text is
+ * also searched for a default system prompt the template injects when the
+ * conversation has none. bos/eos: the token texts the template may use. */
+int llmk_chat_template_init(const char *name, const char *template_text, size_t text_len,
+                            const char *bos, const char *eos, llmk_chat_template **out);
+/* From a GGUF file: tokenizer.chat_template, bos/eos texts from the vocabulary. */
+int llmk_chat_template_from_gguf(const llmk_gguf *g, const char *name, llmk_chat_template **out);
+void llmk_chat_template_free(llmk_chat_template *t);
+const char *llmk_chat_template_name(const llmk_chat_template *t);
+/* The default system prompt it injects (NULL when none). */
+const char *llmk_chat_template_default_system(const llmk_chat_template *t);
+/* Render messages; *out is malloc'd, NUL-terminated, freed by the caller. */
+int llmk_chat_render(const llmk_chat_template *t, const llmk_chat_message *msgs, size_t n,
+                     bool add_generation_prompt, char **out, size_t *out_len);
+/* Parse an OpenAI-style JSON array [{"role":..,"content":..}, ...] (or an
+ * object with a "messages" array). *msgs is one allocation (strings inside),
+ * freed with free(). LLMK_BAD_REQUEST names what is wrong. */
+int llmk_chat_parse_messages(const char *json, size_t len, llmk_chat_message **msgs,
+                             size_t *n);
 /* LLMK_SECTION_SAMPLING_END */
 
 #ifdef __cplusplus

@@ -1,0 +1,312 @@
+/* llmk tokenize / llmk detokenize: text <-> token ids with a model's tokenizer. */
+#include "cli.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int open_tokenizer(const char *cmd, const char *model, llmk_gguf **g,
+                          llmk_tokenizer **t) {
+    int st = llmk_gguf_open(model, g);
+    if (st != LLMK_OK) return cli_report(cmd, st);
+    st = llmk_tokenizer_load(*g, t);
+    if (st != LLMK_OK) {
+        llmk_gguf_close(*g);
+        return cli_report(cmd, st);
+    }
+    return CLI_EXIT_OK;
+}
+
+/* Whole file into memory (NUL-terminated for convenience; the length rules). */
+static int read_file(const char *cmd, const char *path, char **out, size_t *len) {
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "llmk %s: error: llmk_io_error: cannot open %s: %s\n", cmd, path,
+                strerror(errno));
+        return CLI_EXIT_FAIL;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        if (n + 1 >= cap) {
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        size_t got = fread(buf + n, 1, cap - n - 1, f);
+        n += got;
+        if (got == 0) break;
+    }
+    bool err = ferror(f);
+    if (f != stdin) fclose(f);
+    if (!buf || err) {
+        free(buf);
+        fprintf(stderr, "llmk %s: error: %s: cannot read %s\n", cmd,
+                buf ? "llmk_io_error" : "llmk_out_of_memory", path);
+        return CLI_EXIT_FAIL;
+    }
+    buf[n] = 0;
+    *out = buf;
+    *len = n;
+    return CLI_EXIT_OK;
+}
+
+static void usage_tokenize(void) {
+    printf("usage: llmk tokenize [-m MODEL] [--special] [--no-bos] [--pieces] [-f FILE | TEXT]\n"
+           "Tokenize TEXT (or the contents of FILE, '-' for stdin) and print the ids as one\n"
+           "JSON array on one line.\n"
+           "  -m MODEL    GGUF file (default: %s)\n"
+           "  --special   recognise control-token texts such as <|im_start|> in the text\n"
+           "  --no-bos    do not add BOS even if the model asks for it\n"
+           "  --pieces    print the vocabulary pieces (JSON strings) instead of ids\n"
+           "The text must be valid UTF-8.\n",
+           cli_default_model());
+}
+
+int cmd_tokenize(int argc, char **argv) {
+    const char *cmd = "tokenize", *model = NULL, *file = NULL, *text = NULL;
+    bool special = false, no_bos = false, pieces = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage_tokenize();
+            return CLI_EXIT_OK;
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            if (++i >= argc) return cli_usage_error(cmd, "%s needs a file", a);
+            model = argv[i];
+        } else if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
+            if (++i >= argc) return cli_usage_error(cmd, "%s needs a file", a);
+            file = argv[i];
+        } else if (!strcmp(a, "--special")) {
+            special = true;
+        } else if (!strcmp(a, "--no-bos")) {
+            no_bos = true;
+        } else if (!strcmp(a, "--pieces")) {
+            pieces = true;
+        } else if (!strcmp(a, "--")) {
+            if (i + 1 < argc) {
+                if (text || i + 2 < argc) return cli_usage_error(cmd, "more than one TEXT");
+                text = argv[i + 1];
+            }
+            break;
+        } else if (a[0] == '-' && a[1]) {
+            return cli_usage_error(cmd, "unknown option '%s'", a);
+        } else {
+            if (text) return cli_usage_error(cmd, "more than one TEXT (quote it)");
+            text = a;
+        }
+    }
+    if (file && text) return cli_usage_error(cmd, "give either -f FILE or TEXT, not both");
+    if (!file && !text) return cli_usage_error(cmd, "no text: give TEXT or -f FILE");
+
+    char *owned = NULL;
+    size_t len = 0;
+    if (file) {
+        int rc = read_file(cmd, file, &owned, &len);
+        if (rc != CLI_EXIT_OK) return rc;
+        text = owned;
+    } else {
+        len = strlen(text);
+    }
+    llmk_gguf *g = NULL;
+    llmk_tokenizer *t = NULL;
+    int rc = open_tokenizer(cmd, model ? model : cli_default_model(), &g, &t);
+    if (rc != CLI_EXIT_OK) {
+        free(owned);
+        return rc;
+    }
+    bool bos = !no_bos && llmk_tokenizer_add_bos(t);
+    size_t n = 0, cap = len + 16;
+    int32_t *ids = malloc(cap * sizeof *ids);
+    int st = ids ? llmk_tokenize(t, text, len, bos, special, ids, cap, &n) : LLMK_OUT_OF_MEMORY;
+    if (st == LLMK_BUFFER_TOO_SMALL) {
+        int32_t *more = realloc(ids, n * sizeof *ids);
+        if (more) {
+            ids = more;
+            cap = n;
+            st = llmk_tokenize(t, text, len, bos, special, ids, cap, &n);
+        } else
+            st = LLMK_OUT_OF_MEMORY;
+    }
+    if (st != LLMK_OK) {
+        rc = cli_report(cmd, st);
+    } else {
+        cJSON *arr = cJSON_CreateArray();
+        for (size_t i = 0; arr && i < n; i++) {
+            cJSON *item;
+            if (pieces) {
+                size_t pl;
+                const char *p = llmk_tokenizer_piece(t, ids[i], &pl);
+                /* cJSON strings end at NUL; pieces never hold one in practice. */
+                char *z = malloc(pl + 1);
+                if (z) {
+                    memcpy(z, p, pl);
+                    z[pl] = 0;
+                }
+                item = z ? cJSON_CreateString(z) : NULL;
+                free(z);
+            } else {
+                item = cJSON_CreateNumber(ids[i]);
+            }
+            if (!item || !cJSON_AddItemToArray(arr, item)) {
+                cJSON_Delete(item);
+                cJSON_Delete(arr);
+                arr = NULL;
+            }
+        }
+        char *js = arr ? cJSON_PrintUnformatted(arr) : NULL;
+        if (js) {
+            printf("%s\n", js);
+        } else {
+            fprintf(stderr, "llmk %s: error: llmk_out_of_memory: printing %zu ids\n", cmd, n);
+            rc = CLI_EXIT_FAIL;
+        }
+        cJSON_free(js);
+        cJSON_Delete(arr);
+    }
+    free(ids);
+    free(owned);
+    llmk_tokenizer_free(t);
+    llmk_gguf_close(g);
+    return rc;
+}
+
+static void usage_detokenize(void) {
+    printf("usage: llmk detokenize [-m MODEL] [--special] IDS\n"
+           "Print the text of token ids. IDS is a comma/space separated list (1,2,3) or a\n"
+           "JSON array ([1, 2, 3]); '-' reads it from stdin.\n"
+           "  -m MODEL    GGUF file (default: %s)\n"
+           "  --special   render control tokens (BOS, <|im_end|>, ...) as their text\n",
+           cli_default_model());
+}
+
+/* Parse "1,2,3", "1 2 3" or "[1, 2, 3]" into ids. */
+static int parse_ids(const char *cmd, const char *s, int32_t **ids, size_t *n) {
+    size_t cap = 16, k = 0;
+    int32_t *v = malloc(cap * sizeof *v);
+    if (!v) return cli_usage_error(cmd, "out of memory");
+    const char *p = s;
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
+    bool bracket = *p == '[';
+    if (bracket) p++;
+    for (;;) {
+        while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == ',') p++;
+        if (!*p || (bracket && *p == ']')) break;
+        char *end;
+        errno = 0;
+        long x = strtol(p, &end, 10);
+        if (end == p || errno || x < INT32_MIN || x > INT32_MAX) {
+            free(v);
+            return cli_usage_error(cmd, "IDS: '%.20s' is not a token id", p);
+        }
+        if (k == cap) {
+            int32_t *nv = realloc(v, 2 * cap * sizeof *v);
+            if (!nv) {
+                free(v);
+                return cli_usage_error(cmd, "out of memory");
+            }
+            v = nv;
+            cap *= 2;
+        }
+        v[k++] = (int32_t)x;
+        p = end;
+        if (*p && *p != ',' && *p != ' ' && *p != '\t' && *p != '\n' && *p != '\r' &&
+            !(bracket && *p == ']')) {
+            free(v);
+            return cli_usage_error(cmd, "IDS: unexpected '%c' after %ld", *p, x);
+        }
+    }
+    if (bracket) {
+        if (*p != ']') {
+            free(v);
+            return cli_usage_error(cmd, "IDS: the JSON array is not closed");
+        }
+        p++;
+        while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
+        if (*p) {
+            free(v);
+            return cli_usage_error(cmd, "IDS: text after the JSON array");
+        }
+    }
+    *ids = v;
+    *n = k;
+    return CLI_EXIT_OK;
+}
+
+int cmd_detokenize(int argc, char **argv) {
+    const char *cmd = "detokenize", *model = NULL, *arg = NULL;
+    bool special = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage_detokenize();
+            return CLI_EXIT_OK;
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            if (++i >= argc) return cli_usage_error(cmd, "%s needs a file", a);
+            model = argv[i];
+        } else if (!strcmp(a, "--special")) {
+            special = true;
+        } else if (a[0] == '-' && a[1]) {
+            return cli_usage_error(cmd, "unknown option '%s'", a);
+        } else {
+            if (arg) return cli_usage_error(cmd, "more than one IDS argument (quote it)");
+            arg = a;
+        }
+    }
+    if (!arg) return cli_usage_error(cmd, "no IDS given");
+    char *owned = NULL;
+    if (!strcmp(arg, "-")) {
+        size_t len;
+        int rc = read_file(cmd, "-", &owned, &len);
+        if (rc != CLI_EXIT_OK) return rc;
+        arg = owned;
+    }
+    int32_t *ids = NULL;
+    size_t n = 0;
+    int rc = parse_ids(cmd, arg, &ids, &n);
+    free(owned);
+    if (rc != CLI_EXIT_OK) return rc;
+    llmk_gguf *g = NULL;
+    llmk_tokenizer *t = NULL;
+    rc = open_tokenizer(cmd, model ? model : cli_default_model(), &g, &t);
+    if (rc != CLI_EXIT_OK) {
+        free(ids);
+        return rc;
+    }
+    llmk_detok_state st = {0};
+    size_t cap = 1 << 16;
+    char *buf = malloc(cap);
+    int s = buf ? LLMK_OK : LLMK_OUT_OF_MEMORY;
+    for (size_t i = 0; s == LLMK_OK && i <= n; i++) {
+        size_t got;
+        s = i < n ? llmk_detok_feed(t, &st, ids[i], special, buf, cap, &got)
+                  : llmk_detok_flush(t, &st, buf, cap, &got);
+        if (s == LLMK_BUFFER_TOO_SMALL) {
+            char *nb = realloc(buf, got);
+            if (!nb) {
+                s = LLMK_OUT_OF_MEMORY;
+                break;
+            }
+            buf = nb;
+            cap = got;
+            i--; /* the state was left unchanged: feed the same id again */
+            s = LLMK_OK;
+            continue;
+        }
+        if (s == LLMK_OK) fwrite(buf, 1, got, stdout);
+    }
+    if (s != LLMK_OK) rc = cli_report(cmd, s);
+    else printf("\n");
+    free(buf);
+    free(ids);
+    llmk_tokenizer_free(t);
+    llmk_gguf_close(g);
+    return rc;
+}

@@ -453,6 +453,29 @@ int llmk_row_bytes(uint32_t type, uint64_t n, uint64_t *bytes_out);
  * kernels every fast path is tested against. */
 int llmk_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n);
 int llmk_quantize_row(uint32_t type, const float *src, void *dst, int64_t n);
+
+/* Names of the codecs llmk implements ("f32", "q4_1", "q6_k", ...), in type-id
+ * order; *n receives the count and the array is NULL-terminated. Static. */
+const char *const *llmk_codecs(size_t *n);
+/* Human-readable report: the CPU features detected (CPUID and OS state) and,
+ * per codec, the dot kernel dispatch chose ("q4_1: q4_1_avx2"). Static. */
+const char *llmk_cpu_features(void);
+
+/* The persistent worker pool (src/pool.h); opaque here. */
+typedef struct llmk_pool llmk_pool;
+
+/* y = x . W^T: W is n rows of k elements in codec `wtype` (row r at
+ * w + r * row_bytes, the layout of a GGUF tensor with ne = {k, n}), x is m
+ * rows of k f32 (row stride k), y receives m rows of n f32 (row stride n).
+ * Runs on `pool` (NULL: the calling thread). Output rows are split across
+ * workers with llmk_split_range and each y element is one dot product in a
+ * fixed order, so y is bitwise identical for any thread count and any route.
+ * Allocates a scratch buffer for the quantized activations per call (the
+ * decode loop uses the internal no-allocation variant in src/kernels/matmul.h).
+ * Routes by m: matvec (m = 1), small-m, tiled; LLMK_MATMUL_ROUTE=matvec|small|
+ * tiled forces one. k must be whole blocks of wtype. */
+int llmk_quantized_matmul(llmk_pool *pool, uint32_t wtype, const void *w, int64_t n, int64_t k,
+                          const float *x, int64_t m, float *y);
 /* LLMK_SECTION_CODECS_END */
 
 /* ======================================================================== */
@@ -512,6 +535,7 @@ int64_t llmk_gguf_find_key(const llmk_gguf *g, const char *key);
 int llmk_gguf_get_u32(const llmk_gguf *g, const char *key, uint32_t *out);
 int llmk_gguf_get_i32(const llmk_gguf *g, const char *key, int32_t *out);
 int llmk_gguf_get_u64(const llmk_gguf *g, const char *key, uint64_t *out);
+int llmk_gguf_get_i64(const llmk_gguf *g, const char *key, int64_t *out);
 int llmk_gguf_get_f32(const llmk_gguf *g, const char *key, float *out);
 int llmk_gguf_get_f64(const llmk_gguf *g, const char *key, double *out);
 int llmk_gguf_get_bool(const llmk_gguf *g, const char *key, bool *out);

@@ -1,0 +1,169 @@
+/* llmk logits: teacher-forced logits of every position as little-endian f32
+ * rows [n_ids x n_vocab], for comparing decode paths with a reference. */
+#include "cli.h"
+
+#include "internal.h"
+#include "pool.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *to) {
+    fprintf(to,
+            "usage: llmk logits [-m MODEL] --ids 1,2,3 [--path ref|f32|fast] [-t THREADS] [--out FILE]\n"
+            "  Evaluates the ids as one sequence (no BOS added) and writes the logits of\n"
+            "  every position as little-endian f32 rows [n_ids x n_vocab] to FILE (stdout\n"
+            "  when absent).\n"
+            "  -m MODEL     GGUF model (default %s)\n"
+            "  --ids LIST   comma-separated token ids\n"
+            "  --path P     decode path: ref (f64 reference), f32, fast (default fast)\n"
+            "  -t N         worker threads (default: number of cores)\n"
+            "  --out FILE   output file\n",
+            cli_default_model());
+}
+
+/* Parse "1,2,3" into a malloc'd array. Returns 0 after printing a usage error. */
+int cmd_logits_parse_ids(const char *cmd, const char *flag, const char *s, int32_t **ids, size_t *n);
+int cmd_logits_parse_ids(const char *cmd, const char *flag, const char *s, int32_t **ids, size_t *n) {
+    size_t cap = 1;
+    for (const char *p = s; *p; p++) cap += *p == ',';
+    int32_t *v = malloc(cap * sizeof *v);
+    if (!v) {
+        cli_usage_error(cmd, "%s: out of memory for %zu ids", flag, cap);
+        return 0;
+    }
+    size_t k = 0;
+    const char *p = s;
+    while (1) {
+        char *end;
+        errno = 0;
+        long x = strtol(p, &end, 10);
+        if (end == p || errno || x < 0 || x > INT32_MAX || (*end != ',' && *end != '\0')) {
+            cli_usage_error(cmd, "%s expects comma-separated non-negative token ids, got '%s'", flag, s);
+            free(v);
+            return 0;
+        }
+        v[k++] = (int32_t)x;
+        if (*end == '\0') break;
+        p = end + 1;
+    }
+    *ids = v;
+    *n = k;
+    return 1;
+}
+
+static int write_le_f32(FILE *f, const float *v, size_t n) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    for (size_t i = 0; i < n; i++) {
+        unsigned char b[4];
+        memcpy(b, &v[i], 4);
+        unsigned char r[4] = {b[3], b[2], b[1], b[0]};
+        if (fwrite(r, 1, 4, f) != 4) return 0;
+    }
+    return 1;
+#else
+    return fwrite(v, sizeof *v, n, f) == n;
+#endif
+}
+
+int cmd_logits(int argc, char **argv) {
+    const char *cmd = "logits", *model_path = NULL, *ids_arg = NULL, *out_path = NULL;
+    int path = LLMK_PATH_FAST;
+    long threads = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return CLI_EXIT_OK;
+        }
+        if (i + 1 >= argc) return cli_usage_error(cmd, "unknown option or missing value: %s", a);
+        const char *v = argv[++i];
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            model_path = v;
+        } else if (!strcmp(a, "--ids")) {
+            ids_arg = v;
+        } else if (!strcmp(a, "--out") || !strcmp(a, "-o")) {
+            out_path = v;
+        } else if (!strcmp(a, "--path")) {
+            if (llmk_path_from_name(v, &path) != LLMK_OK)
+                return cli_usage_error(cmd, "--path expects ref, f32 or fast, got '%s'", v);
+        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+            if (!cli_parse_long(cmd, a, v, 1, 1024, &threads)) return CLI_EXIT_USAGE;
+        } else {
+            return cli_usage_error(cmd, "unknown option: %s", a);
+        }
+    }
+    if (!ids_arg) return cli_usage_error(cmd, "--ids is required");
+    int32_t *ids = NULL;
+    size_t n = 0;
+    if (!cmd_logits_parse_ids(cmd, "--ids", ids_arg, &ids, &n)) return CLI_EXIT_USAGE;
+    if (!model_path) model_path = cli_default_model();
+
+    llmk_model *m = NULL;
+    llmk_session *s = NULL;
+    float *logits = NULL;
+    FILE *f = NULL;
+    int rc = CLI_EXIT_OK;
+    int st = llmk_model_load(model_path, &m);
+    if (st != LLMK_OK) {
+        rc = cli_report(cmd, st);
+        goto done;
+    }
+    const llmk_hparams *hp = llmk_model_hparams(m);
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] >= hp->n_vocab) {
+            fprintf(stderr, "llmk logits: error: %s: token id %d (index %zu) outside the vocabulary [0, %d)\n",
+                    llmk_status_name(LLMK_INVALID_TOKEN), ids[i], i, hp->n_vocab);
+            rc = CLI_EXIT_FAIL;
+            goto done;
+        }
+    if (n > (size_t)hp->n_ctx_train) {
+        fprintf(stderr, "llmk logits: error: %s: %zu ids exceed the model's context of %d\n",
+                llmk_status_name(LLMK_CONTEXT_FULL), n, hp->n_ctx_train);
+        rc = CLI_EXIT_FAIL;
+        goto done;
+    }
+    llmk_session_params sp = {.n_ctx = (int32_t)n, .n_threads = threads > 0 ? (int32_t)threads : llmk_cpu_count(),
+                              .path = path};
+    if ((st = llmk_session_init(m, &sp, &s)) != LLMK_OK) {
+        rc = cli_report(cmd, st);
+        goto done;
+    }
+    /* Chunks bound the buffer; the session's results do not depend on them. */
+    enum { CHUNK = 64 };
+    size_t V = (size_t)hp->n_vocab;
+    logits = malloc(CHUNK * V * sizeof *logits);
+    if (!logits) {
+        rc = cli_report(cmd, llmk_fail(LLMK_OUT_OF_MEMORY, "logits buffer of %zu floats", CHUNK * V));
+        goto done;
+    }
+    f = out_path ? fopen(out_path, "wb") : stdout;
+    if (!f) {
+        rc = cli_report(cmd, llmk_fail(LLMK_IO_ERROR, "cannot open %s: %s", out_path, strerror(errno)));
+        goto done;
+    }
+    for (size_t off = 0; off < n; off += CHUNK) {
+        size_t c = n - off < CHUNK ? n - off : CHUNK;
+        if ((st = llmk_session_eval(s, ids + off, c, logits, CHUNK * V, true)) != LLMK_OK) {
+            rc = cli_report(cmd, st);
+            goto done;
+        }
+        if (!write_le_f32(f, logits, c * V)) {
+            rc = cli_report(cmd, llmk_fail(LLMK_IO_ERROR, "writing %s: %s", out_path ? out_path : "stdout",
+                                           strerror(errno)));
+            goto done;
+        }
+    }
+    if (fflush(f) != 0)
+        rc = cli_report(cmd, llmk_fail(LLMK_IO_ERROR, "writing %s: %s", out_path ? out_path : "stdout", strerror(errno)));
+done:
+    if (f && f != stdout && fclose(f) != 0 && rc == CLI_EXIT_OK)
+        rc = cli_report(cmd, llmk_fail(LLMK_IO_ERROR, "closing %s: %s", out_path, strerror(errno)));
+    free(logits);
+    free(ids);
+    llmk_session_free(s);
+    llmk_model_free(m);
+    return rc;
+}

@@ -1,0 +1,154 @@
+#include "kernels/ops_f32.h"
+
+#include "codec/blocks.h"
+#include "codec/half.h"
+#include "internal.h"
+
+#include <math.h>
+#include <stdatomic.h>
+#include <string.h>
+
+float llmk_f32_dot(const float *a, const float *b, int64_t n) {
+    float acc[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) acc[k] += a[i + k] * b[i + k];
+    float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    for (; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+void llmk_f32_rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps) {
+    double ss = 0;
+    for (int64_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
+    float r = (float)(1.0 / sqrt(ss / (double)n + (double)eps));
+    for (int64_t i = 0; i < n; i++) out[i] = (x[i] * r) * (w ? w[i] : 1.0f);
+}
+
+void llmk_f32_rope(float *x, int n_heads, int head_dim, const float *cs, bool neox) {
+    int half = head_dim / 2;
+    for (int h = 0; h < n_heads; h++) {
+        float *v = x + (int64_t)h * head_dim;
+        for (int i = 0; i < half; i++) {
+            int i0 = neox ? i : 2 * i, i1 = neox ? i + half : 2 * i + 1;
+            float c = cs[2 * i], s = cs[2 * i + 1];
+            float a = v[i0], b = v[i1];
+            v[i0] = a * c - b * s;
+            v[i1] = a * s + b * c;
+        }
+    }
+}
+
+void llmk_f32_swiglu(float *g, const float *u, int64_t n) {
+    for (int64_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+void llmk_f32_attend(const float *q, const float *k, const float *v, int64_t n_kv,
+                     int64_t kv_stride, int head_dim, float scale, float *scores, float *out) {
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < n_kv; j++) {
+        scores[j] = llmk_f32_dot(q, k + j * kv_stride, head_dim) * scale;
+        if (scores[j] > mx) mx = scores[j];
+    }
+    double sum = 0;
+    for (int64_t j = 0; j < n_kv; j++) {
+        scores[j] = expf(scores[j] - mx);
+        sum += scores[j];
+    }
+    float inv = (float)(1.0 / sum);
+    for (int d = 0; d < head_dim; d++) out[d] = 0;
+    for (int64_t j = 0; j < n_kv; j++) {
+        float p = scores[j] * inv;
+        const float *vr = v + j * kv_stride;
+        for (int d = 0; d < head_dim; d++) out[d] += p * vr[d];
+    }
+}
+
+/* Row decoders for the codecs the default models use, written so the compiler
+ * can vectorise them; each element is computed with the same f32 expression
+ * as the codec's _ref dequantizer (tests check bitwise equality), everything
+ * else goes through llmk_dequantize_row. */
+static void dequant_q4_0_row(const void *src, float *dst, int64_t n) {
+    const llmk_block_q4_0 *b = src;
+    for (int64_t ib = 0; ib < n / LLMK_QK; ib++, dst += LLMK_QK) {
+        float d = llmk_fp16_to_fp32(b[ib].d);
+        const uint8_t *qs = b[ib].qs;
+        for (int j = 0; j < LLMK_QK / 2; j++) {
+            dst[j] = d * (float)((int)(qs[j] & 0xf) - 8);
+            dst[j + LLMK_QK / 2] = d * (float)((int)(qs[j] >> 4) - 8);
+        }
+    }
+}
+
+static void dequant_q4_1_row(const void *src, float *dst, int64_t n) {
+    const llmk_block_q4_1 *b = src;
+    for (int64_t ib = 0; ib < n / LLMK_QK; ib++, dst += LLMK_QK) {
+        float d = llmk_fp16_to_fp32(b[ib].d), m = llmk_fp16_to_fp32(b[ib].m);
+        const uint8_t *qs = b[ib].qs;
+        for (int j = 0; j < LLMK_QK / 2; j++) {
+            dst[j] = d * (float)(qs[j] & 0xf) + m;
+            dst[j + LLMK_QK / 2] = d * (float)(qs[j] >> 4) + m;
+        }
+    }
+}
+
+static void dequant_q8_0_row(const void *src, float *dst, int64_t n) {
+    const llmk_block_q8_0 *b = src;
+    for (int64_t ib = 0; ib < n / LLMK_QK; ib++, dst += LLMK_QK) {
+        float d = llmk_fp16_to_fp32(b[ib].d);
+        for (int j = 0; j < LLMK_QK; j++) dst[j] = d * (float)b[ib].qs[j];
+    }
+}
+
+int llmk_f32_dequant_row(uint32_t type, const void *src, float *dst, int64_t n) {
+    switch (type) {
+    case LLMK_TYPE_Q4_0: dequant_q4_0_row(src, dst, n); return LLMK_OK;
+    case LLMK_TYPE_Q4_1: dequant_q4_1_row(src, dst, n); return LLMK_OK;
+    case LLMK_TYPE_Q8_0: dequant_q8_0_row(src, dst, n); return LLMK_OK;
+    case LLMK_TYPE_F32: memcpy(dst, src, (size_t)n * sizeof *dst); return LLMK_OK;
+    default: return llmk_dequantize_row(type, src, dst, n);
+    }
+}
+
+struct matmul_ctx {
+    const llmk_tensor_info *w;
+    const float *x;
+    int64_t n_tok, n_in, n_out;
+    uint64_t row_bytes;
+    float *y, *scratch;
+    int64_t scratch_stride;
+    atomic_int status;
+};
+
+static void matmul_worker(void *arg, int ith, int nth) {
+    struct matmul_ctx *c = arg;
+    int64_t lo, hi;
+    llmk_split_range(c->n_out, ith, nth, &lo, &hi);
+    float *row = c->scratch + (int64_t)ith * c->scratch_stride;
+    const unsigned char *base = c->w->data;
+    for (int64_t r = lo; r < hi; r++) {
+        int st = llmk_f32_dequant_row(c->w->type, base + (uint64_t)r * c->row_bytes, row, c->n_in);
+        if (st != LLMK_OK) {
+            atomic_store(&c->status, st);
+            return;
+        }
+        for (int64_t t = 0; t < c->n_tok; t++)
+            c->y[t * c->n_out + r] = llmk_f32_dot(row, c->x + t * c->n_in, c->n_in);
+    }
+}
+
+int llmk_f32_matmul(llmk_pool *pool, const llmk_tensor_info *w, const float *x, int64_t n_tok,
+                    float *y, float *scratch, int64_t scratch_stride) {
+    struct matmul_ctx c = {.w = w, .x = x, .n_tok = n_tok, .n_in = (int64_t)w->ne[0],
+                           .n_out = (int64_t)w->ne[1], .y = y, .scratch = scratch,
+                           .scratch_stride = scratch_stride};
+    LLMK_CHECK(scratch_stride >= c.n_in);
+    if (llmk_row_bytes(w->type, w->ne[0], &c.row_bytes) != LLMK_OK)
+        return llmk_fail(LLMK_TENSOR_TYPE_UNSUPPORTED, "matmul: tensor %s: bad row type %u", w->name, w->type);
+    atomic_init(&c.status, LLMK_OK);
+    llmk_pool_run(pool, matmul_worker, &c);
+    int st = atomic_load(&c.status);
+    if (st != LLMK_OK)
+        return llmk_fail(st, "matmul: tensor %s: row decode failed (%s)", w->name, llmk_status_name(st));
+    return LLMK_OK;
+}

@@ -1,0 +1,47 @@
+/* f32 CPU ops for the first decode path (LLMK_PATH_F32): scalar, with fixed
+ * summation orders that depend only on the shape, so results are bitwise
+ * reproducible for any thread count. */
+#ifndef LLMK_OPS_F32_H
+#define LLMK_OPS_F32_H
+
+#include "llmk.h"
+#include "pool.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* sum_i a[i]*b[i] in a fixed order (8 interleaved partial sums, combined
+ * pairwise, then the tail). */
+float llmk_f32_dot(const float *a, const float *b, int64_t n);
+
+/* out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i] (w may be NULL: no scale).
+ * out may equal x. The mean of squares is accumulated in double. */
+void llmk_f32_rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps);
+
+/* Rotate n_heads vectors of head_dim in x by the angles in cs (head_dim/2
+ * (cos, sin) pairs for one position). neox: pairs (i, i + head_dim/2);
+ * otherwise adjacent pairs (2i, 2i+1). */
+void llmk_f32_rope(float *x, int n_heads, int head_dim, const float *cs, bool neox);
+
+/* g[i] = silu(g[i]) * u[i]. */
+void llmk_f32_swiglu(float *g, const float *u, int64_t n);
+
+/* One head's attention for one query over n_kv cached positions: K and V
+ * rows are head_dim floats, kv_stride floats apart. scores: n_kv scratch. */
+void llmk_f32_attend(const float *q, const float *k, const float *v, int64_t n_kv,
+                     int64_t kv_stride, int head_dim, float scale, float *scores, float *out);
+
+/* Decode one row of n elements (whole blocks; caller checked the type and
+ * size): Q4_0, Q4_1, Q8_0 and F32 inline and bitwise equal to
+ * llmk_dequantize_row, other types through it. */
+int llmk_f32_dequant_row(uint32_t type, const void *src, float *dst, int64_t n);
+
+/* y[t*n_out + r] = dot(row r of w, x[t*n_in ..]) for t < n_tok, r < n_out,
+ * w being a 2-D tensor [n_in, n_out] of any type llmk_dequantize_row decodes.
+ * Rows are dequantized one at a time into scratch (n_in floats per pool
+ * worker, scratch_stride floats apart) and split across the pool by
+ * llmk_split_range over r, so every y element has one fixed summation order. */
+int llmk_f32_matmul(llmk_pool *pool, const llmk_tensor_info *w, const float *x, int64_t n_tok,
+                    float *y, float *scratch, int64_t scratch_stride);
+
+#endif

@@ -1,0 +1,459 @@
+/* Model loading: architecture and hyperparameters from GGUF metadata, every
+ * tensor's type and shape checked against them, weights left in the mapping. */
+#include "model.h"
+
+#include "internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum arch_id { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3 };
+
+static const struct {
+    const char *name;
+    enum arch_id id;
+} known_archs[] = {{"llama", ARCH_LLAMA}, {"qwen2", ARCH_QWEN2}, {"qwen3", ARCH_QWEN3}};
+
+/* Sanity ceilings: far above any model llmk targets, low enough that products
+ * of them cannot overflow 64-bit arithmetic. */
+enum { MAX_LAYERS = 4096, MAX_EMBD = 1 << 17, MAX_HEADS = 4096, MAX_FF = 1 << 20 };
+
+/* ---- metadata helpers ---------------------------------------------------- */
+
+static int key_u32(const llmk_gguf *g, const char *arch, const char *suffix, bool required,
+                   uint32_t dflt, uint32_t lo, uint32_t hi, int32_t *out) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    uint32_t v;
+    int st = llmk_gguf_get_u32(g, key, &v);
+    if (st == LLMK_NOT_FOUND && !required) {
+        v = dflt;
+    } else if (st == LLMK_NOT_FOUND) {
+        return llmk_fail(LLMK_BAD_HYPERPARAMETER, "model: required key %s is missing", key);
+    } else if (st != LLMK_OK) {
+        return llmk_fail(LLMK_BAD_HYPERPARAMETER, "model: key %s: %s (want an unsigned integer)",
+                         key, llmk_last_error());
+    }
+    if (v < lo || v > hi)
+        return llmk_fail(LLMK_BAD_HYPERPARAMETER, "model: key %s = %u is outside [%u, %u]", key,
+                         v, lo, hi);
+    *out = (int32_t)v;
+    return LLMK_OK;
+}
+
+static int key_f64(const llmk_gguf *g, const char *arch, const char *suffix, bool required,
+                   double dflt, double lo, double hi, double *out) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    double v;
+    int st = llmk_gguf_get_f64(g, key, &v);
+    if (st == LLMK_NOT_FOUND && !required) {
+        v = dflt;
+    } else if (st == LLMK_NOT_FOUND) {
+        return llmk_fail(LLMK_BAD_HYPERPARAMETER, "model: required key %s is missing", key);
+    } else if (st != LLMK_OK) {
+        return llmk_fail(LLMK_BAD_HYPERPARAMETER, "model: key %s: %s (want a float)", key,
+                         llmk_last_error());
+    }
+    if (!(v >= lo && v <= hi)) /* also refuses NaN */
+        return llmk_fail(LLMK_BAD_HYPERPARAMETER, "model: key %s = %g is outside [%g, %g]", key,
+                         v, lo, hi);
+    *out = v;
+    return LLMK_OK;
+}
+
+/* ---- tensor checks ------------------------------------------------------- */
+
+static void shape_str(const uint64_t *ne, int n, char *buf, size_t cap) {
+    size_t off = 0;
+    off += (size_t)snprintf(buf + off, cap - off, "[");
+    for (int i = 0; i < n && off < cap; i++)
+        off += (size_t)snprintf(buf + off, cap - off, "%s%llu", i ? ", " : "",
+                                (unsigned long long)ne[i]);
+    if (off < cap) snprintf(buf + off, cap - off, "]");
+}
+
+/* Find `name` and check its shape is exactly ne0 x ne1 (ne1 = 1 for a vector)
+ * and that its type has a row decoder. NULL *out with LLMK_OK for an absent
+ * optional tensor. */
+static int get_tensor(const llmk_gguf *g, const char *name, bool required, uint64_t ne0,
+                      uint64_t ne1, const llmk_tensor_info **out) {
+    const llmk_tensor_info *t = llmk_gguf_find_tensor(g, name);
+    *out = NULL;
+    uint64_t want[4] = {ne0, ne1, 1, 1};
+    if (!t) {
+        if (!required) return LLMK_OK;
+        char e[96];
+        shape_str(want, ne1 > 1 ? 2 : 1, e, sizeof e);
+        return llmk_fail(LLMK_MISSING_TENSOR, "model: tensor %s is missing (expected shape %s)", name, e);
+    }
+    if (memcmp(want, t->ne, sizeof want) != 0) {
+        char e[96], a[96];
+        shape_str(want, ne1 > 1 ? 2 : 1, e, sizeof e);
+        shape_str(t->ne, (int)(t->n_dims ? t->n_dims : 1), a, sizeof a);
+        return llmk_fail(LLMK_TENSOR_SHAPE_MISMATCH, "model: tensor %s: expected shape %s, got %s",
+                         name, e, a);
+    }
+    /* Every matrix row is decoded with llmk_dequantize_row: probe that this
+     * type has a decoder (one row, into a stack buffer when small). */
+    uint64_t rb = 0;
+    if (llmk_row_bytes(t->type, ne0, &rb) != LLMK_OK)
+        return llmk_fail(LLMK_TENSOR_TYPE_UNSUPPORTED,
+                         "model: tensor %s: type %s (id %u) cannot hold rows of %llu elements", name,
+                         llmk_type_name(t->type) ? llmk_type_name(t->type) : "unknown", t->type,
+                         (unsigned long long)ne0);
+    float *row = malloc((size_t)ne0 * sizeof *row);
+    if (!row) return llmk_fail(LLMK_OUT_OF_MEMORY, "model: %llu floats for a row probe", (unsigned long long)ne0);
+    int st = llmk_dequantize_row(t->type, t->data, row, (int64_t)ne0);
+    free(row);
+    if (st != LLMK_OK)
+        return llmk_fail(LLMK_TENSOR_TYPE_UNSUPPORTED, "model: tensor %s: type %s has no row decoder (%s)",
+                         name, llmk_type_name(t->type) ? llmk_type_name(t->type) : "unknown",
+                         llmk_status_name(st));
+    *out = t;
+    return LLMK_OK;
+}
+
+static int layer_tensor(const llmk_gguf *g, int il, const char *what, bool required, uint64_t ne0,
+                        uint64_t ne1, const llmk_tensor_info **out) {
+    char name[96];
+    snprintf(name, sizeof name, "blk.%d.%s", il, what);
+    return get_tensor(g, name, required, ne0, ne1, out);
+}
+
+/* Is `name` one of the tensors this architecture uses? Anything else (MoE
+ * experts, output biases, ...) is a feature llmk would silently ignore, so it
+ * is refused by name instead. */
+static bool tensor_known(const char *name, int n_layer) {
+    static const char *const globals[] = {"token_embd.weight", "output_norm.weight",
+                                          "output.weight", "rope_freqs.weight"};
+    static const char *const per_layer[] = {
+        "attn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight",
+        "attn_output.weight", "attn_q.bias", "attn_k.bias", "attn_v.bias",
+        "attn_q_norm.weight", "attn_k_norm.weight", "ffn_norm.weight", "ffn_gate.weight",
+        "ffn_up.weight", "ffn_down.weight"};
+    for (size_t i = 0; i < LLMK_ARRAY_LEN(globals); i++)
+        if (!strcmp(name, globals[i])) return true;
+    if (strncmp(name, "blk.", 4) != 0) return false;
+    const char *p = name + 4;
+    long il = 0;
+    int digits = 0;
+    while (*p >= '0' && *p <= '9' && digits < 6) il = il * 10 + (*p++ - '0'), digits++;
+    if (!digits || *p != '.' || il >= n_layer) return false;
+    p++;
+    for (size_t i = 0; i < LLMK_ARRAY_LEN(per_layer); i++)
+        if (!strcmp(p, per_layer[i])) return true;
+    return false;
+}
+
+/* ---- RoPE frequencies ---------------------------------------------------- */
+
+static int rope_setup(llmk_model *m) {
+    const llmk_gguf *g = m->gguf;
+    llmk_hparams *hp = &m->hp;
+    char key[128];
+    const char *type = NULL;
+    size_t type_len = 0;
+    snprintf(key, sizeof key, "%s.rope.scaling.type", m->arch);
+    int st = llmk_gguf_get_str(g, key, &type, &type_len);
+    if (st != LLMK_OK && st != LLMK_NOT_FOUND)
+        return llmk_fail(LLMK_BAD_HYPERPARAMETER, "model: key %s: %s", key, llmk_last_error());
+    hp->rope_scaling = LLMK_ROPE_SCALING_NONE;
+    hp->rope_scale_factor = 1.0;
+    hp->rope_low_freq_factor = 1.0;
+    hp->rope_high_freq_factor = 4.0;
+    hp->rope_orig_ctx = hp->n_ctx_train;
+    if (st == LLMK_OK && strcmp(type, "none") != 0) {
+        if (!strcmp(type, "linear"))
+            hp->rope_scaling = LLMK_ROPE_SCALING_LINEAR;
+        else if (!strcmp(type, "llama3"))
+            hp->rope_scaling = LLMK_ROPE_SCALING_LLAMA3;
+        else
+            return llmk_fail(LLMK_UNSUPPORTED_FEATURE,
+                             "model: rope scaling type '%.40s' (%s) is not supported (none, linear, llama3)",
+                             type, key);
+        if ((st = key_f64(g, m->arch, "rope.scaling.factor", true, 1, 1e-6, 1e6,
+                          &hp->rope_scale_factor)) != LLMK_OK)
+            return st;
+    }
+    if (hp->rope_scaling == LLMK_ROPE_SCALING_LLAMA3) {
+        if ((st = key_u32(g, m->arch, "rope.scaling.original_context_length", true, 0, 1,
+                          1u << 30, &hp->rope_orig_ctx)) != LLMK_OK ||
+            (st = key_f64(g, m->arch, "rope.scaling.low_freq_factor", false, 1.0, 1e-6, 1e6,
+                          &hp->rope_low_freq_factor)) != LLMK_OK ||
+            (st = key_f64(g, m->arch, "rope.scaling.high_freq_factor", false, 4.0, 1e-6, 1e6,
+                          &hp->rope_high_freq_factor)) != LLMK_OK)
+            return st;
+        if (!(hp->rope_high_freq_factor > hp->rope_low_freq_factor))
+            return llmk_fail(LLMK_BAD_HYPERPARAMETER,
+                             "model: llama3 rope: high_freq_factor %g must exceed low_freq_factor %g",
+                             hp->rope_high_freq_factor, hp->rope_low_freq_factor);
+    }
+
+    int half = hp->n_rot / 2;
+    const llmk_tensor_info *ff = NULL;
+    if ((st = get_tensor(g, "rope_freqs.weight", false, (uint64_t)half, 1, &ff)) != LLMK_OK) return st;
+    if (ff && ff->type != LLMK_TYPE_F32)
+        return llmk_fail(LLMK_TENSOR_TYPE_UNSUPPORTED, "model: tensor rope_freqs.weight: type %s, expected f32",
+                         llmk_type_name(ff->type));
+    hp->has_rope_freqs = ff != NULL;
+
+    m->rope_inv_freq = malloc((size_t)half * sizeof *m->rope_inv_freq);
+    if (!m->rope_inv_freq) return llmk_fail(LLMK_OUT_OF_MEMORY, "model: rope table of %d", half);
+    const float *ffv = ff ? (const float *)ff->data : NULL;
+    for (int i = 0; i < half; i++) {
+        double inv = pow(hp->rope_theta, -2.0 * i / hp->n_rot);
+        if (hp->rope_scaling == LLMK_ROPE_SCALING_LINEAR) {
+            inv /= hp->rope_scale_factor;
+        } else if (hp->rope_scaling == LLMK_ROPE_SCALING_LLAMA3) {
+            /* Llama 3.1: long wavelengths slowed by `factor`, short ones kept,
+             * a linear blend in between (by wavelength vs original context). */
+            double wavelen = 2.0 * M_PI / inv;
+            double lo_wl = hp->rope_orig_ctx / hp->rope_low_freq_factor;
+            double hi_wl = hp->rope_orig_ctx / hp->rope_high_freq_factor;
+            if (wavelen > lo_wl) {
+                inv /= hp->rope_scale_factor;
+            } else if (wavelen >= hi_wl) {
+                double smooth = (hp->rope_orig_ctx / wavelen - hp->rope_low_freq_factor) /
+                                (hp->rope_high_freq_factor - hp->rope_low_freq_factor);
+                inv = (1.0 - smooth) * inv / hp->rope_scale_factor + smooth * inv;
+            }
+        }
+        if (ffv) {
+            if (!(ffv[i] > 0) || !isfinite(ffv[i]))
+                return llmk_fail(LLMK_BAD_HYPERPARAMETER, "model: rope_freqs.weight[%d] = %g is not a positive factor",
+                                 i, (double)ffv[i]);
+            inv /= ffv[i];
+        }
+        m->rope_inv_freq[i] = inv;
+    }
+    return LLMK_OK;
+}
+
+/* ---- 1-D tensors as f32 -------------------------------------------------- */
+
+static int vec_f32(llmk_model *m, const llmk_tensor_info *t, size_t *used, const float **out) {
+    *out = NULL;
+    if (!t) return LLMK_OK;
+    if (t->type == LLMK_TYPE_F32 && ((uintptr_t)t->data % sizeof(float)) == 0) {
+        *out = t->data;
+        return LLMK_OK;
+    }
+    float *dst = m->vec_store + *used;
+    int st = llmk_dequantize_row(t->type, t->data, dst, (int64_t)t->ne[0]);
+    if (st != LLMK_OK) return st;
+    *used += t->ne[0];
+    *out = dst;
+    return LLMK_OK;
+}
+
+/* ---- load ---------------------------------------------------------------- */
+
+static int load_weights(llmk_model *m, enum arch_id arch) {
+    const llmk_gguf *g = m->gguf;
+    llmk_hparams *hp = &m->hp;
+    int st;
+    uint64_t E = (uint64_t)hp->n_embd, V = (uint64_t)hp->n_vocab, F = (uint64_t)hp->n_ff;
+    uint64_t QD = (uint64_t)hp->n_head * (uint64_t)hp->head_dim;
+    uint64_t KD = (uint64_t)hp->n_head_kv * (uint64_t)hp->head_dim;
+
+    if ((st = get_tensor(g, "output_norm.weight", true, E, 1, &m->out_norm)) != LLMK_OK) return st;
+    if ((st = get_tensor(g, "output.weight", false, E, V, &m->output)) != LLMK_OK) return st;
+    hp->tied_output = m->output == NULL;
+    if (hp->tied_output) m->output = m->tok_embd;
+
+    m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
+    if (!m->layers) return llmk_fail(LLMK_OUT_OF_MEMORY, "model: %d layers", hp->n_layer);
+    bool bias = arch == ARCH_QWEN2;
+    bool qkn = arch == ARCH_QWEN3;
+    hp->has_qkv_bias = bias;
+    hp->has_qk_norm = qkn;
+    for (int il = 0; il < hp->n_layer; il++) {
+        struct llmk_layer *L = &m->layers[il];
+        if ((st = layer_tensor(g, il, "attn_norm.weight", true, E, 1, &L->attn_norm)) != LLMK_OK ||
+            (st = layer_tensor(g, il, "attn_q.weight", true, E, QD, &L->wq)) != LLMK_OK ||
+            (st = layer_tensor(g, il, "attn_k.weight", true, E, KD, &L->wk)) != LLMK_OK ||
+            (st = layer_tensor(g, il, "attn_v.weight", true, E, KD, &L->wv)) != LLMK_OK ||
+            (st = layer_tensor(g, il, "attn_output.weight", true, QD, E, &L->wo)) != LLMK_OK ||
+            (st = layer_tensor(g, il, "ffn_norm.weight", true, E, 1, &L->ffn_norm)) != LLMK_OK ||
+            (st = layer_tensor(g, il, "ffn_gate.weight", true, E, F, &L->w_gate)) != LLMK_OK ||
+            (st = layer_tensor(g, il, "ffn_up.weight", true, E, F, &L->w_up)) != LLMK_OK ||
+            (st = layer_tensor(g, il, "ffn_down.weight", true, F, E, &L->w_down)) != LLMK_OK)
+            return st;
+        /* Biases: required by qwen2; elsewhere a present bias is used. */
+        if ((st = layer_tensor(g, il, "attn_q.bias", bias, QD, 1, &L->bq)) != LLMK_OK ||
+            (st = layer_tensor(g, il, "attn_k.bias", bias, KD, 1, &L->bk)) != LLMK_OK ||
+            (st = layer_tensor(g, il, "attn_v.bias", bias, KD, 1, &L->bv)) != LLMK_OK)
+            return st;
+        if ((L->bq != NULL) != (L->bk != NULL) || (L->bk != NULL) != (L->bv != NULL))
+            return llmk_fail(LLMK_MISSING_TENSOR,
+                             "model: layer %d has only some of attn_q.bias, attn_k.bias, attn_v.bias", il);
+        if (L->bq) hp->has_qkv_bias = true;
+        if ((st = layer_tensor(g, il, "attn_q_norm.weight", qkn, (uint64_t)hp->head_dim, 1, &L->q_norm)) != LLMK_OK ||
+            (st = layer_tensor(g, il, "attn_k_norm.weight", qkn, (uint64_t)hp->head_dim, 1, &L->k_norm)) != LLMK_OK)
+            return st;
+        if ((L->q_norm != NULL) != (L->k_norm != NULL))
+            return llmk_fail(LLMK_MISSING_TENSOR,
+                             "model: layer %d has only one of attn_q_norm.weight, attn_k_norm.weight", il);
+        if (L->q_norm) hp->has_qk_norm = true;
+    }
+
+    /* f32 views of every 1-D tensor. */
+    size_t need = 0, used = 0;
+    for (int il = 0; il < hp->n_layer; il++) need += (size_t)(2 * E + QD + 2 * KD + 2 * (uint64_t)hp->head_dim);
+    need += (size_t)E;
+    m->vec_store = malloc(need * sizeof(float));
+    if (!m->vec_store) return llmk_fail(LLMK_OUT_OF_MEMORY, "model: %zu floats for norm vectors", need);
+    if ((st = vec_f32(m, m->out_norm, &used, &m->out_norm_f)) != LLMK_OK) return st;
+    for (int il = 0; il < hp->n_layer; il++) {
+        struct llmk_layer *L = &m->layers[il];
+        if ((st = vec_f32(m, L->attn_norm, &used, &L->attn_norm_f)) != LLMK_OK ||
+            (st = vec_f32(m, L->ffn_norm, &used, &L->ffn_norm_f)) != LLMK_OK ||
+            (st = vec_f32(m, L->bq, &used, &L->bq_f)) != LLMK_OK || (st = vec_f32(m, L->bk, &used, &L->bk_f)) != LLMK_OK ||
+            (st = vec_f32(m, L->bv, &used, &L->bv_f)) != LLMK_OK ||
+            (st = vec_f32(m, L->q_norm, &used, &L->q_norm_f)) != LLMK_OK ||
+            (st = vec_f32(m, L->k_norm, &used, &L->k_norm_f)) != LLMK_OK)
+            return st;
+    }
+    LLMK_CHECK(used <= need);
+
+    size_t nt = llmk_gguf_n_tensors(g);
+    for (size_t i = 0; i < nt; i++) {
+        const llmk_tensor_info *t = llmk_gguf_tensor(g, i);
+        if (!tensor_known(t->name, hp->n_layer))
+            return llmk_fail(LLMK_UNSUPPORTED_FEATURE,
+                             "model: tensor %s is not part of architecture %s as llmk implements it "
+                             "(an unsupported feature such as MoE experts or extra biases)",
+                             t->name, m->arch);
+    }
+    return LLMK_OK;
+}
+
+static int load_hparams(llmk_model *m, enum arch_id *arch_out) {
+    const llmk_gguf *g = m->gguf;
+    llmk_hparams *hp = &m->hp;
+    const char *arch;
+    size_t alen;
+    int st = llmk_gguf_get_str(g, "general.architecture", &arch, &alen);
+    if (st == LLMK_NOT_FOUND)
+        return llmk_fail(LLMK_UNSUPPORTED_ARCHITECTURE, "model: general.architecture is missing");
+    if (st != LLMK_OK)
+        return llmk_fail(LLMK_UNSUPPORTED_ARCHITECTURE, "model: general.architecture: %s", llmk_last_error());
+    size_t k = 0;
+    for (; k < LLMK_ARRAY_LEN(known_archs); k++)
+        if (alen == strlen(known_archs[k].name) && !memcmp(arch, known_archs[k].name, alen)) break;
+    if (k == LLMK_ARRAY_LEN(known_archs))
+        return llmk_fail(LLMK_UNSUPPORTED_ARCHITECTURE,
+                         "model: architecture '%.64s' is not supported (llama, qwen2, qwen3)", arch);
+    *arch_out = known_archs[k].id;
+    snprintf(m->arch, sizeof m->arch, "%s", known_archs[k].name);
+    hp->arch = m->arch;
+    const char *a = m->arch;
+
+    char key[128];
+    snprintf(key, sizeof key, "%s.expert_count", a);
+    uint32_t n_expert = 0;
+    if (llmk_gguf_get_u32(g, key, &n_expert) == LLMK_OK && n_expert > 0)
+        return llmk_fail(LLMK_UNSUPPORTED_FEATURE, "model: %s = %u: mixture-of-experts is not supported",
+                         key, n_expert);
+
+    if ((st = key_u32(g, a, "block_count", true, 0, 1, MAX_LAYERS, &hp->n_layer)) != LLMK_OK ||
+        (st = key_u32(g, a, "embedding_length", true, 0, 1, MAX_EMBD, &hp->n_embd)) != LLMK_OK ||
+        (st = key_u32(g, a, "feed_forward_length", true, 0, 1, MAX_FF, &hp->n_ff)) != LLMK_OK ||
+        (st = key_u32(g, a, "attention.head_count", true, 0, 1, MAX_HEADS, &hp->n_head)) != LLMK_OK ||
+        (st = key_u32(g, a, "attention.head_count_kv", false, (uint32_t)hp->n_head, 1, MAX_HEADS,
+                      &hp->n_head_kv)) != LLMK_OK ||
+        (st = key_u32(g, a, "context_length", true, 0, 1, 1u << 30, &hp->n_ctx_train)) != LLMK_OK ||
+        (st = key_f64(g, a, "attention.layer_norm_rms_epsilon", true, 0, 0, 1, &hp->rms_eps)) != LLMK_OK ||
+        (st = key_f64(g, a, "rope.freq_base", false, 10000.0, 1e-3, 1e12, &hp->rope_theta)) != LLMK_OK)
+        return st;
+    if (hp->n_head % hp->n_head_kv != 0)
+        return llmk_fail(LLMK_BAD_HYPERPARAMETER, "model: head_count %d is not a multiple of head_count_kv %d",
+                         hp->n_head, hp->n_head_kv);
+    int32_t dflt_hd = hp->n_embd / hp->n_head;
+    int32_t vlen;
+    if ((st = key_u32(g, a, "attention.key_length", false, (uint32_t)(dflt_hd > 0 ? dflt_hd : 1), 2, 1 << 14,
+                      &hp->head_dim)) != LLMK_OK ||
+        (st = key_u32(g, a, "attention.value_length", false, (uint32_t)hp->head_dim, 1, 1 << 14, &vlen)) != LLMK_OK)
+        return st;
+    if (vlen != hp->head_dim)
+        return llmk_fail(LLMK_UNSUPPORTED_FEATURE, "model: value_length %d differs from key_length %d",
+                         vlen, hp->head_dim);
+    if (hp->head_dim % 2)
+        return llmk_fail(LLMK_BAD_HYPERPARAMETER, "model: head dimension %d is odd", hp->head_dim);
+    if ((st = key_u32(g, a, "rope.dimension_count", false, (uint32_t)hp->head_dim, 2, 1 << 14, &hp->n_rot)) != LLMK_OK)
+        return st;
+    if (hp->n_rot != hp->head_dim)
+        return llmk_fail(LLMK_UNSUPPORTED_FEATURE,
+                         "model: partial rotary embedding (rope.dimension_count %d < head dimension %d)",
+                         hp->n_rot, hp->head_dim);
+    hp->rope_neox = *arch_out != ARCH_LLAMA;
+
+    const llmk_tensor_info *te = llmk_gguf_find_tensor(g, "token_embd.weight");
+    if (!te)
+        return llmk_fail(LLMK_MISSING_TENSOR, "model: tensor token_embd.weight is missing (expected shape [%d, n_vocab])",
+                         hp->n_embd);
+    if (te->ne[1] < 1 || te->ne[1] > (1u << 24))
+        return llmk_fail(LLMK_TENSOR_SHAPE_MISMATCH, "model: token_embd.weight has %llu rows (vocabulary), expected 1..%u",
+                         (unsigned long long)te->ne[1], 1u << 24);
+    hp->n_vocab = (int32_t)te->ne[1];
+    if ((st = get_tensor(g, "token_embd.weight", true, (uint64_t)hp->n_embd, (uint64_t)hp->n_vocab,
+                         &m->tok_embd)) != LLMK_OK)
+        return st;
+    return rope_setup(m);
+}
+
+int llmk_model_load(const char *path, llmk_model **out) {
+    if (!out) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_model_load: out is NULL");
+    *out = NULL;
+    if (!path) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_model_load: path is NULL");
+    llmk_model *m = calloc(1, sizeof *m);
+    if (!m) return llmk_fail(LLMK_OUT_OF_MEMORY, "llmk_model_load: model struct");
+    int st = llmk_gguf_open(path, &m->gguf);
+    enum arch_id arch = ARCH_LLAMA;
+    if (st == LLMK_OK) st = load_hparams(m, &arch);
+    if (st == LLMK_OK) st = load_weights(m, arch);
+    if (st != LLMK_OK) {
+        llmk_model_free(m);
+        return st;
+    }
+    m->tok_status = llmk_tokenizer_load(m->gguf, &m->tok);
+    if (m->tok_status != LLMK_OK) {
+        m->tok = NULL;
+        snprintf(m->tok_error, sizeof m->tok_error, "%s", llmk_last_error());
+    }
+    *out = m;
+    return LLMK_OK;
+}
+
+void llmk_model_free(llmk_model *m) {
+    if (!m) return;
+    if (m->tok) llmk_tokenizer_free(m->tok);
+    if (m->gguf) llmk_gguf_close(m->gguf);
+    free(m->layers);
+    free(m->vec_store);
+    free(m->rope_inv_freq);
+    free(m);
+}
+
+const llmk_hparams *llmk_model_hparams(const llmk_model *m) { return m ? &m->hp : NULL; }
+const llmk_gguf *llmk_model_gguf(const llmk_model *m) { return m ? m->gguf : NULL; }
+
+int llmk_model_tokenizer(const llmk_model *m, const llmk_tokenizer **out) {
+    if (!m || !out) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_model_tokenizer: NULL argument");
+    *out = m->tok;
+    if (m->tok) return LLMK_OK;
+    return llmk_fail(m->tok_status, "model has no usable tokenizer: %s", m->tok_error);
+}
+
+int llmk_path_from_name(const char *name, int *path_out) {
+    static const char *const names[] = {"ref", "f32", "fast"};
+    for (int i = 0; name && i < 3; i++)
+        if (!strcmp(name, names[i])) {
+            *path_out = i;
+            return LLMK_OK;
+        }
+    return llmk_fail(LLMK_INVALID_ARGUMENT, "unknown path '%s' (ref, f32, fast)", name ? name : "(null)");
+}

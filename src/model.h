@@ -1,0 +1,47 @@
+/* Internal view of a loaded model, shared by the session and the two decode
+ * paths (src/session.c, src/ref/decode.c). Weights are tensor infos of the
+ * open GGUF file; their data points into its mapping. */
+#ifndef LLMK_MODEL_H
+#define LLMK_MODEL_H
+
+#include "llmk.h"
+#include "pool.h"
+
+struct llmk_layer {
+    const llmk_tensor_info *attn_norm, *wq, *wk, *wv, *wo;
+    const llmk_tensor_info *bq, *bk, *bv;         /* NULL unless has_qkv_bias */
+    const llmk_tensor_info *q_norm, *k_norm;      /* NULL unless has_qk_norm */
+    const llmk_tensor_info *ffn_norm, *w_gate, *w_up, *w_down;
+    /* 1-D tensors as f32 (into the mapping when stored as F32, else into
+     * model->vec_store): norms and biases are read as plain float arrays. */
+    const float *attn_norm_f, *ffn_norm_f, *bq_f, *bk_f, *bv_f, *q_norm_f, *k_norm_f;
+};
+
+struct llmk_model {
+    llmk_gguf *gguf;
+    llmk_tokenizer *tok;
+    int tok_status;          /* LLMK_OK or why the tokenizer did not load */
+    char tok_error[512];
+    char arch[32];
+    llmk_hparams hp;
+    const llmk_tensor_info *tok_embd, *out_norm, *output; /* output == tok_embd when tied */
+    const float *out_norm_f;
+    struct llmk_layer *layers;
+    float *vec_store;        /* f32 copies of non-F32 1-D tensors */
+    /* RoPE inverse frequency for each rotated pair i in [0, n_rot/2), with
+     * freq base, scaling and rope_freqs already applied: angle = pos * inv_freq[i]. */
+    double *rope_inv_freq;
+};
+
+/* f64 reference decode (src/ref/decode.c). */
+struct llmk_ref_state;
+int llmk_ref_state_init(const struct llmk_model *m, int32_t n_ctx, llmk_pool *pool,
+                        struct llmk_ref_state **out);
+void llmk_ref_state_free(struct llmk_ref_state *st);
+/* Evaluate ids[0..n) at positions pos..pos+n-1 (KV for earlier positions
+ * already cached). logits: n_vocab floats per requested row (all rows when
+ * all_positions, else only the last). */
+int llmk_ref_eval(struct llmk_ref_state *st, int32_t pos, const int32_t *ids, size_t n,
+                  float *logits, bool all_positions);
+
+#endif

@@ -1,0 +1,281 @@
+/* Sessions: one sequence's KV cache, activations and worker pool, all sized
+ * at init, and the f32 forward pass (LLMK_PATH_F32, also serving FAST for
+ * now). The f64 reference path lives in src/ref/decode.c. */
+#include "internal.h"
+#include "kernels/ops_f32.h"
+#include "model.h"
+
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One sequence's f32 KV cache: per layer, n_ctx rows of kv_dim floats for K
+ * and the same for V. A later batched step gives each sequence one of these. */
+struct kv_f32 {
+    float *k, *v;
+    int64_t layer_stride; /* n_ctx * kv_dim */
+};
+
+struct llmk_session {
+    const llmk_model *m;
+    int path;
+    int32_t n_ctx, n_batch, pos;
+    llmk_pool *pool;
+    int n_threads;
+    struct llmk_ref_state *ref;
+    /* f32 path */
+    struct kv_f32 kv;
+    float *rope_cs;  /* [n_ctx][n_rot/2][cos, sin] */
+    float *x, *xn, *q, *k, *v, *att, *o, *g, *u; /* [n_batch][width] activations */
+    float *row_scratch; /* [n_threads][max_in] dequantized weight rows */
+    int64_t row_stride;
+    float *scores;      /* [n_threads][n_ctx] attention scores */
+};
+
+static void *alloc_floats(uint64_t a, uint64_t b, int *st) {
+    uint64_t n, bytes;
+    if (*st != LLMK_OK) return NULL;
+    if (!llmk_mul_u64(a, b, &n) || !llmk_mul_u64(n, sizeof(float), &bytes) || bytes > SIZE_MAX) {
+        *st = llmk_fail(LLMK_OUT_OF_MEMORY, "session: %llu x %llu floats overflow", (unsigned long long)a,
+                        (unsigned long long)b);
+        return NULL;
+    }
+    void *p = malloc(bytes ? (size_t)bytes : 1);
+    if (!p) *st = llmk_fail(LLMK_OUT_OF_MEMORY, "session: %llu bytes", (unsigned long long)bytes);
+    return p;
+}
+
+static int f32_init(llmk_session *s) {
+    const llmk_hparams *hp = &s->m->hp;
+    int st = LLMK_OK;
+    uint64_t kvd = (uint64_t)hp->n_head_kv * hp->head_dim, qd = (uint64_t)hp->n_head * hp->head_dim;
+    uint64_t nb = (uint64_t)s->n_batch;
+    s->kv.layer_stride = (int64_t)((uint64_t)s->n_ctx * kvd);
+    s->kv.k = alloc_floats((uint64_t)hp->n_layer * (uint64_t)s->n_ctx, kvd, &st);
+    s->kv.v = alloc_floats((uint64_t)hp->n_layer * (uint64_t)s->n_ctx, kvd, &st);
+    int half = hp->n_rot / 2;
+    s->rope_cs = alloc_floats((uint64_t)s->n_ctx, 2 * (uint64_t)half, &st);
+    s->x = alloc_floats(nb, (uint64_t)hp->n_embd, &st);
+    s->xn = alloc_floats(nb, (uint64_t)hp->n_embd, &st);
+    s->q = alloc_floats(nb, qd, &st);
+    s->k = alloc_floats(nb, kvd, &st);
+    s->v = alloc_floats(nb, kvd, &st);
+    s->att = alloc_floats(nb, qd, &st);
+    s->o = alloc_floats(nb, (uint64_t)hp->n_embd, &st);
+    s->g = alloc_floats(nb, (uint64_t)hp->n_ff, &st);
+    s->u = alloc_floats(nb, (uint64_t)hp->n_ff, &st);
+    int64_t max_in = hp->n_embd;
+    if (hp->n_ff > max_in) max_in = hp->n_ff;
+    if ((int64_t)qd > max_in) max_in = (int64_t)qd;
+    s->row_stride = (max_in + 15) & ~(int64_t)15;
+    s->row_scratch = alloc_floats((uint64_t)s->n_threads, (uint64_t)s->row_stride, &st);
+    s->scores = alloc_floats((uint64_t)s->n_threads, (uint64_t)s->n_ctx, &st);
+    if (st != LLMK_OK) return st;
+    /* Angles in double, rounded once to f32. */
+    for (int32_t p = 0; p < s->n_ctx; p++)
+        for (int i = 0; i < half; i++) {
+            double a = (double)p * s->m->rope_inv_freq[i];
+            s->rope_cs[((int64_t)p * half + i) * 2] = (float)cos(a);
+            s->rope_cs[((int64_t)p * half + i) * 2 + 1] = (float)sin(a);
+        }
+    return LLMK_OK;
+}
+
+int llmk_session_init(const llmk_model *m, const llmk_session_params *p, llmk_session **out) {
+    if (!out) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_session_init: out is NULL");
+    *out = NULL;
+    if (!m) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_session_init: model is NULL");
+    llmk_session_params dp = {0};
+    if (!p) p = &dp;
+    if (p->path < LLMK_PATH_REF || p->path > LLMK_PATH_FAST)
+        return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_session_init: path %d is not ref/f32/fast", p->path);
+    int32_t n_ctx = p->n_ctx > 0 ? p->n_ctx : m->hp.n_ctx_train;
+    if (n_ctx > (1 << 22))
+        return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_session_init: n_ctx %d exceeds the limit %d", n_ctx, 1 << 22);
+    llmk_session *s = calloc(1, sizeof *s);
+    if (!s) return llmk_fail(LLMK_OUT_OF_MEMORY, "llmk_session_init: session struct");
+    s->m = m;
+    s->path = p->path;
+    s->n_ctx = n_ctx;
+    s->n_batch = p->n_batch > 0 ? (p->n_batch < 4096 ? p->n_batch : 4096) : 32;
+    int st = llmk_pool_create(p->n_threads, &s->pool);
+    if (st == LLMK_OK) {
+        s->n_threads = llmk_pool_size(s->pool);
+        if (s->path == LLMK_PATH_REF)
+            st = llmk_ref_state_init(m, n_ctx, s->pool, &s->ref);
+        else
+            st = f32_init(s);
+    }
+    if (st != LLMK_OK) {
+        llmk_session_free(s);
+        return st;
+    }
+    *out = s;
+    return LLMK_OK;
+}
+
+void llmk_session_free(llmk_session *s) {
+    if (!s) return;
+    if (s->ref) llmk_ref_state_free(s->ref);
+    if (s->pool) llmk_pool_free(s->pool);
+    free(s->kv.k);
+    free(s->kv.v);
+    free(s->rope_cs);
+    free(s->x);
+    free(s->xn);
+    free(s->q);
+    free(s->k);
+    free(s->v);
+    free(s->att);
+    free(s->o);
+    free(s->g);
+    free(s->u);
+    free(s->row_scratch);
+    free(s->scores);
+    free(s);
+}
+
+int32_t llmk_session_pos(const llmk_session *s) { return s ? s->pos : 0; }
+int32_t llmk_session_n_ctx(const llmk_session *s) { return s ? s->n_ctx : 0; }
+
+int llmk_session_truncate(llmk_session *s, int32_t pos) {
+    if (!s) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_session_truncate: session is NULL");
+    if (pos < 0 || pos > s->pos)
+        return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_session_truncate: position %d outside [0, %d]", pos, s->pos);
+    s->pos = pos; /* cache rows past pos are overwritten before they are read again */
+    return LLMK_OK;
+}
+
+/* ---- f32 forward --------------------------------------------------------- */
+
+struct attn_ctx {
+    llmk_session *s;
+    int il;
+    int32_t pos0;
+    int64_t n_tok;
+};
+
+static void attn_worker(void *arg, int ith, int nth) {
+    struct attn_ctx *c = arg;
+    llmk_session *s = c->s;
+    const llmk_hparams *hp = &s->m->hp;
+    int64_t lo, hi, items = c->n_tok * hp->n_head;
+    llmk_split_range(items, ith, nth, &lo, &hi);
+    int64_t kvd = (int64_t)hp->n_head_kv * hp->head_dim, qd = (int64_t)hp->n_head * hp->head_dim;
+    int group = hp->n_head / hp->n_head_kv;
+    float scale = (float)(1.0 / sqrt((double)hp->head_dim));
+    const float *K = s->kv.k + c->il * s->kv.layer_stride, *V = s->kv.v + c->il * s->kv.layer_stride;
+    for (int64_t it = lo; it < hi; it++) {
+        int64_t t = it / hp->n_head;
+        int h = (int)(it % hp->n_head), g = h / group;
+        llmk_f32_attend(s->q + t * qd + (int64_t)h * hp->head_dim, K + (int64_t)g * hp->head_dim,
+                        V + (int64_t)g * hp->head_dim, c->pos0 + t + 1, kvd, hp->head_dim, scale,
+                        s->scores + (int64_t)ith * s->n_ctx, s->att + t * qd + (int64_t)h * hp->head_dim);
+    }
+}
+
+static void add_bias(float *y, const float *b, int64_t n_tok, int64_t n) {
+    if (!b) return;
+    for (int64_t t = 0; t < n_tok; t++)
+        for (int64_t i = 0; i < n; i++) y[t * n + i] += b[i];
+}
+
+/* One chunk of n_tok <= n_batch tokens at positions pos0.. . out_rows: which
+ * rows get logits (0 none, 1 the last, 2 all); logits: their destination. */
+static int f32_forward(llmk_session *s, const int32_t *ids, int64_t n_tok, int32_t pos0, int out_rows,
+                       float *logits) {
+    const llmk_model *m = s->m;
+    const llmk_hparams *hp = &m->hp;
+    int64_t E = hp->n_embd, F = hp->n_ff, HD = hp->head_dim;
+    int64_t qd = hp->n_head * HD, kvd = hp->n_head_kv * HD;
+    float eps = (float)hp->rms_eps;
+    int half = hp->n_rot / 2;
+    int st;
+    uint64_t erb;
+    if ((st = llmk_row_bytes(m->tok_embd->type, (uint64_t)E, &erb)) != LLMK_OK) return st;
+    for (int64_t t = 0; t < n_tok; t++) {
+        const unsigned char *row = (const unsigned char *)m->tok_embd->data + (uint64_t)ids[t] * erb;
+        if ((st = llmk_dequantize_row(m->tok_embd->type, row, s->x + t * E, E)) != LLMK_OK)
+            return llmk_fail(st, "embedding row %d: %s", ids[t], llmk_last_error());
+    }
+    for (int il = 0; il < hp->n_layer; il++) {
+        const struct llmk_layer *L = &m->layers[il];
+        for (int64_t t = 0; t < n_tok; t++) llmk_f32_rmsnorm(s->xn + t * E, s->x + t * E, L->attn_norm_f, E, eps);
+        if ((st = llmk_f32_matmul(s->pool, L->wq, s->xn, n_tok, s->q, s->row_scratch, s->row_stride)) != LLMK_OK ||
+            (st = llmk_f32_matmul(s->pool, L->wk, s->xn, n_tok, s->k, s->row_scratch, s->row_stride)) != LLMK_OK ||
+            (st = llmk_f32_matmul(s->pool, L->wv, s->xn, n_tok, s->v, s->row_scratch, s->row_stride)) != LLMK_OK)
+            return st;
+        add_bias(s->q, L->bq_f, n_tok, qd);
+        add_bias(s->k, L->bk_f, n_tok, kvd);
+        add_bias(s->v, L->bv_f, n_tok, kvd);
+        float *Kc = s->kv.k + il * s->kv.layer_stride, *Vc = s->kv.v + il * s->kv.layer_stride;
+        for (int64_t t = 0; t < n_tok; t++) {
+            float *q = s->q + t * qd, *k = s->k + t * kvd;
+            if (L->q_norm_f) {
+                for (int h = 0; h < hp->n_head; h++) llmk_f32_rmsnorm(q + h * HD, q + h * HD, L->q_norm_f, HD, eps);
+                for (int h = 0; h < hp->n_head_kv; h++) llmk_f32_rmsnorm(k + h * HD, k + h * HD, L->k_norm_f, HD, eps);
+            }
+            const float *cs = s->rope_cs + (int64_t)(pos0 + t) * half * 2;
+            llmk_f32_rope(q, hp->n_head, (int)HD, cs, hp->rope_neox);
+            llmk_f32_rope(k, hp->n_head_kv, (int)HD, cs, hp->rope_neox);
+            memcpy(Kc + (pos0 + t) * kvd, k, (size_t)kvd * sizeof(float));
+            memcpy(Vc + (pos0 + t) * kvd, s->v + t * kvd, (size_t)kvd * sizeof(float));
+        }
+        struct attn_ctx ac = {s, il, pos0, n_tok};
+        llmk_pool_run(s->pool, attn_worker, &ac);
+        if ((st = llmk_f32_matmul(s->pool, L->wo, s->att, n_tok, s->o, s->row_scratch, s->row_stride)) != LLMK_OK)
+            return st;
+        for (int64_t i = 0; i < n_tok * E; i++) s->x[i] += s->o[i];
+        for (int64_t t = 0; t < n_tok; t++) llmk_f32_rmsnorm(s->xn + t * E, s->x + t * E, L->ffn_norm_f, E, eps);
+        if ((st = llmk_f32_matmul(s->pool, L->w_gate, s->xn, n_tok, s->g, s->row_scratch, s->row_stride)) != LLMK_OK ||
+            (st = llmk_f32_matmul(s->pool, L->w_up, s->xn, n_tok, s->u, s->row_scratch, s->row_stride)) != LLMK_OK)
+            return st;
+        llmk_f32_swiglu(s->g, s->u, n_tok * F);
+        if ((st = llmk_f32_matmul(s->pool, L->w_down, s->g, n_tok, s->o, s->row_scratch, s->row_stride)) != LLMK_OK)
+            return st;
+        for (int64_t i = 0; i < n_tok * E; i++) s->x[i] += s->o[i];
+    }
+    if (out_rows == 0) return LLMK_OK;
+    int64_t first = out_rows == 1 ? n_tok - 1 : 0;
+    for (int64_t t = first; t < n_tok; t++) llmk_f32_rmsnorm(s->xn + t * E, s->x + t * E, m->out_norm_f, E, eps);
+    return llmk_f32_matmul(s->pool, m->output, s->xn + first * E, n_tok - first, logits, s->row_scratch,
+                           s->row_stride);
+}
+
+int llmk_session_eval(llmk_session *s, const int32_t *ids, size_t n, float *logits, size_t logits_cap,
+                      bool all_positions) {
+    if (!s || (!ids && n)) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_session_eval: NULL argument");
+    if (n == 0) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_session_eval: no tokens");
+    const llmk_hparams *hp = &s->m->hp;
+    if (n > (size_t)(s->n_ctx - s->pos))
+        return llmk_fail(LLMK_CONTEXT_FULL, "session: %zu tokens at position %d exceed the context of %d", n,
+                         s->pos, s->n_ctx);
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= hp->n_vocab)
+            return llmk_fail(LLMK_INVALID_TOKEN, "session: token id %d (index %zu) outside the vocabulary [0, %d)",
+                             ids[i], i, hp->n_vocab);
+    uint64_t need = 0;
+    if (logits) {
+        if (!llmk_mul_u64(all_positions ? n : 1, (uint64_t)hp->n_vocab, &need))
+            return llmk_fail(LLMK_INVALID_ARGUMENT, "session: logits size overflows");
+        if (logits_cap < need)
+            return llmk_fail(LLMK_BUFFER_TOO_SMALL, "session: logits buffer holds %zu floats, %llu needed",
+                             logits_cap, (unsigned long long)need);
+    }
+    int st = LLMK_OK;
+    if (s->path == LLMK_PATH_REF) {
+        st = llmk_ref_eval(s->ref, s->pos, ids, n, logits, all_positions);
+    } else {
+        for (size_t off = 0; off < n && st == LLMK_OK; off += (size_t)s->n_batch) {
+            size_t c = n - off < (size_t)s->n_batch ? n - off : (size_t)s->n_batch;
+            bool last_chunk = off + c == n;
+            int rows = !logits ? 0 : all_positions ? 2 : last_chunk ? 1 : 0;
+            float *dst = rows == 2 ? logits + off * (size_t)hp->n_vocab : logits;
+            st = f32_forward(s, ids + off, (int64_t)c, s->pos + (int32_t)off, rows, dst);
+        }
+    }
+    if (st != LLMK_OK) return st; /* the position is unchanged: rows written past it are dead */
+    s->pos += (int32_t)n;
+    return LLMK_OK;
+}

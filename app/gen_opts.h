@@ -1,0 +1,66 @@
+/* Generation options shared by `llmk run` and `llmk chat`: the sampling and
+ * stop flags, and a small per-generation context (sampler, stop-string
+ * matcher) so both commands pick and print tokens the same way. */
+#ifndef LLMK_GEN_OPTS_H
+#define LLMK_GEN_OPTS_H
+
+#include "llmk.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#define GEN_MAX_BIAS 256
+#define GEN_MAX_STOPS 16
+
+struct gen_opts {
+    llmk_sampler_params sp;
+    llmk_logit_bias bias[GEN_MAX_BIAS];
+    const char *stops[GEN_MAX_STOPS];
+    size_t n_stops;
+    bool chat;                 /* run --chat: format -p as one user turn */
+    const char *system;        /* --system TEXT */
+    const char *chat_template; /* --chat-template NAME */
+};
+
+/* Sampling defaults (llama.cpp's), except the temperature, which each
+ * command chooses (run keeps 0 = greedy so its output is a fixed reference). */
+void gen_opts_default(struct gen_opts *o, double temperature);
+
+/* If argv[*i] is a generation flag, parse it (and its value, advancing *i):
+ * returns 1. Returns 0 when the flag is not one of ours and -1 after
+ * printing a usage error. */
+int gen_opts_parse(const char *cmd, struct gen_opts *o, int argc, char **argv, int *i);
+
+/* The flags' help text. */
+void gen_opts_usage(FILE *to);
+
+/* Whole file (or "-" for stdin) into a NUL-terminated buffer; CLI exit code. */
+int gen_read_file(const char *cmd, const char *path, char **out, size_t *len);
+
+/* One generation: the sampler and the stop-string matcher. */
+struct gen_ctx {
+    llmk_sampler *smp;
+    llmk_stop_matcher *stop;
+    char *buf;
+    size_t cap;
+    bool stopped; /* a stop string completed */
+};
+/* Status; reports a random seed on stderr as "llmk CMD: seed N". */
+int gen_ctx_init(struct gen_ctx *c, const char *cmd, const struct gen_opts *o, size_t n_vocab);
+void gen_ctx_free(struct gen_ctx *c);
+/* Sample the next token and record it in the penalty history. */
+int gen_choose(struct gen_ctx *c, const float *logits, size_t n_vocab, int32_t *id);
+/* Print text through the stop matcher; true once a stop string ended the
+ * generation (the stop string itself is never printed). */
+bool gen_write(struct gen_ctx *c, FILE *out, const char *text, size_t n);
+/* End of the generation: print held-back text, reset for the next one. */
+void gen_finish(struct gen_ctx *c, FILE *out);
+
+/* Text of a prompt with the model's chat template: one user turn with
+ * o->system (or the template's default), generation prompt added. *add_bos
+ * tells whether the tokenizer should still prepend BOS (not when the
+ * template wrote it). *out is malloc'd. */
+int gen_chat_prompt(const llmk_gguf *g, const llmk_tokenizer *t, const struct gen_opts *o,
+                    const char *prompt, char **out, bool *add_bos);
+
+#endif

@@ -1,0 +1,368 @@
+/* Chat templates. llmk does not run Jinja: it recognises the handful of
+ * template families its models use by their marker tokens and renders each
+ * with a small C function that produces the same bytes the model's Jinja
+ * template does (checked against jinja2 renderings in tests/fixtures/chat). */
+#include "internal.h"
+
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum tkind { T_CHATML, T_LLAMA3, T_ZEPHYR, T_LLAMA2, T_COUNT };
+
+static const struct {
+    const char *name;
+    const char *marker; /* a string only this family's template text contains */
+} kinds[T_COUNT] = {
+    [T_CHATML] = {"chatml", "<|im_start|>"},
+    [T_LLAMA3] = {"llama3", "<|start_header_id|>"},
+    [T_ZEPHYR] = {"zephyr", "<|user|>"},
+    [T_LLAMA2] = {"llama2", "[INST]"},
+};
+
+struct llmk_chat_template {
+    enum tkind kind;
+    char *default_system; /* NULL when the template injects none */
+    char *bos, *eos;
+};
+
+/* ---- a growing output string ----------------------------------------- */
+
+typedef struct {
+    char *p;
+    size_t len, cap;
+    int err;
+} sbuf;
+
+static void sb_put(sbuf *b, const char *s, size_t n) {
+    if (b->err) return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n + 1) {
+            if (cap > SIZE_MAX / 2) {
+                b->err = 1;
+                return;
+            }
+            cap *= 2;
+        }
+        char *np = realloc(b->p, cap);
+        if (!np) {
+            b->err = 1;
+            return;
+        }
+        b->p = np;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = 0;
+}
+
+static void sb_str(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
+
+/* Jinja's trim / Python's str.strip() for the ASCII whitespace it removes. */
+static void sb_trimmed(sbuf *b, const char *s) {
+    size_t n = strlen(s), i = 0;
+    while (i < n && strchr(" \t\n\r\v\f", s[i])) i++;
+    while (n > i && strchr(" \t\n\r\v\f", s[n - 1])) n--;
+    sb_put(b, s + i, n - i);
+}
+
+/* ---- recognising ------------------------------------------------------ */
+
+/* A ChatML template that injects a system prompt when the conversation has
+ * none carries it as a literal: '<|im_start|>system' + newline (raw or the
+ * two characters backslash-n) + text + '<|im_end|>'. The text must be plain
+ * (no quote or Jinja syntax), otherwise it is an expression, not a default. */
+static char *find_default_system(const char *t, size_t len) {
+    static const char head[] = "<|im_start|>system";
+    static const char tail[] = "<|im_end|>";
+    const char *end = t + len;
+    for (const char *p = t; p + sizeof head - 1 <= end; p++) {
+        if (memcmp(p, head, sizeof head - 1)) continue;
+        const char *q = p + sizeof head - 1;
+        if (q < end && *q == '\n') q++;
+        else if (q + 1 < end && q[0] == '\\' && q[1] == 'n') q += 2;
+        else continue;
+        const char *e = q;
+        while (e + sizeof tail - 1 <= end && memcmp(e, tail, sizeof tail - 1)) {
+            if (strchr("'\"{}+", *e)) break;
+            e++;
+        }
+        if (e + sizeof tail - 1 > end || memcmp(e, tail, sizeof tail - 1) || e == q) continue;
+        char *out = malloc((size_t)(e - q) + 1);
+        if (!out) return NULL;
+        size_t w = 0;
+        for (const char *c = q; c < e; c++) {
+            if (c[0] == '\\' && c + 1 < e && c[1] == 'n') {
+                out[w++] = '\n';
+                c++;
+            } else {
+                out[w++] = *c;
+            }
+        }
+        out[w] = 0;
+        return out;
+    }
+    return NULL;
+}
+
+static int contains(const char *t, size_t len, const char *needle) {
+    size_t n = strlen(needle);
+    for (size_t i = 0; i + n <= len; i++)
+        if (!memcmp(t + i, needle, n)) return 1;
+    return 0;
+}
+
+int llmk_chat_template_init(const char *name, const char *text, size_t text_len, const char *bos,
+                            const char *eos, llmk_chat_template **out) {
+    if (!out) return llmk_fail(LLMK_INVALID_ARGUMENT, "chat_template_init: NULL out");
+    *out = NULL;
+    if (!name && !text)
+        return llmk_fail(LLMK_TEMPLATE_UNKNOWN,
+                         "the model has no tokenizer.chat_template; pass --chat-template "
+                         "chatml|llama3|zephyr|llama2");
+    int kind = -1;
+    if (name) {
+        for (int i = 0; i < T_COUNT; i++)
+            if (!strcmp(name, kinds[i].name)) kind = i;
+        if (kind < 0)
+            return llmk_fail(LLMK_TEMPLATE_UNKNOWN,
+                             "chat template '%s' is not one of chatml, llama3, zephyr, llama2", name);
+    } else {
+        for (int i = 0; i < T_COUNT && kind < 0; i++)
+            if (contains(text, text_len, kinds[i].marker)) kind = i;
+        if (kind < 0)
+            return llmk_fail(LLMK_TEMPLATE_UNKNOWN,
+                             "tokenizer.chat_template (%zu bytes) has none of the markers of "
+                             "chatml, llama3, zephyr or llama2; pass --chat-template NAME",
+                             text_len);
+    }
+    llmk_chat_template *t = calloc(1, sizeof *t);
+    if (!t) return llmk_fail(LLMK_OUT_OF_MEMORY, "chat template");
+    t->kind = (enum tkind)kind;
+    t->bos = strdup(bos ? bos : "");
+    t->eos = strdup(eos ? eos : "");
+    if (kind == T_CHATML && text) t->default_system = find_default_system(text, text_len);
+    if (!t->bos || !t->eos) {
+        llmk_chat_template_free(t);
+        return llmk_fail(LLMK_OUT_OF_MEMORY, "chat template");
+    }
+    *out = t;
+    return LLMK_OK;
+}
+
+static const char *vocab_text(const llmk_gguf *g, const char *id_key) {
+    uint32_t id;
+    const char *s;
+    size_t len;
+    if (llmk_gguf_get_u32(g, id_key, &id) != LLMK_OK) return "";
+    if (llmk_gguf_arr_str(g, "tokenizer.ggml.tokens", id, &s, &len) != LLMK_OK) return "";
+    return s;
+}
+
+int llmk_chat_template_from_gguf(const llmk_gguf *g, const char *name, llmk_chat_template **out) {
+    if (!g) return llmk_fail(LLMK_INVALID_ARGUMENT, "chat_template_from_gguf: NULL file");
+    const char *text = NULL;
+    size_t len = 0;
+    if (llmk_gguf_get_str(g, "tokenizer.chat_template", &text, &len) != LLMK_OK) text = NULL;
+    return llmk_chat_template_init(name, text, len, vocab_text(g, "tokenizer.ggml.bos_token_id"),
+                                   vocab_text(g, "tokenizer.ggml.eos_token_id"), out);
+}
+
+void llmk_chat_template_free(llmk_chat_template *t) {
+    if (!t) return;
+    free(t->default_system);
+    free(t->bos);
+    free(t->eos);
+    free(t);
+}
+
+const char *llmk_chat_template_name(const llmk_chat_template *t) {
+    return t ? kinds[t->kind].name : "?";
+}
+
+const char *llmk_chat_template_default_system(const llmk_chat_template *t) {
+    return t ? t->default_system : NULL;
+}
+
+/* ---- rendering --------------------------------------------------------- */
+
+static void render_chatml(const llmk_chat_template *t, sbuf *b, const llmk_chat_message *m,
+                          size_t n, bool gen) {
+    if (n && t->default_system && strcmp(m[0].role, "system")) {
+        sb_str(b, "<|im_start|>system\n");
+        sb_str(b, t->default_system);
+        sb_str(b, "<|im_end|>\n");
+    }
+    for (size_t i = 0; i < n; i++) {
+        sb_str(b, "<|im_start|>");
+        sb_str(b, m[i].role);
+        sb_str(b, "\n");
+        sb_str(b, m[i].content);
+        sb_str(b, "<|im_end|>\n");
+    }
+    if (gen) sb_str(b, "<|im_start|>assistant\n");
+}
+
+static void render_llama3(const llmk_chat_template *t, sbuf *b, const llmk_chat_message *m,
+                          size_t n, bool gen) {
+    for (size_t i = 0; i < n; i++) {
+        if (i == 0) sb_str(b, t->bos);
+        sb_str(b, "<|start_header_id|>");
+        sb_str(b, m[i].role);
+        sb_str(b, "<|end_header_id|>\n\n");
+        sb_trimmed(b, m[i].content);
+        sb_str(b, "<|eot_id|>");
+    }
+    if (gen) sb_str(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+}
+
+static int render_zephyr(const llmk_chat_template *t, sbuf *b, const llmk_chat_message *m,
+                         size_t n, bool gen) {
+    for (size_t i = 0; i < n; i++) {
+        const char *r = m[i].role;
+        /* other roles render nothing, as the template's if/elif chain */
+        if (!strcmp(r, "user") || !strcmp(r, "system") || !strcmp(r, "assistant")) {
+            sb_str(b, "<|");
+            sb_str(b, r);
+            sb_str(b, "|>\n");
+            sb_str(b, m[i].content);
+            sb_str(b, t->eos);
+            sb_str(b, "\n");
+        }
+        if (i + 1 == n && gen) sb_str(b, "<|assistant|>\n");
+    }
+    return LLMK_OK;
+}
+
+static int render_llama2(const llmk_chat_template *t, sbuf *b, const llmk_chat_message *m,
+                         size_t n, bool gen) {
+    (void)gen; /* the Llama-2 template adds nothing for the generation prompt */
+    const char *sys = NULL;
+    size_t first = 0;
+    if (n && !strcmp(m[0].role, "system")) {
+        sys = m[0].content;
+        first = 1;
+    }
+    for (size_t i = first; i < n; i++) {
+        bool user = !strcmp(m[i].role, "user");
+        if (user != ((i - first) % 2 == 0))
+            return llmk_fail(LLMK_BAD_REQUEST,
+                             "llama2 template: message %zu has role '%s'; roles must alternate "
+                             "user/assistant/user/...",
+                             i, m[i].role);
+        sbuf c = {0};
+        if (i == first && sys) {
+            sb_str(&c, "<<SYS>>\n");
+            sb_str(&c, sys);
+            sb_str(&c, "\n<</SYS>>\n\n");
+        }
+        sb_str(&c, m[i].content);
+        if (c.err) {
+            free(c.p);
+            b->err = 1;
+            return LLMK_OK;
+        }
+        if (user) {
+            sb_str(b, t->bos);
+            sb_str(b, "[INST] ");
+            sb_trimmed(b, c.p ? c.p : "");
+            sb_str(b, " [/INST]");
+        } else if (!strcmp(m[i].role, "assistant")) {
+            sb_str(b, " ");
+            sb_trimmed(b, c.p ? c.p : "");
+            sb_str(b, " ");
+            sb_str(b, t->eos);
+        }
+        free(c.p);
+    }
+    return LLMK_OK;
+}
+
+int llmk_chat_render(const llmk_chat_template *t, const llmk_chat_message *msgs, size_t n,
+                     bool add_generation_prompt, char **out, size_t *out_len) {
+    if (!t || !out || (n && !msgs))
+        return llmk_fail(LLMK_INVALID_ARGUMENT, "chat_render: NULL argument");
+    *out = NULL;
+    if (out_len) *out_len = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!msgs[i].role || !msgs[i].content)
+            return llmk_fail(LLMK_BAD_REQUEST, "chat_render: message %zu has no %s", i,
+                             msgs[i].role ? "content" : "role");
+    sbuf b = {0};
+    sb_put(&b, "", 0); /* an empty conversation still gives a string */
+    int rc = LLMK_OK;
+    switch (t->kind) {
+    case T_CHATML: render_chatml(t, &b, msgs, n, add_generation_prompt); break;
+    case T_LLAMA3: render_llama3(t, &b, msgs, n, add_generation_prompt); break;
+    case T_ZEPHYR: rc = render_zephyr(t, &b, msgs, n, add_generation_prompt); break;
+    case T_LLAMA2: rc = render_llama2(t, &b, msgs, n, add_generation_prompt); break;
+    default: LLMK_CHECK(0);
+    }
+    if (rc != LLMK_OK || b.err) {
+        free(b.p);
+        return rc != LLMK_OK ? rc : llmk_fail(LLMK_OUT_OF_MEMORY, "chat_render: %zu messages", n);
+    }
+    *out = b.p;
+    if (out_len) *out_len = b.len;
+    return LLMK_OK;
+}
+
+/* ---- messages from JSON ------------------------------------------------ */
+
+int llmk_chat_parse_messages(const char *json, size_t len, llmk_chat_message **msgs, size_t *n) {
+    if (!json || !msgs || !n) return llmk_fail(LLMK_INVALID_ARGUMENT, "parse_messages: NULL argument");
+    *msgs = NULL;
+    *n = 0;
+    cJSON *root = cJSON_ParseWithLength(json, len);
+    if (!root) {
+        const char *at = cJSON_GetErrorPtr();
+        size_t off = at && at >= json && at <= json + len ? (size_t)(at - json) : len;
+        return llmk_fail(LLMK_BAD_REQUEST, "messages: invalid JSON near byte %zu of %zu", off, len);
+    }
+    const cJSON *arr = root;
+    if (cJSON_IsObject(root)) arr = cJSON_GetObjectItemCaseSensitive(root, "messages");
+    if (!cJSON_IsArray(arr)) {
+        cJSON_Delete(root);
+        return llmk_fail(LLMK_BAD_REQUEST,
+                         "messages: expected an array of {role, content} (or {\"messages\": [...]})");
+    }
+    size_t count = (size_t)cJSON_GetArraySize(arr), bytes = count * sizeof(llmk_chat_message);
+    size_t i = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, arr) {
+        const cJSON *r = cJSON_GetObjectItemCaseSensitive(it, "role");
+        const cJSON *c = cJSON_GetObjectItemCaseSensitive(it, "content");
+        if (!cJSON_IsString(r) || !cJSON_IsString(c)) {
+            cJSON_Delete(root);
+            return llmk_fail(LLMK_BAD_REQUEST, "messages[%zu]: needs string \"role\" and \"content\"",
+                             i);
+        }
+        bytes += strlen(r->valuestring) + strlen(c->valuestring) + 2;
+        i++;
+    }
+    llmk_chat_message *m = malloc(bytes ? bytes : 1);
+    if (!m) {
+        cJSON_Delete(root);
+        return llmk_fail(LLMK_OUT_OF_MEMORY, "messages: %zu bytes", bytes);
+    }
+    char *s = (char *)(m + count);
+    i = 0;
+    cJSON_ArrayForEach(it, arr) {
+        const char *r = cJSON_GetObjectItemCaseSensitive(it, "role")->valuestring;
+        const char *c = cJSON_GetObjectItemCaseSensitive(it, "content")->valuestring;
+        size_t lr = strlen(r) + 1, lc = strlen(c) + 1;
+        memcpy(s, r, lr);
+        m[i].role = s;
+        s += lr;
+        memcpy(s, c, lc);
+        m[i].content = s;
+        s += lc;
+        i++;
+    }
+    cJSON_Delete(root);
+    *msgs = m;
+    *n = count;
+    return LLMK_OK;
+}

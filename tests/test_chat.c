@@ -1,0 +1,132 @@
+/* Chat templates through the library API: recognition, default system
+ * prompts (raw and escaped newlines), rendering details and refusals.
+ * Byte-for-byte agreement with jinja2 is tests/py/test_chat.py. */
+#include "check.h"
+#include "llmk.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static char *render(const llmk_chat_template *t, const llmk_chat_message *m, size_t n, bool gen) {
+    char *out = NULL;
+    size_t len = 0;
+    int st = llmk_chat_render(t, m, n, gen, &out, &len);
+    if (st != LLMK_OK) {
+        fprintf(stderr, "render: %s %s\n", llmk_status_name(st), llmk_last_error());
+        return NULL;
+    }
+    CHECK_EQ_INT(len, strlen(out));
+    return out;
+}
+
+static void expect(const llmk_chat_template *t, const llmk_chat_message *m, size_t n, bool gen,
+                   const char *want) {
+    char *got = render(t, m, n, gen);
+    CHECK(got && !strcmp(got, want));
+    if (got && strcmp(got, want)) fprintf(stderr, "got  [%s]\nwant [%s]\n", got, want);
+    free(got);
+}
+
+static void test_recognise(void) {
+    llmk_chat_template *t = NULL;
+    /* escaped newline inside a Jinja string literal, as Qwen2 writes it */
+    const char *qwen = "{% if loop.first %}{{ '<|im_start|>system\\nYou are a helpful assistant."
+                       "<|im_end|>\\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\\n'}}";
+    CHECK_STATUS(llmk_chat_template_init(NULL, qwen, strlen(qwen), "", "<|im_end|>", &t), LLMK_OK);
+    CHECK(!strcmp(llmk_chat_template_name(t), "chatml"));
+    CHECK(llmk_chat_template_default_system(t) &&
+          !strcmp(llmk_chat_template_default_system(t), "You are a helpful assistant."));
+    llmk_chat_message u = {"user", "hi"};
+    expect(t, &u, 1, true,
+           "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nhi"
+           "<|im_end|>\n<|im_start|>assistant\n");
+    llmk_chat_message s2[2] = {{"system", "Be brief."}, {"user", "hi"}};
+    expect(t, s2, 2, false, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n");
+    expect(t, NULL, 0, true, "<|im_start|>assistant\n"); /* nothing injected without messages */
+    llmk_chat_template_free(t);
+
+    /* a system line built from a variable is not a default */
+    const char *var = "{{ '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>' }}";
+    CHECK_STATUS(llmk_chat_template_init(NULL, var, strlen(var), "", "", &t), LLMK_OK);
+    CHECK(llmk_chat_template_default_system(t) == NULL);
+    llmk_chat_template_free(t);
+
+    const char *l3 = "{{ '<|start_header_id|>' }}";
+    CHECK_STATUS(llmk_chat_template_init(NULL, l3, strlen(l3), "<|begin_of_text|>", "", &t), LLMK_OK);
+    CHECK(!strcmp(llmk_chat_template_name(t), "llama3"));
+    llmk_chat_message tr = {"user", " \t padded \n"};
+    expect(t, &tr, 1, true,
+           "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\npadded<|eot_id|>"
+           "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    llmk_chat_template_free(t);
+
+    const char *z = "{{ '<|user|>\\n' }}";
+    CHECK_STATUS(llmk_chat_template_init(NULL, z, strlen(z), "<s>", "</s>", &t), LLMK_OK);
+    CHECK(!strcmp(llmk_chat_template_name(t), "zephyr"));
+    llmk_chat_message zm[2] = {{"tool", "ignored"}, {"user", "hi"}};
+    expect(t, zm, 2, true, "<|user|>\nhi</s>\n<|assistant|>\n");
+    llmk_chat_template_free(t);
+
+    const char *l2 = "{{ bos_token + '[INST] ' }}";
+    CHECK_STATUS(llmk_chat_template_init(NULL, l2, strlen(l2), "<s>", "</s>", &t), LLMK_OK);
+    CHECK(!strcmp(llmk_chat_template_name(t), "llama2"));
+    llmk_chat_message l2m[3] = {{"system", "S"}, {"user", "a"}, {"assistant", "b"}};
+    expect(t, l2m, 3, true, "<s>[INST] <<SYS>>\nS\n<</SYS>>\n\na [/INST] b </s>");
+    llmk_chat_message bad[2] = {{"assistant", "x"}, {"user", "y"}};
+    char *out = NULL;
+    CHECK_STATUS(llmk_chat_render(t, bad, 2, true, &out, NULL), LLMK_BAD_REQUEST);
+    CHECK(out == NULL);
+    llmk_chat_template_free(t);
+
+    /* the name overrides the text */
+    CHECK_STATUS(llmk_chat_template_init("zephyr", l3, strlen(l3), "", "</s>", &t), LLMK_OK);
+    CHECK(!strcmp(llmk_chat_template_name(t), "zephyr"));
+    llmk_chat_template_free(t);
+
+    const char *plain = "{% for m in messages %}{{ m.content }}{% endfor %}";
+    CHECK_STATUS(llmk_chat_template_init(NULL, plain, strlen(plain), "", "", &t), LLMK_TEMPLATE_UNKNOWN);
+    CHECK(t == NULL);
+    CHECK(strstr(llmk_last_error(), "--chat-template") != NULL);
+    CHECK_STATUS(llmk_chat_template_init(NULL, NULL, 0, "", "", &t), LLMK_TEMPLATE_UNKNOWN);
+    CHECK_STATUS(llmk_chat_template_init("jinja", NULL, 0, "", "", &t), LLMK_TEMPLATE_UNKNOWN);
+    CHECK(strstr(llmk_last_error(), "jinja") != NULL);
+    /* a marker cut short at the end of the text is not a marker */
+    CHECK_STATUS(llmk_chat_template_init(NULL, "<|im_start", 10, "", "", &t), LLMK_TEMPLATE_UNKNOWN);
+    /* a default-system scan that runs off the end finds nothing */
+    const char *cut = "<|im_start|>system\nunterminated";
+    CHECK_STATUS(llmk_chat_template_init(NULL, cut, strlen(cut), "", "", &t), LLMK_OK);
+    CHECK(llmk_chat_template_default_system(t) == NULL);
+    llmk_chat_message nul = {"user", NULL};
+    CHECK_STATUS(llmk_chat_render(t, &nul, 1, true, &out, NULL), LLMK_BAD_REQUEST);
+    llmk_chat_template_free(t);
+}
+
+static void test_parse_messages(void) {
+    llmk_chat_message *m = NULL;
+    size_t n = 0;
+    const char *j = "{\"messages\": [{\"role\": \"system\", \"content\": \"a\\nb\"},"
+                    " {\"role\": \"user\", \"content\": \"\\u00e9\", \"name\": \"x\"}]}";
+    CHECK_STATUS(llmk_chat_parse_messages(j, strlen(j), &m, &n), LLMK_OK);
+    CHECK_EQ_INT(n, 2);
+    CHECK(m && !strcmp(m[0].role, "system") && !strcmp(m[0].content, "a\nb"));
+    CHECK(m && !strcmp(m[1].content, "\xc3\xa9"));
+    free(m);
+    CHECK_STATUS(llmk_chat_parse_messages("[]", 2, &m, &n), LLMK_OK);
+    CHECK_EQ_INT(n, 0);
+    free(m);
+    const char *bad[] = {"", "[", "{}", "[1]", "[{\"role\":\"user\"}]", "[{\"role\":null,\"content\":\"x\"}]",
+                         "\"str\""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECK_STATUS(llmk_chat_parse_messages(bad[i], strlen(bad[i]), &m, &n), LLMK_BAD_REQUEST);
+        CHECK(m == NULL);
+    }
+    /* the length rules, not the NUL: a valid prefix cut short is refused */
+    const char *full = "[{\"role\":\"user\",\"content\":\"x\"}]";
+    CHECK_STATUS(llmk_chat_parse_messages(full, strlen(full) - 1, &m, &n), LLMK_BAD_REQUEST);
+}
+
+int main(void) {
+    test_recognise();
+    test_parse_messages();
+    return check_summary("test_chat");
+}

@@ -758,6 +758,14 @@ int llmk_gguf_get_u64(const llmk_gguf *g, const char *key, uint64_t *out) {
     return st;
 }
 
+int llmk_gguf_get_i64(const llmk_gguf *g, const char *key, int64_t *out) {
+    uint64_t v;
+    if (!out) return llmk_fail(LLMK_INVALID_ARGUMENT, "gguf_get_i64: NULL out");
+    int st = get_int(g, key, INT64_MIN, INT64_MAX, "i64", &v);
+    if (st == LLMK_OK) *out = (int64_t)v;
+    return st;
+}
+
 int llmk_gguf_get_f64(const llmk_gguf *g, const char *key, double *out) {
     const struct gguf_kv *kv = NULL;
     if (!out) return llmk_fail(LLMK_INVALID_ARGUMENT, "gguf_get_f64: NULL out");

@@ -1,0 +1,344 @@
+/* llmk info: describe a GGUF model file from its metadata and tensor infos
+ * (no weights are read). --tensors lists every tensor; --json dumps all
+ * metadata and tensor infos as one JSON object (what the tests compare with
+ * gguf-py). */
+#include "cli.h"
+
+#include <cjson/cJSON.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *to) {
+    fprintf(to,
+            "usage: llmk info [-m MODEL | MODEL] [--tensors] [--json]\n"
+            "\n"
+            "Describes a GGUF file: format version, architecture, hyperparameters,\n"
+            "tensor count by type, total size and parameter count, tokenizer kind and\n"
+            "whether a chat template is present. MODEL defaults to\n"
+            "  %s\n"
+            "\n"
+            "  -m, --model FILE   the GGUF file (or give it as the only argument)\n"
+            "  --tensors          also list every tensor: name, type, shape, offset, bytes\n"
+            "  --json             print every metadata value and tensor info as JSON\n"
+            "  -h, --help         this help\n",
+            cli_default_model());
+}
+
+/* ---- text output --------------------------------------------------------- */
+
+static void print_u32_key(const llmk_gguf *g, const char *label, const char *arch,
+                          const char *suffix) {
+    char key[256];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    uint32_t v;
+    int st = llmk_gguf_get_u32(g, key, &v);
+    if (st == LLMK_OK) printf("  %-22s %u\n", label, v);
+    else if (st == LLMK_NOT_FOUND) printf("  %-22s (absent)\n", label);
+    else printf("  %-22s (%s)\n", label, llmk_last_error());
+}
+
+static void print_f32_key(const llmk_gguf *g, const char *label, const char *arch,
+                          const char *suffix) {
+    char key[256];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    double v;
+    int st = llmk_gguf_get_f64(g, key, &v);
+    if (st == LLMK_OK) printf("  %-22s %g\n", label, v);
+    else if (st == LLMK_NOT_FOUND) printf("  %-22s (absent)\n", label);
+    else printf("  %-22s (%s)\n", label, llmk_last_error());
+}
+
+static const char *str_or(const llmk_gguf *g, const char *key, const char *fallback) {
+    const char *s;
+    return llmk_gguf_get_str(g, key, &s, NULL) == LLMK_OK ? s : fallback;
+}
+
+static void human_bytes(uint64_t n, char *buf, size_t cap) {
+    if (n >= (1ull << 30)) snprintf(buf, cap, "%.2f GiB", (double)n / (1ull << 30));
+    else if (n >= (1ull << 20)) snprintf(buf, cap, "%.2f MiB", (double)n / (1ull << 20));
+    else if (n >= 1024) snprintf(buf, cap, "%.2f KiB", (double)n / 1024);
+    else snprintf(buf, cap, "%" PRIu64 " B", n);
+}
+
+static void print_summary(const char *path, const llmk_gguf *g, bool tensors) {
+    const char *arch = str_or(g, "general.architecture", NULL);
+    char hb[64];
+    human_bytes(llmk_gguf_file_size(g), hb, sizeof hb);
+    printf("file:          %s\n", path);
+    printf("format:        GGUF v%u, %" PRIu64 " bytes (%s), alignment %u, data at byte %" PRIu64 "\n",
+           llmk_gguf_version(g), llmk_gguf_file_size(g), hb, llmk_gguf_alignment(g),
+           llmk_gguf_data_offset(g));
+    printf("metadata:      %zu keys\n", llmk_gguf_n_kv(g));
+    printf("architecture:  %s\n", arch ? arch : "(absent)");
+    printf("name:          %s\n", str_or(g, "general.name", "(absent)"));
+    uint32_t ft;
+    if (llmk_gguf_get_u32(g, "general.file_type", &ft) == LLMK_OK) printf("file type:     %u\n", ft);
+    if (arch) {
+        printf("hyperparameters:\n");
+        print_u32_key(g, "block_count", arch, "block_count");
+        print_u32_key(g, "context_length", arch, "context_length");
+        print_u32_key(g, "embedding_length", arch, "embedding_length");
+        print_u32_key(g, "feed_forward_length", arch, "feed_forward_length");
+        print_u32_key(g, "head_count", arch, "attention.head_count");
+        print_u32_key(g, "head_count_kv", arch, "attention.head_count_kv");
+        print_u32_key(g, "key_length", arch, "attention.key_length");
+        print_u32_key(g, "rope.dimension_count", arch, "rope.dimension_count");
+        print_f32_key(g, "rope.freq_base", arch, "rope.freq_base");
+        print_f32_key(g, "rms_epsilon", arch, "attention.layer_norm_rms_epsilon");
+        print_u32_key(g, "vocab_size", arch, "vocab_size");
+    }
+    uint32_t et;
+    uint64_t n_vocab;
+    printf("tokenizer:     model %s, pre %s", str_or(g, "tokenizer.ggml.model", "(absent)"),
+           str_or(g, "tokenizer.ggml.pre", "(absent)"));
+    if (llmk_gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n_vocab) == LLMK_OK)
+        printf(", %" PRIu64 " tokens", n_vocab);
+    bool has_merges = llmk_gguf_get_arr(g, "tokenizer.ggml.merges", &et, &n_vocab) == LLMK_OK;
+    if (has_merges) printf(", %" PRIu64 " merges", n_vocab);
+    printf("\n");
+    const char *tmpl;
+    size_t tlen;
+    if (llmk_gguf_get_str(g, "tokenizer.chat_template", &tmpl, &tlen) == LLMK_OK)
+        printf("chat template: present (%zu bytes)\n", tlen);
+    else
+        printf("chat template: absent\n");
+
+    /* tensors by type, total size and parameter count */
+    uint64_t count[LLMK_TYPE_COUNT_] = {0}, bytes[LLMK_TYPE_COUNT_] = {0}, params = 0, total = 0;
+    size_t nt = llmk_gguf_n_tensors(g);
+    for (size_t i = 0; i < nt; i++) {
+        const llmk_tensor_info *t = llmk_gguf_tensor(g, i);
+        count[t->type]++; /* the reader refuses unknown type ids */
+        bytes[t->type] += t->n_bytes;
+        params += t->n_elements;
+        total += t->n_bytes;
+    }
+    human_bytes(total, hb, sizeof hb);
+    printf("tensors:       %zu, %" PRIu64 " bytes (%s), %" PRIu64 " parameters (%.1f M)\n", nt, total,
+           hb, params, (double)params / 1e6);
+    for (uint32_t ty = 0; ty < LLMK_TYPE_COUNT_; ty++) {
+        if (!count[ty]) continue;
+        human_bytes(bytes[ty], hb, sizeof hb);
+        printf("  %-8s %5" PRIu64 " tensors, %s\n", llmk_type_name(ty), count[ty], hb);
+    }
+    if (tensors) {
+        printf("tensor list (name, type, shape ne0..., offset in data section, bytes):\n");
+        for (size_t i = 0; i < nt; i++) {
+            const llmk_tensor_info *t = llmk_gguf_tensor(g, i);
+            char shape[128];
+            int k = snprintf(shape, sizeof shape, "[");
+            for (uint32_t d = 0; d < t->n_dims && k > 0 && (size_t)k < sizeof shape; d++)
+                k += snprintf(shape + k, sizeof shape - (size_t)k, "%s%" PRIu64, d ? ", " : "", t->ne[d]);
+            if (k > 0 && (size_t)k < sizeof shape) snprintf(shape + k, sizeof shape - (size_t)k, "]");
+            printf("  %-32s %-6s %-20s %12" PRIu64 " %12" PRIu64 "\n", t->name, llmk_type_name(t->type),
+                   shape, t->offset, t->n_bytes);
+        }
+    }
+}
+
+/* ---- JSON output ----------------------------------------------------------- */
+
+/* JSON strings must be UTF-8; metadata strings are bytes from a hostile file.
+ * Invalid sequences become U+FFFD, NUL becomes U+FFFD too (cJSON takes C strings). */
+static char *utf8_clean(const char *s, size_t n) {
+    char *o = malloc(3 * n + 1);
+    if (!o) return NULL;
+    size_t k = 0;
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        unsigned c = p[i], len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+        bool ok = len > 0 && c != 0 && i + len <= n;
+        for (unsigned j = 1; ok && j < len; j++) ok = (p[i + j] & 0xc0) == 0x80;
+        if (ok && len > 1) { /* reject overlong forms, surrogates and > U+10FFFF */
+            uint32_t cp = c & (0x7f >> len);
+            for (unsigned j = 1; j < len; j++) cp = (cp << 6) | (p[i + j] & 0x3f);
+            ok = !(cp < (len == 2 ? 0x80u : len == 3 ? 0x800u : 0x10000u)) && !(cp >= 0xd800 && cp <= 0xdfff) &&
+                 cp <= 0x10ffff;
+        }
+        if (ok) {
+            memcpy(o + k, p + i, len);
+            k += len;
+            i += len;
+        } else {
+            memcpy(o + k, "\xef\xbf\xbd", 3);
+            k += 3;
+            i += 1;
+        }
+    }
+    o[k] = 0;
+    return o;
+}
+
+static cJSON *json_str(const char *s, size_t n) {
+    char *c = utf8_clean(s, n);
+    cJSON *j = c ? cJSON_CreateString(c) : NULL;
+    free(c);
+    return j;
+}
+
+/* cJSON prints doubles with 15 significant digits when they compare equal
+ * within an epsilon; the dump must be exact, so numbers are written with 17.
+ * JSON has no NaN or infinity: those become the strings "nan", "inf", "-inf". */
+static cJSON *json_double(double d) {
+    char b[40];
+    if (isnan(d)) return cJSON_CreateString("nan");
+    if (isinf(d)) return cJSON_CreateString(d > 0 ? "inf" : "-inf");
+    snprintf(b, sizeof b, "%.17g", d);
+    return cJSON_CreateRaw(b);
+}
+
+/* Integers beyond 2^53 do not survive a JSON double: write them as strings. */
+static cJSON *json_num(double d, uint32_t type) {
+    if ((type == LLMK_GGUF_UINT64 || type == LLMK_GGUF_INT64) && (d > 9007199254740992.0 || d < -9007199254740992.0)) {
+        char b[32];
+        snprintf(b, sizeof b, "%.0f", d);
+        return cJSON_CreateString(b);
+    }
+    if (type == LLMK_GGUF_BOOL) return cJSON_CreateBool(d != 0);
+    return json_double(d);
+}
+
+static cJSON *kv_json(const llmk_gguf *g, size_t i) {
+    const char *key = llmk_gguf_kv_key(g, i);
+    uint32_t type = llmk_gguf_kv_type(g, i);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "type", llmk_gguf_type_name(type));
+    if (type == LLMK_GGUF_STRING) {
+        const char *s;
+        size_t n;
+        llmk_gguf_get_str(g, key, &s, &n);
+        cJSON_AddItemToObject(o, "value", json_str(s, n));
+    } else if (type == LLMK_GGUF_ARRAY) {
+        uint32_t et;
+        uint64_t n;
+        llmk_gguf_get_arr(g, key, &et, &n);
+        cJSON_AddStringToObject(o, "elem_type", llmk_gguf_type_name(et));
+        cJSON_AddNumberToObject(o, "count", (double)n);
+        if (et != LLMK_GGUF_ARRAY) {
+            cJSON *arr = cJSON_AddArrayToObject(o, "value");
+            for (uint64_t k = 0; k < n; k++) {
+                if (et == LLMK_GGUF_STRING) {
+                    const char *s;
+                    size_t len;
+                    llmk_gguf_arr_str(g, key, k, &s, &len);
+                    cJSON_AddItemToArray(arr, json_str(s, len));
+                } else {
+                    double d;
+                    llmk_gguf_arr_num(g, key, k, &d);
+                    cJSON_AddItemToArray(arr, json_num(d, et));
+                }
+            }
+        }
+    } else if (type == LLMK_GGUF_BOOL) {
+        bool b = false;
+        llmk_gguf_get_bool(g, key, &b);
+        cJSON_AddBoolToObject(o, "value", b);
+    } else if (type == LLMK_GGUF_FLOAT32 || type == LLMK_GGUF_FLOAT64) {
+        double d = 0;
+        llmk_gguf_get_f64(g, key, &d);
+        cJSON_AddItemToObject(o, "value", json_double(d));
+    } else { /* integers; beyond 2^53 as exact decimal strings */
+        uint64_t u;
+        int64_t v = 0;
+        char buf[32];
+        bool big;
+        if (llmk_gguf_get_u64(g, key, &u) == LLMK_OK) {
+            snprintf(buf, sizeof buf, "%" PRIu64, u);
+            big = u > (1ull << 53);
+            v = (int64_t)u;
+        } else {
+            llmk_gguf_get_i64(g, key, &v);
+            snprintf(buf, sizeof buf, "%" PRId64, v);
+            big = v < -(1ll << 53);
+        }
+        if (big) cJSON_AddStringToObject(o, "value", buf);
+        else cJSON_AddNumberToObject(o, "value", (double)v);
+    }
+    return o;
+}
+
+static int print_json(const char *path, const llmk_gguf *g) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddItemToObject(root, "file", json_str(path, strlen(path)));
+    cJSON_AddNumberToObject(root, "version", llmk_gguf_version(g));
+    cJSON_AddNumberToObject(root, "alignment", llmk_gguf_alignment(g));
+    cJSON_AddNumberToObject(root, "file_size", (double)llmk_gguf_file_size(g));
+    cJSON_AddNumberToObject(root, "data_offset", (double)llmk_gguf_data_offset(g));
+    cJSON *meta = cJSON_AddObjectToObject(root, "metadata");
+    cJSON *order = cJSON_AddArrayToObject(root, "key_order");
+    for (size_t i = 0; i < llmk_gguf_n_kv(g); i++) {
+        const char *key = llmk_gguf_kv_key(g, i);
+        cJSON_AddItemToArray(order, json_str(key, strlen(key)));
+        char *clean = utf8_clean(key, strlen(key));
+        cJSON_AddItemToObject(meta, clean ? clean : "?", kv_json(g, i));
+        free(clean);
+    }
+    cJSON *ts = cJSON_AddArrayToObject(root, "tensors");
+    for (size_t i = 0; i < llmk_gguf_n_tensors(g); i++) {
+        const llmk_tensor_info *t = llmk_gguf_tensor(g, i);
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddItemToObject(o, "name", json_str(t->name, strlen(t->name)));
+        cJSON_AddStringToObject(o, "type", llmk_type_name(t->type));
+        cJSON_AddNumberToObject(o, "type_id", t->type);
+        cJSON *shape = cJSON_AddArrayToObject(o, "shape");
+        for (uint32_t d = 0; d < t->n_dims; d++) cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)t->ne[d]));
+        cJSON_AddNumberToObject(o, "n_elements", (double)t->n_elements);
+        cJSON_AddNumberToObject(o, "offset", (double)t->offset);
+        cJSON_AddNumberToObject(o, "n_bytes", (double)t->n_bytes);
+        cJSON_AddItemToArray(ts, o);
+    }
+    char *text = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    if (!text) return LLMK_OUT_OF_MEMORY;
+    puts(text);
+    free(text);
+    return LLMK_OK;
+}
+
+int cmd_info(int argc, char **argv) {
+    const char *model = NULL;
+    bool tensors = false, json = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return CLI_EXIT_OK;
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            if (i + 1 >= argc) return cli_usage_error("info", "%s needs a file", a);
+            model = argv[++i];
+        } else if (!strcmp(a, "--tensors")) {
+            tensors = true;
+        } else if (!strcmp(a, "--json")) {
+            json = true;
+        }
+        /* ---- reserved: --system (CPU features, codecs) and --program (the
+         * compiled phase program) are added here by their owners; they may
+         * return before the model is opened (--system needs no model). ---- */
+        else if (a[0] == '-' && a[1]) {
+            return cli_usage_error("info", "unknown option '%s'", a);
+        } else if (!model) {
+            model = a;
+        } else {
+            return cli_usage_error("info", "more than one model file ('%s' and '%s')", model, a);
+        }
+    }
+    if (!model) model = cli_default_model();
+    llmk_gguf *g;
+    int st = llmk_gguf_open(model, &g);
+    if (st != LLMK_OK) return cli_report("info", st);
+    if (json) st = print_json(model, g);
+    else print_summary(model, g, tensors);
+    llmk_gguf_close(g);
+    if (st != LLMK_OK) {
+        fprintf(stderr, "llmk info: error: %s: out of memory printing the JSON\n", llmk_status_name(st));
+        return CLI_EXIT_FAIL;
+    }
+    if (fflush(stdout) != 0) {
+        fprintf(stderr, "llmk info: error: %s: writing stdout failed\n", llmk_status_name(LLMK_IO_ERROR));
+        return CLI_EXIT_FAIL;
+    }
+    return CLI_EXIT_OK;
+}

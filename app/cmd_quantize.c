@@ -1,0 +1,250 @@
+/* llmk quantize: re-quantize a GGUF file into another codec (or dequantize it
+ * to f32/f16/bf16). Metadata (tokenizer included) is copied; general.file_type
+ * is set to the result's type. Per-tensor policy in choose_type() and
+ * docs/codecs.md. */
+#include "cli.h"
+#include "internal.h"
+#include "pool.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static const char *CMD = "quantize";
+
+static void usage(FILE *to) {
+    fprintf(to,
+            "usage: llmk quantize IN.gguf OUT.gguf TYPE [--pure] [--tensor-type NAME=TYPE]...\n"
+            "\n"
+            "TYPE (case-insensitive) is a codec (f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k\n"
+            "q3_k q4_k q5_k q6_k iq4_nl iq4_xs mxfp4) or a preset: q2_k, q3_k_s, q3_k_m,\n"
+            "q4_k_s, q4_k_m, q5_k_s, q5_k_m, q6_k, q8_0 ...\n"
+            "Defaults (without --pure):\n"
+            "  - 1-D tensors (norms, biases) stay f32;\n"
+            "  - *_M presets: token_embd/output get q6_k, attn_v and ffn_down one K-step\n"
+            "    higher (q3_k->q4_k, q4_k->q5_k, q5_k->q6_k); *_S: output gets q6_k;\n"
+            "  - rows not whole blocks of the chosen codec fall back: q2_k/q3_k->q4_0,\n"
+            "    q4_k->q5_0, q5_k->q5_1, q6_k->q8_0, iq4_xs->iq4_nl, then f16.\n"
+            "  --pure                 every tensor of 2+ dims gets TYPE (f16 if its rows\n"
+            "                         cannot hold TYPE's blocks); 1-D stay f32\n"
+            "  --tensor-type NAME=T   tensors whose name contains NAME get codec T\n"
+            "                         (repeatable; the first match wins)\n");
+}
+
+/* llama_ftype numbers written to general.file_type (format facts). */
+static const struct preset {
+    const char *name;
+    uint32_t type;
+    int mix; /* 0 none, 1 _S, 2 _M */
+    uint32_t ftype;
+} presets[] = {
+    {"f32", LLMK_TYPE_F32, 0, 0},      {"f16", LLMK_TYPE_F16, 0, 1},      {"bf16", LLMK_TYPE_BF16, 0, 32},
+    {"q4_0", LLMK_TYPE_Q4_0, 0, 2},    {"q4_1", LLMK_TYPE_Q4_1, 0, 3},    {"q8_0", LLMK_TYPE_Q8_0, 0, 7},
+    {"q5_0", LLMK_TYPE_Q5_0, 0, 8},    {"q5_1", LLMK_TYPE_Q5_1, 0, 9},    {"q2_k", LLMK_TYPE_Q2_K, 0, 10},
+    {"q3_k", LLMK_TYPE_Q3_K, 2, 12},   {"q3_k_s", LLMK_TYPE_Q3_K, 1, 11}, {"q3_k_m", LLMK_TYPE_Q3_K, 2, 12},
+    {"q4_k", LLMK_TYPE_Q4_K, 2, 15},   {"q4_k_s", LLMK_TYPE_Q4_K, 1, 14}, {"q4_k_m", LLMK_TYPE_Q4_K, 2, 15},
+    {"q5_k", LLMK_TYPE_Q5_K, 2, 17},   {"q5_k_s", LLMK_TYPE_Q5_K, 1, 16}, {"q5_k_m", LLMK_TYPE_Q5_K, 2, 17},
+    {"q6_k", LLMK_TYPE_Q6_K, 0, 18},   {"iq4_nl", LLMK_TYPE_IQ4_NL, 0, 25}, {"iq4_xs", LLMK_TYPE_IQ4_XS, 0, 30},
+    {"mxfp4", LLMK_TYPE_MXFP4, 0, 38},
+};
+
+static uint32_t fallback(uint32_t t) {
+    switch (t) {
+    case LLMK_TYPE_Q2_K: case LLMK_TYPE_Q3_K: return LLMK_TYPE_Q4_0;
+    case LLMK_TYPE_Q4_K: return LLMK_TYPE_Q5_0;
+    case LLMK_TYPE_Q5_K: return LLMK_TYPE_Q5_1;
+    case LLMK_TYPE_Q6_K: case LLMK_TYPE_Q8_K: return LLMK_TYPE_Q8_0;
+    case LLMK_TYPE_IQ4_XS: return LLMK_TYPE_IQ4_NL;
+    default: return LLMK_TYPE_F16;
+    }
+}
+
+static uint32_t bump(uint32_t t) {
+    switch (t) {
+    case LLMK_TYPE_Q2_K: return LLMK_TYPE_Q3_K;
+    case LLMK_TYPE_Q3_K: return LLMK_TYPE_Q4_K;
+    case LLMK_TYPE_Q4_K: return LLMK_TYPE_Q5_K;
+    case LLMK_TYPE_Q5_K: return LLMK_TYPE_Q6_K;
+    default: return t;
+    }
+}
+
+/* A codec whose blocks tile a row of ne0 elements: t itself or its fallbacks. */
+static uint32_t fit_rows(uint32_t t, uint64_t ne0) {
+    while (ne0 % llmk_type_block_elems(t) != 0) t = fallback(t);
+    return t;
+}
+
+struct override { const char *pat; uint32_t type; };
+
+static int is_codec(uint32_t t) {
+    size_t n;
+    const char *const *names = llmk_codecs(&n);
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(names[i], llmk_type_name(t))) return t != LLMK_TYPE_Q8_1 && t != LLMK_TYPE_Q8_K;
+    return 0;
+}
+
+static uint32_t choose_type(const llmk_tensor_info *ti, const struct preset *p, int pure,
+                            const struct override *ov, int n_ov) {
+    for (int i = 0; i < n_ov; i++)
+        if (strstr(ti->name, ov[i].pat)) return fit_rows(ov[i].type, ti->ne[0]);
+    if (ti->n_dims < 2) return LLMK_TYPE_F32;
+    if (pure) return ti->ne[0] % llmk_type_block_elems(p->type) ? LLMK_TYPE_F16 : p->type;
+    uint32_t t = p->type;
+    int is_embd = strstr(ti->name, "token_embd") != NULL, is_out = strcmp(ti->name, "output.weight") == 0;
+    if (p->mix == 2 && (is_embd || is_out)) t = LLMK_TYPE_Q6_K;
+    if (p->mix == 1 && is_out) t = LLMK_TYPE_Q6_K;
+    if (p->mix == 2 && (strstr(ti->name, "attn_v.weight") || strstr(ti->name, "ffn_down.weight"))) t = bump(t);
+    return fit_rows(t, ti->ne[0]);
+}
+
+/* Convert rows [lo, hi) of one tensor, on the pool. */
+struct conv_job {
+    const llmk_tensor_info *ti;
+    uint32_t dst_type;
+    void *dst;
+    uint64_t src_rb, dst_rb, rows;
+    int status;
+};
+static void conv_worker(void *ctx, int ith, int nth) {
+    struct conv_job *j = ctx;
+    int64_t lo, hi, k = (int64_t)j->ti->ne[0];
+    llmk_split_range((int64_t)j->rows, ith, nth, &lo, &hi);
+    float *buf = malloc((size_t)k * sizeof *buf);
+    if (!buf) {
+        j->status = LLMK_OUT_OF_MEMORY;
+        return;
+    }
+    for (int64_t r = lo; r < hi; r++) {
+        int st = llmk_dequantize_row(j->ti->type, (const char *)j->ti->data + (size_t)(r * (int64_t)j->src_rb), buf, k);
+        if (st == LLMK_OK) st = llmk_quantize_row(j->dst_type, buf, (char *)j->dst + (size_t)(r * (int64_t)j->dst_rb), k);
+        if (st != LLMK_OK) {
+            j->status = st; /* every writer stores the same kind of failure; any one is reported */
+            break;
+        }
+    }
+    free(buf);
+}
+
+int cmd_quantize(int argc, char **argv) {
+    const char *pos[3];
+    int npos = 0, pure = 0, n_ov = 0;
+    struct override ov[64];
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return CLI_EXIT_OK;
+        } else if (!strcmp(a, "--pure")) {
+            pure = 1;
+        } else if (!strcmp(a, "--tensor-type")) {
+            if (i + 1 >= argc) return cli_usage_error(CMD, "--tensor-type needs NAME=TYPE");
+            const char *v = argv[++i], *eq = strrchr(v, '=');
+            if (!eq || eq == v || !eq[1]) return cli_usage_error(CMD, "--tensor-type '%s': expected NAME=TYPE", v);
+            if (n_ov == (int)LLMK_ARRAY_LEN(ov)) return cli_usage_error(CMD, "more than %d --tensor-type", n_ov);
+            uint32_t t;
+            if (llmk_type_from_name(eq + 1, &t) != LLMK_OK || !is_codec(t))
+                return cli_usage_error(CMD, "--tensor-type '%s': '%s' is not a codec llmk writes", v, eq + 1);
+            size_t len = (size_t)(eq - v);
+            char *pat = malloc(len + 1);
+            if (!pat) return cli_report(CMD, LLMK_OUT_OF_MEMORY);
+            memcpy(pat, v, len);
+            pat[len] = 0;
+            ov[n_ov].pat = pat, ov[n_ov].type = t, n_ov++;
+        } else if (a[0] == '-' && a[1]) {
+            return cli_usage_error(CMD, "unknown option '%s'", a);
+        } else if (npos < 3) {
+            pos[npos++] = a;
+        } else {
+            return cli_usage_error(CMD, "unexpected argument '%s'", a);
+        }
+    }
+    int rc = CLI_EXIT_OK;
+    llmk_gguf *g = NULL;
+    llmk_gguf_writer *wr = NULL;
+    llmk_pool *pool = NULL;
+    void **bufs = NULL;
+    size_t nt = 0;
+    if (npos != 3) {
+        rc = cli_usage_error(CMD, "expected IN.gguf OUT.gguf TYPE");
+        goto out;
+    }
+    const struct preset *p = NULL;
+    for (size_t i = 0; i < LLMK_ARRAY_LEN(presets); i++)
+        if (!strcasecmp(presets[i].name, pos[2])) p = &presets[i];
+    if (!p) {
+        rc = cli_usage_error(CMD, "unknown type or preset '%s'", pos[2]);
+        goto out;
+    }
+    int st = llmk_gguf_open(pos[0], &g);
+    if (st == LLMK_OK) st = llmk_gguf_writer_init(&wr);
+    if (st == LLMK_OK) st = llmk_pool_create(0, &pool);
+    if (st != LLMK_OK) goto fail;
+    for (size_t i = 0; i < llmk_gguf_n_kv(g) && st == LLMK_OK; i++) {
+        const char *key = llmk_gguf_kv_key(g, i);
+        if (strcmp(key, "general.file_type") && strcmp(key, "general.quantization_version"))
+            st = llmk_gguf_writer_copy_kv(wr, g, i);
+    }
+    if (st == LLMK_OK) st = llmk_gguf_writer_set_u32(wr, "general.file_type", p->ftype);
+    if (st == LLMK_OK && llmk_type_block_elems(p->type) > 1)
+        st = llmk_gguf_writer_set_u32(wr, "general.quantization_version", 2);
+    if (st != LLMK_OK) goto fail;
+    nt = llmk_gguf_n_tensors(g);
+    bufs = calloc(nt ? nt : 1, sizeof *bufs);
+    if (!bufs) {
+        st = llmk_fail(LLMK_OUT_OF_MEMORY, "quantize: %zu tensor pointers", nt);
+        goto fail;
+    }
+    uint64_t in_bytes = 0, out_bytes = 0;
+    for (size_t i = 0; i < nt; i++) {
+        const llmk_tensor_info *ti = llmk_gguf_tensor(g, i);
+        uint32_t t = choose_type(ti, p, pure, ov, n_ov);
+        uint64_t src_rb, dst_rb, bytes;
+        st = llmk_row_bytes(ti->type, ti->ne[0], &src_rb);
+        if (st == LLMK_OK) st = llmk_row_bytes(t, ti->ne[0], &dst_rb);
+        if (st != LLMK_OK) goto fail;
+        uint64_t rows = ti->n_elements / ti->ne[0];
+        if (!llmk_mul_u64(dst_rb, rows, &bytes) || bytes > SIZE_MAX) {
+            st = llmk_fail(LLMK_DIMENSION_OVERFLOW, "quantize: tensor %s output size overflows", ti->name);
+            goto fail;
+        }
+        const void *data = ti->data;
+        if (t != ti->type) {
+            bufs[i] = malloc(bytes ? (size_t)bytes : 1);
+            if (!bufs[i]) {
+                st = llmk_fail(LLMK_OUT_OF_MEMORY, "quantize: %llu bytes for tensor %s", (unsigned long long)bytes, ti->name);
+                goto fail;
+            }
+            struct conv_job job = {ti, t, bufs[i], src_rb, dst_rb, rows, LLMK_OK};
+            llmk_pool_run(pool, conv_worker, &job);
+            if (job.status != LLMK_OK) {
+                st = llmk_fail(job.status, "quantize: tensor %s: %s -> %s failed", ti->name,
+                               llmk_type_name(ti->type), llmk_type_name(t));
+                goto fail;
+            }
+            data = bufs[i];
+        }
+        st = llmk_gguf_writer_add_tensor(wr, ti->name, t, ti->n_dims, ti->ne, data, bytes);
+        if (st != LLMK_OK) goto fail;
+        in_bytes += ti->n_bytes, out_bytes += bytes;
+        printf("%-40s %-7s -> %-7s\n", ti->name, llmk_type_name(ti->type), llmk_type_name(t));
+    }
+    st = llmk_gguf_writer_write(wr, pos[1]);
+    if (st != LLMK_OK) goto fail;
+    printf("%s: %zu tensors, %.2f MiB -> %.2f MiB (%s)\n", pos[1], nt, (double)in_bytes / 1048576.0,
+           (double)out_bytes / 1048576.0, p->name);
+    goto out;
+fail:
+    rc = cli_report(CMD, st);
+out:
+    if (bufs)
+        for (size_t i = 0; i < nt; i++) free(bufs[i]);
+    free(bufs);
+    for (int i = 0; i < n_ov; i++) free((void *)(uintptr_t)ov[i].pat);
+    llmk_pool_free(pool);
+    llmk_gguf_writer_free(wr);
+    llmk_gguf_close(g);
+    return rc;
+}

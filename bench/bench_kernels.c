@@ -1,0 +1,135 @@
+/* Matvec (m = 1) per codec at the default model's projection shapes and two
+ * larger ones: median microseconds per call and effective weight bandwidth
+ * (weight bytes / time), on 1 and 2 threads, next to a read bandwidth measured
+ * by the same run (a streaming sum over 512 MiB). Prints; asserts nothing.
+ * Usage: bench_kernels [codec ...]   (default: every codec)
+ * Levers: LLMK_KERNELS=ref, LLMK_CPU_MASK=avx2|none, LLMK_MATMUL_ROUTE. */
+#include "codec/codec.h"
+#include "internal.h"
+#include "kernels/matmul.h"
+#include "pool.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* one thread's streaming read of [lo, hi) */
+struct bw_job { const float *buf; size_t n; double sums[64]; };
+static void bw_worker(void *ctx, int ith, int nth) {
+    struct bw_job *j = ctx;
+    int64_t lo, hi;
+    llmk_split_range((int64_t)j->n, ith, nth, &lo, &hi);
+    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (int64_t i = lo; i + 4 <= hi; i += 4) s0 += j->buf[i], s1 += j->buf[i + 1], s2 += j->buf[i + 2], s3 += j->buf[i + 3];
+    j->sums[ith] = (double)(s0 + s1 + s2 + s3);
+}
+static double read_bw(llmk_pool *pool) {
+    size_t n = (512u << 20) / 4;
+    float *buf = malloc(n * 4);
+    for (size_t i = 0; i < n; i++) buf[i] = (float)(i & 7);
+    struct bw_job j = {buf, n, {0}};
+    double best = 0;
+    for (int rep = 0; rep < 5; rep++) {
+        double t = now();
+        llmk_pool_run(pool, bw_worker, &j);
+        t = now() - t;
+        double gbs = (double)n * 4 / t / 1e9;
+        if (gbs > best) best = gbs;
+    }
+    free(buf);
+    return best;
+}
+
+struct mv_job { struct llmk_qmm *q; llmk_pool *pool; };
+static void mv_worker(void *ctx, int ith, int nth) {
+    struct mv_job *j = ctx;
+    llmk_qmm_run(j->q, j->pool, ith, nth);
+}
+
+int main(int argc, char **argv) {
+    static const int64_t shapes[][2] = {{576, 576}, {192, 576}, {1536, 576}, {576, 1536},
+                                        {49152, 576}, {2048, 2048}, {8192, 2048}};
+    llmk_pool *pools[2] = {NULL, NULL};
+    llmk_pool_create(2, &pools[1]);
+    printf("%s", llmk_cpu_features());
+    printf("read bandwidth (streaming sum, 512 MiB): 1 thread %.1f GB/s, 2 threads %.1f GB/s\n",
+           read_bw(NULL), read_bw(pools[1]));
+    printf("%-8s %-12s %12s %9s %12s %9s  kernel\n", "codec", "n x k", "us (1 thr)", "GB/s", "us (2 thr)", "GB/s");
+    size_t ncodec;
+    const char *const *names = llmk_codecs(&ncodec);
+    for (size_t ci = 0; ci < ncodec; ci++) {
+        if (argc > 1) {
+            int want = 0;
+            for (int a = 1; a < argc; a++) want |= strcasecmp(argv[a], names[ci]) == 0;
+            if (!want) continue;
+        }
+        uint32_t t;
+        llmk_type_from_name(names[ci], &t);
+        if (t == LLMK_TYPE_Q8_K || t == LLMK_TYPE_Q8_1) continue; /* activation forms */
+        const char *kname;
+        llmk_codec_dot(t, &kname);
+        for (size_t si = 0; si < LLMK_ARRAY_LEN(shapes); si++) {
+            int64_t n = shapes[si][0], k = shapes[si][1];
+            if (k % llmk_type_block_elems(t)) continue;
+            uint64_t rb;
+            llmk_row_bytes(t, (uint64_t)k, &rb);
+            size_t wbytes = (size_t)rb * (size_t)n;
+            unsigned char *w = aligned_alloc(64, (wbytes + 63) / 64 * 64);
+            /* quantize 64 random rows once and tile them: real blocks, cheap set-up */
+            int64_t proto = n < 64 ? n : 64;
+            float *row = malloc((size_t)k * 4);
+            for (int64_t r = 0; r < proto; r++) {
+                for (int64_t i = 0; i < k; i++) row[i] = (float)((rand() % 2001) - 1000) / 1000.0f;
+                llmk_quantize_row(t, row, w + (size_t)r * rb, k);
+            }
+            for (int64_t r = proto; r < n; r++) memcpy(w + (size_t)r * rb, w + (size_t)(r % proto) * rb, rb);
+            float *x = malloc((size_t)k * 4), *y = malloc((size_t)n * 4);
+            for (int64_t i = 0; i < k; i++) x[i] = (float)((rand() % 2001) - 1000) / 1000.0f;
+            size_t ab;
+            llmk_qmm_act_bytes(t, 1, k, &ab);
+            void *scratch = malloc(ab ? ab : 1);
+            double med[2];
+            for (int p = 0; p < 2; p++) {
+                struct llmk_qmm q;
+                llmk_qmm_init(&q, t, w, n, k, x, 1, y, scratch, LLMK_QMM_AUTO);
+                struct mv_job job = {&q, pools[p]};
+                /* enough reps for ~0.15 s of timing, at least 5 */
+                double t0 = now();
+                llmk_pool_run(pools[p], mv_worker, &job);
+                double one = now() - t0;
+                int reps = (int)(0.15 / (one > 1e-7 ? one : 1e-7));
+                reps = reps < 5 ? 5 : reps > 2001 ? 2001 : reps;
+                double *ts = malloc((size_t)reps * sizeof *ts);
+                for (int r = 0; r < reps; r++) {
+                    double a = now();
+                    llmk_pool_run(pools[p], mv_worker, &job);
+                    ts[r] = now() - a;
+                }
+                qsort(ts, (size_t)reps, sizeof *ts, cmp_d);
+                med[p] = ts[reps / 2];
+                free(ts);
+            }
+            char shape[32];
+            snprintf(shape, sizeof shape, "%lldx%lld", (long long)n, (long long)k);
+            printf("%-8s %-12s %12.1f %9.2f %12.1f %9.2f  %s\n", names[ci], shape, med[0] * 1e6,
+                   (double)wbytes / med[0] / 1e9, med[1] * 1e6, (double)wbytes / med[1] / 1e9, kname);
+            fflush(stdout);
+            free(w), free(row), free(x), free(y), free(scratch);
+        }
+    }
+    llmk_pool_free(pools[1]);
+    return 0;
+}

@@ -96,3 +96,6 @@ fuzz:
 
 clean:
 	rm -rf build
+
+bench-kernels: benches-bin
+	$(BUILD)/bench/bench_kernels

@@ -292,3 +292,16 @@ def test_truncated_files_refused(binary, tmp_path):
         assert "error: llmk_" in err and "Sanitizer" not in err and "runtime error" not in err, (n, err)
     p.write_bytes(data[:data_end])  # only trailing padding missing: still a whole file
     assert run(binary, "info", p).returncode == 0
+
+
+@pytest.mark.parametrize("binary", binaries())
+def test_json_survives_invalid_utf8(binary, tmp_path):
+    """Metadata strings are bytes: the JSON dump stays valid, bad bytes become U+FFFD."""
+    p = tmp_path / "bytes.gguf"
+    val = b"ok\xff\xc3(\x00z\xed\xa0\x80"
+    p.write_bytes(header(0, 2) + gstr("k.s") + struct.pack("<I", 8) + gstr(val) +
+                  gstr("k.a") + struct.pack("<IIQ", 9, 8, 2) + gstr(b"\xf0\x9f\x98\x80") + gstr(b"\xc0\xaf"))
+    doc = info_json(binary, p)
+    assert doc["version"] == 3 and doc["tensors"] == []
+    assert doc["metadata"]["k.s"]["value"] == "ok\ufffd\ufffd(\ufffdz\ufffd\ufffd\ufffd"
+    assert doc["metadata"]["k.a"]["value"] == ["\U0001F600", "\ufffd\ufffd"]

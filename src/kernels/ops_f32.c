@@ -8,7 +8,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
-float llmk_f32_dot(const float *a, const float *b, int64_t n) {
+float llmk_f32_dot(const float *restrict a, const float *restrict b, int64_t n) {
     float acc[8] = {0};
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
@@ -68,11 +68,11 @@ void llmk_f32_attend(const float *q, const float *k, const float *v, int64_t n_k
  * can vectorise them; each element is computed with the same f32 expression
  * as the codec's _ref dequantizer (tests check bitwise equality), everything
  * else goes through llmk_dequantize_row. */
-static void dequant_q4_0_row(const void *src, float *dst, int64_t n) {
-    const llmk_block_q4_0 *b = src;
+static void dequant_q4_0_row(const void *src, float *restrict dst, int64_t n) {
+    const llmk_block_q4_0 *restrict b = src;
     for (int64_t ib = 0; ib < n / LLMK_QK; ib++, dst += LLMK_QK) {
         float d = llmk_fp16_to_fp32(b[ib].d);
-        const uint8_t *qs = b[ib].qs;
+        const uint8_t *restrict qs = b[ib].qs;
         for (int j = 0; j < LLMK_QK / 2; j++) {
             dst[j] = d * (float)((int)(qs[j] & 0xf) - 8);
             dst[j + LLMK_QK / 2] = d * (float)((int)(qs[j] >> 4) - 8);
@@ -80,11 +80,11 @@ static void dequant_q4_0_row(const void *src, float *dst, int64_t n) {
     }
 }
 
-static void dequant_q4_1_row(const void *src, float *dst, int64_t n) {
-    const llmk_block_q4_1 *b = src;
+static void dequant_q4_1_row(const void *src, float *restrict dst, int64_t n) {
+    const llmk_block_q4_1 *restrict b = src;
     for (int64_t ib = 0; ib < n / LLMK_QK; ib++, dst += LLMK_QK) {
         float d = llmk_fp16_to_fp32(b[ib].d), m = llmk_fp16_to_fp32(b[ib].m);
-        const uint8_t *qs = b[ib].qs;
+        const uint8_t *restrict qs = b[ib].qs;
         for (int j = 0; j < LLMK_QK / 2; j++) {
             dst[j] = d * (float)(qs[j] & 0xf) + m;
             dst[j + LLMK_QK / 2] = d * (float)(qs[j] >> 4) + m;
@@ -92,8 +92,8 @@ static void dequant_q4_1_row(const void *src, float *dst, int64_t n) {
     }
 }
 
-static void dequant_q8_0_row(const void *src, float *dst, int64_t n) {
-    const llmk_block_q8_0 *b = src;
+static void dequant_q8_0_row(const void *src, float *restrict dst, int64_t n) {
+    const llmk_block_q8_0 *restrict b = src;
     for (int64_t ib = 0; ib < n / LLMK_QK; ib++, dst += LLMK_QK) {
         float d = llmk_fp16_to_fp32(b[ib].d);
         for (int j = 0; j < LLMK_QK; j++) dst[j] = d * (float)b[ib].qs[j];

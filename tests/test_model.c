@@ -1,0 +1,421 @@
+/* Model loading and the two decode paths: hyperparameters against the file's
+ * metadata, ref (f64) vs f32 logits, bitwise determinism across threads,
+ * chunking and repeated runs, session refusals, and load refusals on small
+ * GGUF files written here (wrong shape, missing tensor, unknown architecture,
+ * unsupported features). Tiny random-weight llama/qwen2/qwen3 models keep the
+ * ref-path comparisons cheap; the default model gets one short sequence. */
+#include "check.h"
+
+#include "kernels/ops_f32.h"
+#include "llmk.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- helpers ------------------------------------------------------------- */
+
+static double rel_l2(const float *a, const float *b, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)a[i] - (double)b[i];
+        num += d * d;
+        den += (double)b[i] * b[i];
+    }
+    return sqrt(num / (den > 0 ? den : 1));
+}
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
+static float frand(void) { /* uniform in [-1, 1) */
+    rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (float)((double)(rng_state >> 40) / (double)(1ULL << 24) * 2.0 - 1.0);
+}
+
+/* Evaluate ids on a fresh session; logits of every position into out. */
+static int eval_all(const llmk_model *m, int path, int threads, const int32_t *ids, size_t n, float *out) {
+    llmk_session_params p = {.n_ctx = 64, .n_threads = threads, .path = path};
+    llmk_session *s = NULL;
+    int st = llmk_session_init(m, &p, &s);
+    if (st != LLMK_OK) return st;
+    st = llmk_session_eval(s, ids, n, out, n * (size_t)llmk_model_hparams(m)->n_vocab, true);
+    llmk_session_free(s);
+    return st;
+}
+
+/* ---- tiny synthetic models ------------------------------------------------ */
+
+enum { T_EMBD = 64, T_HEAD = 4, T_HEAD_KV = 2, T_HD = 16, T_FF = 96, T_VOCAB = 128, T_LAYERS = 2 };
+
+struct tiny_opts {
+    const char *arch;         /* "llama" by default */
+    const char *skip;         /* tensor left out */
+    const char *wrong_shape;  /* tensor written with one extra row */
+    const char *extra;        /* an extra tensor of shape [T_EMBD] */
+    const char *rope_scaling; /* <arch>.rope.scaling.type */
+    bool rope_freqs;          /* write rope_freqs.weight (llama3 factors) */
+    bool with_bias, with_qk_norm, separate_output;
+};
+
+/* Llama 3.1 factors for the tiny model's rope (factor 8, low 1, high 4,
+ * original context 32) — computed independently of the loader. */
+static void llama3_factors(float *ff, int half, double theta) {
+    for (int i = 0; i < half; i++) {
+        double freq = pow(theta, -2.0 * i / (2 * half));
+        double wl = 2 * M_PI / freq, lo = 32.0 / 1.0, hi = 32.0 / 4.0;
+        if (wl < hi) {
+            ff[i] = 1.0f;
+        } else if (wl > lo) {
+            ff[i] = 8.0f;
+        } else {
+            double smooth = (32.0 / wl - 1.0) / (4.0 - 1.0);
+            ff[i] = (float)(1.0 / ((1 - smooth) / 8.0 + smooth));
+        }
+    }
+}
+
+struct tbuf {
+    void *p[64];
+    int n;
+};
+
+static void *keep(struct tbuf *b, void *p) {
+    if (b->n < 64) b->p[b->n++] = p;
+    return p;
+}
+
+static void add_tensor(llmk_gguf_writer *w, struct tbuf *bufs, const struct tiny_opts *o, const char *name,
+                       uint32_t type, uint64_t ne0, uint64_t ne1) {
+    if (o->skip && !strcmp(o->skip, name)) return;
+    if (o->wrong_shape && !strcmp(o->wrong_shape, name)) ne1 += 1;
+    uint64_t n = ne0 * ne1, ne[2] = {ne0, ne1};
+    float *f = keep(bufs, malloc(n * sizeof *f));
+    /* Norm weights near 1, everything else small and random. */
+    bool is_norm = strstr(name, "norm") != NULL;
+    for (uint64_t i = 0; i < n; i++) f[i] = is_norm ? 1.0f + 0.2f * frand() : 0.25f * frand();
+    uint64_t bytes = 0;
+    llmk_row_bytes(type, ne0, &bytes);
+    bytes *= ne1;
+    void *data = f;
+    if (type != LLMK_TYPE_F32) {
+        data = keep(bufs, malloc(bytes));
+        for (uint64_t r = 0; r < ne1; r++) {
+            uint64_t rb = bytes / ne1;
+            llmk_quantize_row(type, f + r * ne0, (char *)data + r * rb, (int64_t)ne0);
+        }
+    }
+    llmk_gguf_writer_add_tensor(w, name, type, ne1 > 1 ? 2 : 1, ne, data, bytes);
+}
+
+static int write_tiny(const char *path, const struct tiny_opts *o) {
+    const char *arch = o->arch ? o->arch : "llama";
+    llmk_gguf_writer *w = NULL;
+    struct tbuf bufs = {0};
+    int st = llmk_gguf_writer_init(&w);
+    if (st != LLMK_OK) return st;
+    char key[128];
+    llmk_gguf_writer_set_str(w, "general.architecture", arch);
+#define KEY(s) (snprintf(key, sizeof key, "%s." s, arch), key)
+    llmk_gguf_writer_set_u32(w, KEY("block_count"), T_LAYERS);
+    llmk_gguf_writer_set_u32(w, KEY("embedding_length"), T_EMBD);
+    llmk_gguf_writer_set_u32(w, KEY("feed_forward_length"), T_FF);
+    llmk_gguf_writer_set_u32(w, KEY("attention.head_count"), T_HEAD);
+    llmk_gguf_writer_set_u32(w, KEY("attention.head_count_kv"), T_HEAD_KV);
+    llmk_gguf_writer_set_u32(w, KEY("context_length"), 128);
+    llmk_gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), 1e-6f);
+    llmk_gguf_writer_set_f32(w, KEY("rope.freq_base"), 10000.0f);
+    if (o->rope_scaling) {
+        llmk_gguf_writer_set_str(w, KEY("rope.scaling.type"), o->rope_scaling);
+        llmk_gguf_writer_set_f32(w, KEY("rope.scaling.factor"), 8.0f);
+        llmk_gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"), 32);
+    }
+#undef KEY
+    add_tensor(w, &bufs, o, "token_embd.weight", LLMK_TYPE_Q8_0, T_EMBD, T_VOCAB);
+    add_tensor(w, &bufs, o, "output_norm.weight", LLMK_TYPE_F32, T_EMBD, 1);
+    if (o->separate_output) add_tensor(w, &bufs, o, "output.weight", LLMK_TYPE_F16, T_EMBD, T_VOCAB);
+    if (o->rope_freqs) {
+        float *ff = keep(&bufs, malloc(T_HD / 2 * sizeof *ff));
+        llama3_factors(ff, T_HD / 2, 10000.0);
+        uint64_t ne[1] = {T_HD / 2};
+        llmk_gguf_writer_add_tensor(w, "rope_freqs.weight", LLMK_TYPE_F32, 1, ne, ff, T_HD / 2 * sizeof *ff);
+    }
+    if (o->extra) add_tensor(w, &bufs, o, o->extra, LLMK_TYPE_F32, T_EMBD, 1);
+    for (int il = 0; il < T_LAYERS; il++) {
+        char n[64];
+#define T(suffix, type, a, b) (snprintf(n, sizeof n, "blk.%d." suffix, il), add_tensor(w, &bufs, o, n, type, a, b))
+        T("attn_norm.weight", LLMK_TYPE_F32, T_EMBD, 1);
+        T("attn_q.weight", LLMK_TYPE_Q8_0, T_EMBD, T_HEAD * T_HD);
+        T("attn_k.weight", LLMK_TYPE_Q4_1, T_EMBD, T_HEAD_KV * T_HD);
+        T("attn_v.weight", LLMK_TYPE_Q4_0, T_EMBD, T_HEAD_KV * T_HD);
+        T("attn_output.weight", LLMK_TYPE_F16, T_HEAD * T_HD, T_EMBD);
+        if (o->with_bias) {
+            T("attn_q.bias", LLMK_TYPE_F32, T_HEAD * T_HD, 1);
+            T("attn_k.bias", LLMK_TYPE_F32, T_HEAD_KV * T_HD, 1);
+            T("attn_v.bias", LLMK_TYPE_F32, T_HEAD_KV * T_HD, 1);
+        }
+        if (o->with_qk_norm) {
+            T("attn_q_norm.weight", LLMK_TYPE_F32, T_HD, 1);
+            T("attn_k_norm.weight", LLMK_TYPE_F32, T_HD, 1);
+        }
+        T("ffn_norm.weight", LLMK_TYPE_F32, T_EMBD, 1);
+        T("ffn_gate.weight", LLMK_TYPE_BF16, T_EMBD, T_FF);
+        T("ffn_up.weight", LLMK_TYPE_F32, T_EMBD, T_FF);
+        T("ffn_down.weight", LLMK_TYPE_Q8_0, T_FF, T_EMBD);
+#undef T
+    }
+    st = llmk_gguf_writer_write(w, path);
+    llmk_gguf_writer_free(w);
+    for (int i = 0; i < bufs.n; i++) free(bufs.p[i]);
+    return st;
+}
+
+static char tmpdir[] = "/tmp/llmk_test_model_XXXXXX";
+
+static int load_tiny(const struct tiny_opts *o, llmk_model **m) {
+    char path[128];
+    snprintf(path, sizeof path, "%s/tiny.gguf", tmpdir);
+    rng_state = 0x9e3779b97f4a7c15ULL; /* same weights for every variant */
+    int st = write_tiny(path, o);
+    if (st != LLMK_OK) {
+        fprintf(stderr, "write_tiny: %s\n", llmk_last_error());
+        return st;
+    }
+    st = llmk_model_load(path, m);
+    unlink(path);
+    return st;
+}
+
+/* ---- tests --------------------------------------------------------------- */
+
+static void test_load_refusals(void) {
+    llmk_model *m = NULL;
+    CHECK_STATUS(load_tiny(&(struct tiny_opts){.wrong_shape = "blk.1.attn_k.weight"}, &m),
+                 LLMK_TENSOR_SHAPE_MISMATCH);
+    CHECK(m == NULL);
+    /* expected [64, 32], got [64, 33], and the tensor named */
+    CHECK(strstr(llmk_last_error(), "blk.1.attn_k.weight") != NULL);
+    CHECK(strstr(llmk_last_error(), "expected shape [64, 32]") != NULL);
+    CHECK(strstr(llmk_last_error(), "got [64, 33]") != NULL);
+
+    CHECK_STATUS(load_tiny(&(struct tiny_opts){.skip = "blk.0.ffn_up.weight"}, &m), LLMK_MISSING_TENSOR);
+    CHECK(strstr(llmk_last_error(), "blk.0.ffn_up.weight") != NULL);
+    CHECK_STATUS(load_tiny(&(struct tiny_opts){.skip = "output_norm.weight"}, &m), LLMK_MISSING_TENSOR);
+    CHECK_STATUS(load_tiny(&(struct tiny_opts){.arch = "gpt2"}, &m), LLMK_UNSUPPORTED_ARCHITECTURE);
+    CHECK(strstr(llmk_last_error(), "gpt2") != NULL);
+    CHECK_STATUS(load_tiny(&(struct tiny_opts){.rope_scaling = "yarn"}, &m), LLMK_UNSUPPORTED_FEATURE);
+    CHECK(strstr(llmk_last_error(), "yarn") != NULL);
+    CHECK_STATUS(load_tiny(&(struct tiny_opts){.extra = "blk.0.ffn_gate_exps.weight"}, &m),
+                 LLMK_UNSUPPORTED_FEATURE);
+    CHECK(strstr(llmk_last_error(), "ffn_gate_exps") != NULL);
+    /* qwen2 needs its Q/K/V biases, qwen3 its Q/K norms. */
+    CHECK_STATUS(load_tiny(&(struct tiny_opts){.arch = "qwen2"}, &m), LLMK_MISSING_TENSOR);
+    CHECK(strstr(llmk_last_error(), "attn_q.bias") != NULL);
+    CHECK_STATUS(load_tiny(&(struct tiny_opts){.arch = "qwen3"}, &m), LLMK_MISSING_TENSOR);
+    CHECK(strstr(llmk_last_error(), "attn_q_norm.weight") != NULL);
+    CHECK_STATUS(load_tiny(&(struct tiny_opts){.arch = "qwen2", .with_bias = true,
+                                               .wrong_shape = "blk.0.attn_v.bias"}, &m),
+                 LLMK_TENSOR_SHAPE_MISMATCH);
+    CHECK_STATUS(llmk_model_load("/nonexistent/model.gguf", &m), LLMK_NOT_FOUND);
+    CHECK(m == NULL);
+}
+
+/* Load a tiny model, check ref vs f32, thread and chunking invariance. */
+static void check_tiny_paths(const char *what, const struct tiny_opts *o, llmk_hparams *hp_out) {
+    llmk_model *m = NULL;
+    CHECK_STATUS(load_tiny(o, &m), LLMK_OK);
+    if (!m) return;
+    const llmk_hparams *hp = llmk_model_hparams(m);
+    if (hp_out) *hp_out = *hp;
+    /* No tokenizer metadata: the model loads anyway, the tokenizer reports why. */
+    const llmk_tokenizer *tok = (const llmk_tokenizer *)1;
+    CHECK(llmk_model_tokenizer(m, &tok) != LLMK_OK);
+    CHECK(tok == NULL);
+    const int32_t ids[] = {5, 77, 3, 127, 0, 64, 12, 99, 1, 42};
+    enum { N = sizeof ids / sizeof ids[0] };
+    float *ref = malloc(N * T_VOCAB * sizeof *ref), *f1 = malloc(N * T_VOCAB * sizeof *f1),
+          *f2 = malloc(N * T_VOCAB * sizeof *f2);
+    CHECK_STATUS(eval_all(m, LLMK_PATH_REF, 1, ids, N, ref), LLMK_OK);
+    CHECK_STATUS(eval_all(m, LLMK_PATH_F32, 1, ids, N, f1), LLMK_OK);
+    CHECK_STATUS(eval_all(m, LLMK_PATH_F32, 2, ids, N, f2), LLMK_OK);
+    double worst = 0;
+    for (int t = 0; t < N; t++) {
+        double e = rel_l2(f1 + t * T_VOCAB, ref + t * T_VOCAB, T_VOCAB);
+        if (e > worst) worst = e;
+    }
+    if (!(worst < 1e-5)) fprintf(stderr, "%s: ref vs f32 worst relative L2 %g\n", what, worst);
+    CHECK(worst < 1e-5);
+    CHECK(worst > 0); /* two real implementations, not one path twice */
+    CHECK(memcmp(f1, f2, N * T_VOCAB * sizeof *f1) == 0);
+    free(ref);
+    free(f1);
+    free(f2);
+    llmk_model_free(m);
+}
+
+static void test_tiny_architectures(void) {
+    llmk_hparams hp;
+    check_tiny_paths("llama", &(struct tiny_opts){0}, &hp);
+    CHECK(!strcmp(hp.arch, "llama"));
+    CHECK(hp.tied_output && !hp.rope_neox && !hp.has_qkv_bias && !hp.has_qk_norm);
+    CHECK_EQ_INT(hp.head_dim, T_HD);
+    CHECK_EQ_INT(hp.n_vocab, T_VOCAB);
+    check_tiny_paths("llama+output", &(struct tiny_opts){.separate_output = true}, &hp);
+    CHECK(!hp.tied_output);
+    check_tiny_paths("qwen2", &(struct tiny_opts){.arch = "qwen2", .with_bias = true}, &hp);
+    CHECK(hp.rope_neox && hp.has_qkv_bias && !hp.has_qk_norm);
+    check_tiny_paths("qwen3", &(struct tiny_opts){.arch = "qwen3", .with_qk_norm = true}, &hp);
+    CHECK(hp.rope_neox && hp.has_qk_norm);
+    check_tiny_paths("llama3 rope", &(struct tiny_opts){.rope_scaling = "llama3"}, &hp);
+    CHECK_EQ_INT(hp.rope_scaling, LLMK_ROPE_SCALING_LLAMA3);
+    CHECK_EQ_INT(hp.rope_orig_ctx, 32);
+    check_tiny_paths("rope_freqs", &(struct tiny_opts){.rope_freqs = true}, &hp);
+    CHECK(hp.has_rope_freqs);
+}
+
+/* Llama-3 scaling from metadata and from a rope_freqs.weight tensor holding
+ * the same factors must give the same model; and scaling must matter. */
+static void test_llama3_rope(void) {
+    llmk_model *a = NULL, *b = NULL, *c = NULL;
+    CHECK_STATUS(load_tiny(&(struct tiny_opts){.rope_scaling = "llama3"}, &a), LLMK_OK);
+    CHECK_STATUS(load_tiny(&(struct tiny_opts){.rope_freqs = true}, &b), LLMK_OK);
+    CHECK_STATUS(load_tiny(&(struct tiny_opts){0}, &c), LLMK_OK);
+    if (a && b && c) {
+        const int32_t ids[] = {9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 11, 22, 33, 44, 55, 66};
+        enum { N = sizeof ids / sizeof ids[0] };
+        float *la = malloc(N * T_VOCAB * 4), *lb = malloc(N * T_VOCAB * 4), *lc = malloc(N * T_VOCAB * 4);
+        CHECK_STATUS(eval_all(a, LLMK_PATH_F32, 1, ids, N, la), LLMK_OK);
+        CHECK_STATUS(eval_all(b, LLMK_PATH_F32, 1, ids, N, lb), LLMK_OK);
+        CHECK_STATUS(eval_all(c, LLMK_PATH_F32, 1, ids, N, lc), LLMK_OK);
+        double ab = rel_l2(la + (N - 1) * T_VOCAB, lb + (N - 1) * T_VOCAB, T_VOCAB);
+        double ac = rel_l2(la + (N - 1) * T_VOCAB, lc + (N - 1) * T_VOCAB, T_VOCAB);
+        CHECK(ab < 1e-5);
+        CHECK(ac > 1e-4);
+        free(la);
+        free(lb);
+        free(lc);
+    }
+    llmk_model_free(a);
+    llmk_model_free(b);
+    llmk_model_free(c);
+}
+
+/* The inline row decoders of the f32 path equal the codec's _ref ones bit for bit. */
+static void test_row_decoders(void) {
+    const uint32_t types[] = {LLMK_TYPE_Q4_0, LLMK_TYPE_Q4_1, LLMK_TYPE_Q8_0, LLMK_TYPE_F32, LLMK_TYPE_F16};
+    enum { N = 256 };
+    float src[N], a[N], b[N];
+    unsigned char q[N * 4];
+    for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
+        for (int i = 0; i < N; i++) src[i] = 3.0f * frand();
+        CHECK_STATUS(llmk_quantize_row(types[k], src, q, N), LLMK_OK);
+        CHECK_STATUS(llmk_dequantize_row(types[k], q, a, N), LLMK_OK);
+        CHECK_STATUS(llmk_f32_dequant_row(types[k], q, b, N), LLMK_OK);
+        CHECK(memcmp(a, b, sizeof a) == 0);
+    }
+}
+
+static const char *default_model(void) {
+    static char path[4096];
+    const char *dir = getenv("LLMK_MODELS"), *home = getenv("HOME");
+    if (dir && *dir)
+        snprintf(path, sizeof path, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", dir);
+    else
+        snprintf(path, sizeof path, "%s/.cache/llmk/SmolLM2-135M-Instruct.Q4_1.gguf", home ? home : ".");
+    return path;
+}
+
+static void test_default_model(void) {
+    llmk_model *m = NULL;
+    CHECK_STATUS(llmk_model_load(default_model(), &m), LLMK_OK);
+    if (!m) return;
+    const llmk_hparams *hp = llmk_model_hparams(m);
+    const llmk_gguf *g = llmk_model_gguf(m);
+    uint32_t u = 0;
+    double f = 0;
+    CHECK(!strcmp(hp->arch, "llama"));
+    CHECK(llmk_gguf_get_u32(g, "llama.block_count", &u) == LLMK_OK && (int32_t)u == hp->n_layer);
+    CHECK(llmk_gguf_get_u32(g, "llama.embedding_length", &u) == LLMK_OK && (int32_t)u == hp->n_embd);
+    CHECK(llmk_gguf_get_u32(g, "llama.feed_forward_length", &u) == LLMK_OK && (int32_t)u == hp->n_ff);
+    CHECK(llmk_gguf_get_u32(g, "llama.attention.head_count", &u) == LLMK_OK && (int32_t)u == hp->n_head);
+    CHECK(llmk_gguf_get_u32(g, "llama.attention.head_count_kv", &u) == LLMK_OK && (int32_t)u == hp->n_head_kv);
+    CHECK(llmk_gguf_get_u32(g, "llama.context_length", &u) == LLMK_OK && (int32_t)u == hp->n_ctx_train);
+    CHECK(llmk_gguf_get_f64(g, "llama.rope.freq_base", &f) == LLMK_OK && f == hp->rope_theta);
+    CHECK(llmk_gguf_get_f64(g, "llama.attention.layer_norm_rms_epsilon", &f) == LLMK_OK && f == hp->rms_eps);
+    CHECK_EQ_INT(hp->head_dim, hp->n_embd / hp->n_head);
+    const llmk_tensor_info *te = llmk_gguf_find_tensor(g, "token_embd.weight");
+    CHECK(te && (int64_t)te->ne[1] == hp->n_vocab);
+    CHECK(hp->tied_output == (llmk_gguf_find_tensor(g, "output.weight") == NULL));
+    CHECK(!hp->rope_neox);
+    const llmk_tokenizer *tok = NULL;
+    CHECK_STATUS(llmk_model_tokenizer(m, &tok), LLMK_OK);
+    CHECK(tok && (int64_t)llmk_tokenizer_n_vocab(tok) == hp->n_vocab);
+
+    const int32_t ids[] = {504, 3458, 314, 260};
+    enum { N = 4 };
+    size_t V = (size_t)hp->n_vocab;
+    float *ref = malloc(N * V * 4), *f1 = malloc(N * V * 4), *f2 = malloc(N * V * 4), *f3 = malloc(N * V * 4);
+    /* Reference: only the first 3 positions (the f64 path is slow). */
+    CHECK_STATUS(eval_all(m, LLMK_PATH_REF, 0, ids, 3, ref), LLMK_OK);
+    CHECK_STATUS(eval_all(m, LLMK_PATH_F32, 1, ids, N, f1), LLMK_OK);
+    CHECK_STATUS(eval_all(m, LLMK_PATH_F32, 2, ids, N, f2), LLMK_OK);
+    for (int t = 0; t < 3; t++) {
+        double e = rel_l2(f1 + t * V, ref + t * V, V);
+        if (!(e < 1e-5)) fprintf(stderr, "default model: position %d ref vs f32 relative L2 %g\n", t, e);
+        CHECK(e < 1e-5);
+    }
+    CHECK(memcmp(f1, f2, N * V * 4) == 0);                  /* 1 vs 2 threads */
+    CHECK_STATUS(eval_all(m, LLMK_PATH_F32, 2, ids, N, f3), LLMK_OK);
+    CHECK(memcmp(f2, f3, N * V * 4) == 0);                  /* repeated run */
+    CHECK_STATUS(eval_all(m, LLMK_PATH_FAST, 2, ids, N, f3), LLMK_OK);
+    CHECK(memcmp(f2, f3, N * V * 4) == 0);                  /* FAST is F32 for now */
+
+    /* One call vs token by token, and a small n_batch: identical. */
+    llmk_session_params p = {.n_ctx = 8, .n_threads = 2, .path = LLMK_PATH_F32, .n_batch = 3};
+    llmk_session *s = NULL;
+    CHECK_STATUS(llmk_session_init(m, &p, &s), LLMK_OK);
+    if (s) {
+        float *row = malloc(V * 4);
+        for (int t = 0; t < N; t++) {
+            CHECK_STATUS(llmk_session_eval(s, &ids[t], 1, row, V, false), LLMK_OK);
+            CHECK(memcmp(row, f1 + t * V, V * 4) == 0);
+        }
+        CHECK_EQ_INT(llmk_session_pos(s), N);
+        /* Truncate and replay the last two tokens in one call. */
+        CHECK_STATUS(llmk_session_truncate(s, 2), LLMK_OK);
+        CHECK_STATUS(llmk_session_eval(s, ids + 2, 2, row, V, false), LLMK_OK);
+        CHECK(memcmp(row, f1 + 3 * V, V * 4) == 0);
+        /* Refusals leave the position alone. */
+        int32_t bad = hp->n_vocab;
+        CHECK_STATUS(llmk_session_eval(s, &bad, 1, row, V, false), LLMK_INVALID_TOKEN);
+        int32_t neg = -1;
+        CHECK_STATUS(llmk_session_eval(s, &neg, 1, row, V, false), LLMK_INVALID_TOKEN);
+        CHECK_STATUS(llmk_session_eval(s, ids, 1, row, V - 1, false), LLMK_BUFFER_TOO_SMALL);
+        CHECK_STATUS(llmk_session_eval(s, ids, N + 1, NULL, 0, false), LLMK_CONTEXT_FULL);
+        CHECK_STATUS(llmk_session_truncate(s, 5), LLMK_INVALID_ARGUMENT);
+        CHECK_EQ_INT(llmk_session_pos(s), N);
+        CHECK_STATUS(llmk_session_eval(s, ids, 4, NULL, 0, false), LLMK_OK); /* fills the context exactly */
+        CHECK_STATUS(llmk_session_eval(s, ids, 1, NULL, 0, false), LLMK_CONTEXT_FULL);
+        free(row);
+        llmk_session_free(s);
+    }
+    free(ref);
+    free(f1);
+    free(f2);
+    free(f3);
+    llmk_model_free(m);
+}
+
+int main(void) {
+    if (!mkdtemp(tmpdir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    test_row_decoders();
+    test_load_refusals();
+    test_tiny_architectures();
+    test_llama3_rope();
+    test_default_model();
+    rmdir(tmpdir);
+    return check_summary("test_model");
+}

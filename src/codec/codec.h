@@ -45,7 +45,7 @@ llmk_dot_fn llmk_codec_dot(uint32_t type, const char **kernel_name);
 
 /* Fast kernels per ISA: fill tab[type] (and names[type]) for what they have. */
 void llmk_codec_register_avx2(llmk_dot_fn *tab, const char **names);
-void llmk_codec_register_avx512(llmk_dot_fn *tab, const char **names);
+void llmk_codec_register_avx512(llmk_dot_fn *tab, const char **names, unsigned cpu);
 void llmk_codec_register_neon(llmk_dot_fn *tab, const char **names);
 
 /* Per-family reference tables (src/codec/legacy.c, src/codec/kquants.c). */

@@ -21,7 +21,6 @@
 
 float llmk_codec_nl_fit(const float *x, int n, const int8_t *grid, uint8_t *idx);
 
-static inline int iclamp(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 /* round-half-away to int, NaN -> 0, clamped to [lo, hi] without UB */
 static inline int rnd(float v, int lo, int hi) {
     if (!(v == v)) return 0;

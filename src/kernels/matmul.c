@@ -13,10 +13,12 @@
  *   tiled  (larger m): chunks of CHUNK_TILED weight rows (L2-sized) against
  *          tiles of TILE_M activation rows (L1/L2-sized), so both operands are
  *          reused from cache.
- * Crossovers were measured with bench/bench_kernels.c (LLMK_MATMUL_ROUTE forces
- * a route) on the 2-core AVX2 dev machine, Q4_1 1536x576 and 576x1536:
- * small beats matvec-per-row from m = 2; tiled and small are within noise up to
- * m ~ 8, tiled wins above (fewer passes over L2 per activation tile). */
+ * Crossovers: NOT yet measured. SMALL_MAX_M = 8 and the chunk sizes are
+ * starting guesses from cache sizes (a 16-row Q4_1 chunk at k = 576 is ~6 KB,
+ * 64 rows ~23 KB); the dev machine was too loaded (load ~12 on 2 cores) for
+ * route timings to mean anything. Measure with bench/bench_kernels.c under
+ * LLMK_MATMUL_ROUTE=small|tiled and record the results here. Since every route
+ * gives the same bits, changing the thresholds cannot change any output. */
 #include "kernels/matmul.h"
 
 #include "internal.h"

@@ -1,6 +1,7 @@
 /* llmk run: generate text from a prompt, streaming it to stdout, and end with
  * a stats line on stderr. */
 #include "cli.h"
+#include "gen_opts.h"
 
 #include "internal.h"
 #include "pool.h"
@@ -22,8 +23,7 @@ static void usage(FILE *to) {
             "  -p PROMPT       prompt text (BOS added when the model asks for it)\n"
             "  -n N            tokens to generate at most (default 128); stops early at\n"
             "                  an end-of-generation token\n"
-            "  --temp T        temperature (default 0: greedy)\n"
-            "  --seed S        sampling seed\n"
+            "  --chat          format PROMPT as one user turn with the model's chat template\n"
             "  -t N            worker threads (default: number of cores)\n"
             "  --path P        decode path: ref (f64 reference), f32, fast (default fast)\n"
             "  --ctx N         context size (default: prompt + N, at most the model's)\n"
@@ -32,6 +32,8 @@ static void usage(FILE *to) {
             "  --print-ids     print the generated ids (end-of-generation token included)\n"
             "                  as one JSON array on one line instead of text\n",
             cli_default_model());
+    gen_opts_usage(to);
+    fprintf(to, "  (run's default temperature is 0: greedy)\n");
 }
 
 static double now_s(void) {
@@ -41,33 +43,24 @@ static double now_s(void) {
 }
 
 /* ---- the token-choice point ----------------------------------------------
- * Everything that decides the next token from the logits happens here; the
- * sampler chain (temperature, top-k/p, seed) replaces the body later. For now
- * the choice is greedy, through the seed-000 argmax (ties -> lowest id, NaN
- * refused). `work` holds n_vocab doubles. */
-struct choice {
-    double temp;
-    uint64_t seed;
-    double *work;
-};
-
-static int choose_token(struct choice *c, const float *logits, int32_t n_vocab, int32_t *id) {
-    for (int32_t i = 0; i < n_vocab; i++) c->work[i] = (double)logits[i];
-    int64_t tok = 0;
-    double best;
-    int st = llmk_greedy_argmax_flat(c->work, (size_t)n_vocab, n_vocab, &tok, &best);
-    *id = (int32_t)tok;
-    return st;
+ * Everything that decides the next token from the logits happens here: the
+ * sampler chain of app/gen_opts.c (src/sample.c), greedy at --temp 0. */
+static int choose_token(struct gen_ctx *c, const float *logits, int32_t n_vocab, int32_t *id) {
+    return gen_choose(c, logits, (size_t)n_vocab, id);
 }
 
 int cmd_run(int argc, char **argv) {
     const char *cmd = "run", *model_path = NULL, *prompt = NULL, *prompt_ids = NULL;
-    long n_predict = 128, threads = 0, n_ctx_arg = 0, seed = 0;
-    double temp = 0.0;
+    long n_predict = 128, threads = 0, n_ctx_arg = 0;
+    struct gen_opts go;
+    gen_opts_default(&go, 0.0);
     int path = LLMK_PATH_FAST;
     bool print_ids = false, special = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        int g = gen_opts_parse(cmd, &go, argc, argv, &i);
+        if (g < 0) return CLI_EXIT_USAGE;
+        if (g) continue;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
             return CLI_EXIT_OK;
@@ -90,10 +83,6 @@ int cmd_run(int argc, char **argv) {
             prompt_ids = v;
         } else if (!strcmp(a, "-n")) {
             if (!cli_parse_long(cmd, a, v, 0, 1 << 24, &n_predict)) return CLI_EXIT_USAGE;
-        } else if (!strcmp(a, "--temp")) {
-            if (!cli_parse_double(cmd, a, v, 0.0, 100.0, &temp)) return CLI_EXIT_USAGE;
-        } else if (!strcmp(a, "--seed")) {
-            if (!cli_parse_long(cmd, a, v, 0, 0x7fffffffL, &seed)) return CLI_EXIT_USAGE;
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
             if (!cli_parse_long(cmd, a, v, 1, 1024, &threads)) return CLI_EXIT_USAGE;
         } else if (!strcmp(a, "--ctx") || !strcmp(a, "-c")) {
@@ -108,14 +97,15 @@ int cmd_run(int argc, char **argv) {
     if (!prompt && !prompt_ids) return cli_usage_error(cmd, "-p PROMPT (or --prompt-ids) is required");
     if (prompt && prompt_ids) return cli_usage_error(cmd, "-p and --prompt-ids exclude each other");
     if (!model_path) model_path = cli_default_model();
-    if (temp > 0) fprintf(stderr, "llmk run: note: sampling is not wired in yet; choosing tokens greedily\n");
+    if (go.chat && !prompt) return cli_usage_error(cmd, "--chat needs -p PROMPT");
 
     int rc = CLI_EXIT_OK, st;
     llmk_model *m = NULL;
     llmk_session *s = NULL;
     int32_t *ids = NULL, *gen = NULL;
     float *logits = NULL;
-    struct choice ch = {.temp = temp, .seed = (uint64_t)seed};
+    struct gen_ctx ch = {0};
+    char *chat_text = NULL;
     size_t n_prompt = 0;
     if (prompt_ids && !cmd_logits_parse_ids(cmd, "--prompt-ids", prompt_ids, &ids, &n_prompt))
         return CLI_EXIT_USAGE;
@@ -131,13 +121,22 @@ int cmd_run(int argc, char **argv) {
         rc = cli_report(cmd, st); /* text in or out needs the tokenizer */
         goto done;
     }
+    bool add_bos = tok && llmk_tokenizer_add_bos(tok);
+    if (prompt && go.chat) {
+        if ((st = gen_chat_prompt(llmk_model_gguf(m), tok, &go, prompt, &chat_text, &add_bos)) != LLMK_OK) {
+            rc = cli_report(cmd, st);
+            goto done;
+        }
+        prompt = chat_text;
+        special = true;
+    }
     if (prompt) {
         size_t len = strlen(prompt), cap = len + 8;
         if (!(ids = malloc(cap * sizeof *ids))) {
             rc = cli_report(cmd, llmk_fail(LLMK_OUT_OF_MEMORY, "prompt ids"));
             goto done;
         }
-        st = llmk_tokenize(tok, prompt, len, llmk_tokenizer_add_bos(tok), special, ids, cap, &n_prompt);
+        st = llmk_tokenize(tok, prompt, len, add_bos, special, ids, cap, &n_prompt);
         if (st != LLMK_OK) {
             rc = cli_report(cmd, st);
             goto done;
@@ -167,9 +166,12 @@ int cmd_run(int argc, char **argv) {
         goto done;
     }
     logits = malloc((size_t)hp->n_vocab * sizeof *logits);
-    ch.work = malloc((size_t)hp->n_vocab * sizeof *ch.work);
     gen = malloc(((size_t)n_predict + 1) * sizeof *gen);
-    if (!logits || !ch.work || !gen) {
+    if ((st = gen_ctx_init(&ch, cmd, &go, (size_t)hp->n_vocab)) != LLMK_OK) {
+        rc = cli_report(cmd, st);
+        goto done;
+    }
+    if (!logits || !gen) {
         rc = cli_report(cmd, llmk_fail(LLMK_OUT_OF_MEMORY, "generation buffers"));
         goto done;
     }
@@ -193,10 +195,9 @@ int cmd_run(int argc, char **argv) {
         if (tok && llmk_tokenizer_is_eog(tok, id)) break;
         if (!print_ids) {
             size_t nt = 0;
-            if (llmk_detok_feed(tok, &ds, id, false, text, sizeof text, &nt) == LLMK_OK) {
-                fwrite(text, 1, nt, stdout);
-                fflush(stdout);
-            }
+            if (llmk_detok_feed(tok, &ds, id, false, text, sizeof text, &nt) == LLMK_OK &&
+                gen_write(&ch, stdout, text, nt))
+                break; /* a stop string: it and what follows are not printed */
         }
         if ((long)n_gen >= n_predict) break;
         if (llmk_session_pos(s) >= llmk_session_n_ctx(s)) {
@@ -216,7 +217,9 @@ int cmd_run(int argc, char **argv) {
         printf("]\n");
     } else {
         size_t nt = 0;
-        if (llmk_detok_flush(tok, &ds, text, sizeof text, &nt) == LLMK_OK) fwrite(text, 1, nt, stdout);
+        if (!ch.stopped && llmk_detok_flush(tok, &ds, text, sizeof text, &nt) == LLMK_OK)
+            gen_write(&ch, stdout, text, nt);
+        gen_finish(&ch, stdout);
         printf("\n");
     }
     fflush(stdout);
@@ -230,7 +233,8 @@ done:
     free(ids);
     free(gen);
     free(logits);
-    free(ch.work);
+    gen_ctx_free(&ch);
+    free(chat_text);
     llmk_session_free(s);
     llmk_model_free(m);
     return rc;

@@ -1,0 +1,313 @@
+/* llmk chat: an interactive conversation. Each turn re-renders the whole
+ * conversation with the model's chat template, tokenizes it, and prefills
+ * only what differs from the tokens already in the KV cache (normally just
+ * the new turn). Ctrl-C stops the current reply; end of input ends the chat. */
+#include "cli.h"
+#include "gen_opts.h"
+#include "internal.h"
+#include "pool.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void usage(FILE *to) {
+    fprintf(to,
+            "usage: llmk chat [-m MODEL] [--system TEXT] [-n N] [sampling flags]\n"
+            "  Reads one user message per line from standard input and streams the\n"
+            "  model's replies to standard output. Ctrl-C stops a reply; EOF ends.\n"
+            "  -m MODEL     GGUF model (default %s)\n"
+            "  -n N         tokens per reply at most (default 1024)\n"
+            "  -t N         worker threads (default: number of cores)\n"
+            "  --ctx N      context size in tokens (default min(4096, the model's))\n"
+            "  --path P     decode path: ref, f32, fast (default fast)\n"
+            "  --save FILE  write the conversation as a JSON messages array after each turn\n"
+            "  --verbose    per-turn token counts (reused / prefilled / generated) on stderr\n",
+            cli_default_model());
+    gen_opts_usage(to);
+    fprintf(to, "  (chat's default temperature is 0.8)\n");
+}
+
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig) {
+    (void)sig;
+    interrupted = 1;
+}
+
+struct conv {
+    llmk_chat_message *m;
+    size_t n, cap;
+};
+
+static int conv_add(struct conv *c, const char *role, const char *content, size_t len) {
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 8;
+        llmk_chat_message *nm = realloc(c->m, cap * sizeof *nm);
+        if (!nm) return llmk_fail(LLMK_OUT_OF_MEMORY, "conversation of %zu messages", c->n);
+        c->m = nm;
+        c->cap = cap;
+    }
+    char *s = malloc(len + 1);
+    if (!s) return llmk_fail(LLMK_OUT_OF_MEMORY, "message of %zu bytes", len);
+    memcpy(s, content, len);
+    s[len] = 0;
+    c->m[c->n].role = role; /* a string literal */
+    c->m[c->n].content = s;
+    c->n++;
+    return LLMK_OK;
+}
+
+static void conv_free(struct conv *c) {
+    for (size_t i = 0; i < c->n; i++) free((char *)c->m[i].content);
+    free(c->m);
+}
+
+static void save_conv(const char *path, const struct conv *c) {
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "llmk chat: warning: cannot write %s: %s\n", path, strerror(errno));
+        return;
+    }
+    fputc('[', f);
+    for (size_t i = 0; i < c->n; i++) {
+        fprintf(f, "%s{\"role\": \"%s\", \"content\": \"", i ? ", " : "", c->m[i].role);
+        for (const unsigned char *p = (const unsigned char *)c->m[i].content; *p; p++) {
+            if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
+            else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
+            else fputc(*p, f);
+        }
+        fputs("\"}", f);
+    }
+    fputs("]\n", f);
+    fclose(f);
+}
+
+static void print_ids(const char *what, int turn, const int32_t *ids, size_t n) {
+    fprintf(stderr, "llmk chat: turn %d %s: [", turn, what);
+    for (size_t i = 0; i < n; i++) fprintf(stderr, "%s%d", i ? ", " : "", ids[i]);
+    fprintf(stderr, "]\n");
+}
+
+int cmd_chat(int argc, char **argv) {
+    const char *cmd = "chat", *model_path = NULL, *save = NULL;
+    long n_predict = 1024, threads = 0, n_ctx_arg = 0;
+    int path = LLMK_PATH_FAST;
+    bool verbose = false;
+    struct gen_opts o;
+    gen_opts_default(&o, 0.8);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int g = gen_opts_parse(cmd, &o, argc, argv, &i);
+        if (g < 0) return CLI_EXIT_USAGE;
+        if (g) continue;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return CLI_EXIT_OK;
+        }
+        if (!strcmp(a, "--verbose") || !strcmp(a, "-v")) {
+            verbose = true;
+            continue;
+        }
+        if (i + 1 >= argc) return cli_usage_error(cmd, "unknown option or missing value: %s", a);
+        const char *v = argv[++i];
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            model_path = v;
+        } else if (!strcmp(a, "--save")) {
+            save = v;
+        } else if (!strcmp(a, "-n")) {
+            if (!cli_parse_long(cmd, a, v, 1, 1 << 24, &n_predict)) return CLI_EXIT_USAGE;
+        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+            if (!cli_parse_long(cmd, a, v, 1, 1024, &threads)) return CLI_EXIT_USAGE;
+        } else if (!strcmp(a, "--ctx") || !strcmp(a, "-c")) {
+            if (!cli_parse_long(cmd, a, v, 8, 1 << 22, &n_ctx_arg)) return CLI_EXIT_USAGE;
+        } else if (!strcmp(a, "--path")) {
+            if (llmk_path_from_name(v, &path) != LLMK_OK)
+                return cli_usage_error(cmd, "--path expects ref, f32 or fast, got '%s'", v);
+        } else {
+            return cli_usage_error(cmd, "unknown option: %s", a);
+        }
+    }
+    if (o.chat) return cli_usage_error(cmd, "--chat is for llmk run; chat always uses the template");
+    if (!model_path) model_path = cli_default_model();
+
+    int rc = CLI_EXIT_OK, st;
+    llmk_model *m = NULL;
+    llmk_session *s = NULL;
+    llmk_chat_template *tp = NULL;
+    struct gen_ctx gc = {0};
+    struct conv conv = {0};
+    int32_t *hist = NULL, *ids = NULL;
+    float *logits = NULL;
+    char *line = NULL, *text = NULL, *reply = NULL;
+    size_t line_cap = 0, reply_len = 0;
+    FILE *reply_f = NULL;
+
+    if ((st = llmk_model_load(model_path, &m)) != LLMK_OK) goto fail;
+    const llmk_hparams *hp = llmk_model_hparams(m);
+    const llmk_tokenizer *tok = NULL;
+    if ((st = llmk_model_tokenizer(m, &tok)) != LLMK_OK) goto fail;
+    if ((st = llmk_chat_template_from_gguf(llmk_model_gguf(m), o.chat_template, &tp)) != LLMK_OK)
+        goto fail;
+    int64_t n_ctx = n_ctx_arg ? n_ctx_arg : (hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096);
+    llmk_session_params sp = {.n_ctx = (int32_t)n_ctx, .path = path,
+                              .n_threads = threads > 0 ? (int32_t)threads : llmk_cpu_count()};
+    if ((st = llmk_session_init(m, &sp, &s)) != LLMK_OK) goto fail;
+    n_ctx = llmk_session_n_ctx(s);
+    size_t n_vocab = (size_t)hp->n_vocab, ids_cap = (size_t)n_ctx + 1;
+    hist = malloc((size_t)n_ctx * sizeof *hist); /* the tokens in the KV cache, in order */
+    ids = malloc(ids_cap * sizeof *ids);
+    logits = malloc(n_vocab * sizeof *logits);
+    if (!hist || !ids || !logits) {
+        st = llmk_fail(LLMK_OUT_OF_MEMORY, "chat buffers for %lld tokens", (long long)n_ctx);
+        goto fail;
+    }
+    if ((st = gen_ctx_init(&gc, cmd, &o, n_vocab)) != LLMK_OK) goto fail;
+    if (o.system && (st = conv_add(&conv, "system", o.system, strlen(o.system))) != LLMK_OK) goto fail;
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL); /* no SA_RESTART: Ctrl-C at the prompt ends the read */
+
+    bool tty = isatty(0);
+    size_t n_hist = 0;
+    int32_t bos = llmk_tokenizer_bos(tok);
+    size_t bos_len = 0;
+    const char *bos_text = bos >= 0 ? llmk_tokenizer_piece(tok, bos, &bos_len) : NULL;
+    for (int turn = 1;; turn++) {
+        if (tty) {
+            fprintf(stderr, "> ");
+            fflush(stderr);
+        }
+        interrupted = 0;
+        ssize_t got = getline(&line, &line_cap, stdin);
+        if (got < 0) break; /* EOF, or Ctrl-C while waiting */
+        while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r')) line[--got] = 0;
+        if (got == 0) {
+            turn--;
+            continue;
+        }
+        if ((st = conv_add(&conv, "user", line, (size_t)got)) != LLMK_OK) goto fail;
+
+        /* The whole conversation, as the template renders it. */
+        size_t text_len = 0;
+        free(text);
+        text = NULL;
+        if ((st = llmk_chat_render(tp, conv.m, conv.n, true, &text, &text_len)) != LLMK_OK) goto fail;
+        bool add_bos = llmk_tokenizer_add_bos(tok) &&
+                       !(bos_text && bos_len && text_len >= bos_len && !memcmp(text, bos_text, bos_len));
+        size_t n_ids = 0;
+        st = llmk_tokenize(tok, text, text_len, add_bos, true, ids, ids_cap, &n_ids);
+        if (st == LLMK_BUFFER_TOO_SMALL || n_ids >= (size_t)n_ctx) {
+            st = llmk_fail(LLMK_CONTEXT_FULL,
+                           "the conversation is %zu tokens, the context holds %lld (use --ctx)",
+                           n_ids, (long long)n_ctx);
+            goto fail;
+        }
+        if (st != LLMK_OK) goto fail;
+        /* Reuse the longest common prefix; at least one token is evaluated
+         * so there are logits for the reply. */
+        size_t reuse = 0;
+        while (reuse < n_hist && reuse < n_ids && hist[reuse] == ids[reuse]) reuse++;
+        if (reuse == n_ids) reuse--;
+        if ((st = llmk_session_truncate(s, (int32_t)reuse)) != LLMK_OK) goto fail;
+        memcpy(hist + reuse, ids + reuse, (n_ids - reuse) * sizeof *ids);
+        n_hist = n_ids;
+        if ((st = llmk_session_eval(s, ids + reuse, n_ids - reuse, logits, n_vocab, false)) != LLMK_OK)
+            goto fail;
+        if (verbose) {
+            fprintf(stderr, "llmk chat: turn %d: reused %zu tokens, prefilled %zu tokens\n", turn,
+                    reuse, n_ids - reuse);
+            print_ids("prompt ids", turn, ids, n_ids);
+        }
+
+        /* The reply: streamed to stdout and kept for the conversation. */
+        reply_f = open_memstream(&reply, &reply_len);
+        if (!reply_f) {
+            st = llmk_fail(LLMK_OUT_OF_MEMORY, "reply buffer");
+            goto fail;
+        }
+        llmk_detok_state ds = {0};
+        char piece[256];
+        size_t n_gen = 0, n_fed = 0;
+        const char *why = "max tokens";
+        llmk_sampler_reset(gc.smp);
+        for (;;) {
+            if (interrupted) {
+                why = "interrupted";
+                break;
+            }
+            int32_t id;
+            if ((st = gen_choose(&gc, logits, n_vocab, &id)) != LLMK_OK) goto fail;
+            n_gen++;
+            if (llmk_tokenizer_is_eog(tok, id)) {
+                why = "end of turn";
+                break;
+            }
+            size_t np = 0;
+            if (llmk_detok_feed(tok, &ds, id, false, piece, sizeof piece, &np) == LLMK_OK) {
+                fwrite(piece, 1, np, reply_f);
+                if (gen_write(&gc, stdout, piece, np)) {
+                    why = "stop string";
+                    break;
+                }
+            }
+            if ((long)n_gen >= n_predict) break;
+            if (n_hist >= (size_t)n_ctx) {
+                why = "context full";
+                fprintf(stderr, "\nllmk chat: the context of %lld tokens is full; ending the reply\n",
+                        (long long)n_ctx);
+                break;
+            }
+            if ((st = llmk_session_eval(s, &id, 1, logits, n_vocab, false)) != LLMK_OK) goto fail;
+            hist[n_hist++] = id;
+            n_fed++;
+        }
+        size_t np = 0;
+        if (llmk_detok_flush(tok, &ds, piece, sizeof piece, &np) == LLMK_OK && np) {
+            fwrite(piece, 1, np, reply_f);
+            gen_write(&gc, stdout, piece, np);
+        }
+        gen_finish(&gc, stdout);
+        fputc('\n', stdout);
+        fflush(stdout);
+        fclose(reply_f);
+        reply_f = NULL;
+        /* The conversation keeps what was shown: text before a stop string. */
+        size_t keep = reply_len;
+        for (size_t k = 0; k < o.n_stops; k++) {
+            char *hit = strstr(reply, o.stops[k]);
+            if (hit && (size_t)(hit - reply) < keep) keep = (size_t)(hit - reply);
+        }
+        st = conv_add(&conv, "assistant", reply, keep);
+        free(reply);
+        reply = NULL;
+        if (st != LLMK_OK) goto fail;
+        if (verbose)
+            fprintf(stderr, "llmk chat: turn %d: generated %zu tokens (%zu evaluated), %s\n", turn,
+                    n_gen, n_fed, why);
+        if (save) save_conv(save, &conv);
+    }
+    goto done;
+fail:
+    rc = cli_report(cmd, st);
+done:
+    if (reply_f) fclose(reply_f);
+    free(reply);
+    free(line);
+    free(text);
+    free(hist);
+    free(ids);
+    free(logits);
+    conv_free(&conv);
+    gen_ctx_free(&gc);
+    llmk_chat_template_free(tp);
+    llmk_session_free(s);
+    llmk_model_free(m);
+    return rc;
+}

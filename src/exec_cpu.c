@@ -1,0 +1,591 @@
+/* The CPU executor (see exec_cpu.h and docs/executor.md).
+ *
+ * A call evaluates a set of rows (tokens), each with its own sequence and
+ * position: a prefill chunk is rows of one sequence at consecutive positions,
+ * a batched decode step one row per sequence. Matmuls see all rows at once
+ * (one weight pass per chunk); attention, RoPE and the KV append are per row.
+ *
+ * Partitions: matmul output rows in units of MM_UNIT (SwiGLU in whole blocks
+ * of its quantized output), norms and embeddings by row, attention by items.
+ * Every output element is written by exactly one worker with a fixed
+ * arithmetic sequence, so no result depends on the partition. */
+#include "exec_cpu.h"
+
+#include "codec/codec.h"
+#include "codec/half.h"
+#include "internal.h"
+#include "kernels/attn.h"
+#include "kernels/ops_f32.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum {
+    MM_UNIT = 16,     /* weight rows per work unit and per cache-resident chunk */
+    SPLIT_ROWS = 16,  /* at most this many rows: attention splits keys across workers */
+    MAX_WORKERS = 256
+};
+
+struct llmk_exec {
+    const struct llmk_model *m;
+    struct llmk_program prog;
+    llmk_pool *pool;
+    int nth;
+    int32_t n_ctx, n_batch, n_seq, rows_cap;
+    uint32_t kv_type;
+    size_t kv_es;             /* bytes per cached element */
+    int64_t kvd, qd, max_chunks;
+    unsigned char *kv_k, *kv_v; /* [seq][layer][n_ctx][kvd] */
+    int32_t *pos;             /* [n_seq] */
+    float *rope_cs;           /* [n_ctx][half][cos, sin] */
+    float *buf[LLMK_BUF_COUNT_];
+    int64_t width[LLMK_BUF_COUNT_];
+    unsigned char *qbuf[LLMK_BUF_COUNT_][LLMK_ACT_FORMS];
+    size_t qrow[LLMK_BUF_COUNT_][LLMK_ACT_FORMS]; /* bytes per quantized row */
+    llmk_dot_fn dot[LLMK_TYPE_COUNT_];
+    llmk_quant_fn quant[LLMK_ACT_FORMS];
+    uint32_t form_block[LLMK_ACT_FORMS];
+    const struct llmk_xkernels *xk;
+    float *parts;             /* split attention: [SPLIT_ROWS][n_head][max_chunks][hd + 2] */
+    float *wparts, *wscores;  /* per worker: [max_chunks][hd + 2], [LLMK_ATTN_CHUNK] */
+    float *amax_v;            /* per worker argmax partials [nth][rows_cap] */
+    int32_t *amax_i;
+    int32_t *argmax;          /* [rows_cap] */
+    /* the current call */
+    int32_t n_rows, out_first;
+    int32_t *row_id, *row_seq, *row_pos;
+    float *logits;            /* LM head destination: rows out_first.. */
+    bool run_final;
+    int ph_lo, ph_hi;
+    bool phase_mode;
+    double *phase_ns;
+};
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static int form_of_act(uint32_t act_type) {
+    return act_type == LLMK_TYPE_Q8_0 ? LLMK_ACT_Q8_0 : act_type == LLMK_TYPE_Q8_1 ? LLMK_ACT_Q8_1
+         : act_type == LLMK_TYPE_Q8_K ? LLMK_ACT_Q8_K : -1;
+}
+static const uint32_t form_type[LLMK_ACT_FORMS] = {LLMK_TYPE_Q8_0, LLMK_TYPE_Q8_1, LLMK_TYPE_Q8_K};
+
+static void *xalloc(uint64_t a, uint64_t b, int *st) {
+    uint64_t bytes;
+    if (*st != LLMK_OK) return NULL;
+    if (!llmk_mul_u64(a, b, &bytes) || bytes > SIZE_MAX / 2) {
+        *st = llmk_fail(LLMK_OUT_OF_MEMORY, "exec: %llu x %llu bytes overflow", (unsigned long long)a,
+                        (unsigned long long)b);
+        return NULL;
+    }
+    void *p = NULL;
+    if (posix_memalign(&p, 64, bytes ? (size_t)bytes : 64) != 0) p = NULL;
+    if (!p) *st = llmk_fail(LLMK_OUT_OF_MEMORY, "exec: %llu bytes", (unsigned long long)bytes);
+    else memset(p, 0, bytes ? (size_t)bytes : 64);
+    return p;
+}
+
+static inline unsigned char *kv_row(const struct llmk_exec *ex, unsigned char *base, int32_t seq, int layer,
+                                    int32_t pos) {
+    int64_t idx = (((int64_t)seq * ex->m->hp.n_layer + layer) * ex->n_ctx + pos) * ex->kvd;
+    return base + (size_t)idx * ex->kv_es;
+}
+
+static double now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+/* ---- phases ------------------------------------------------------------- */
+
+static void rows_of(const struct llmk_exec *ex, const struct llmk_phase *ph, int32_t *t0, int32_t *t1) {
+    *t0 = ph->final ? ex->out_first : 0;
+    *t1 = ex->n_rows;
+}
+
+static void ph_embed(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, int nth) {
+    int64_t lo, hi, E = ph->rows[0];
+    llmk_split_range(ex->n_rows, ith, nth, &lo, &hi);
+    uint64_t rb;
+    llmk_row_bytes(ph->w[0]->type, (uint64_t)E, &rb);
+    for (int64_t t = lo; t < hi; t++) {
+        const unsigned char *row = (const unsigned char *)ph->w[0]->data + (uint64_t)ex->row_id[t] * rb;
+        LLMK_CHECK(llmk_dequantize_row(ph->w[0]->type, row, ex->buf[LLMK_BUF_X] + t * E, E) == LLMK_OK);
+    }
+}
+
+/* Quantize row t's elements [e0, e1) of buffer b into every form of qmask. */
+static void quantize_part(struct llmk_exec *ex, int b, unsigned qmask, int64_t t, int64_t e0, int64_t e1) {
+    const float *src = ex->buf[b] + t * ex->width[b];
+    for (int f = 0; f < LLMK_ACT_FORMS; f++) {
+        if (!(qmask & (1u << f))) continue;
+        uint32_t be = ex->form_block[f];
+        unsigned char *dst = ex->qbuf[b][f] + (size_t)t * ex->qrow[b][f] + (size_t)(e0 / be) * llmk_type_block_bytes(form_type[f]);
+        ex->quant[f](src + e0, dst, e1 - e0);
+    }
+}
+
+static void ph_norm(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, int nth) {
+    int32_t t0, t1;
+    rows_of(ex, ph, &t0, &t1);
+    int64_t lo, hi, E = ph->rows[0];
+    llmk_split_range(t1 - t0, ith, nth, &lo, &hi);
+    float eps = (float)ex->m->hp.rms_eps;
+    for (int64_t t = t0 + lo; t < t0 + hi; t++) {
+        llmk_f32_rmsnorm(ex->buf[ph->out[0]] + t * E, ex->buf[ph->in] + t * E, ph->vec[0], E, eps);
+        quantize_part(ex, ph->out[0], ph->qmask, t, 0, E);
+    }
+}
+
+/* out[t][r] for r in [r0, r1) and t in [t0, t1): one dot per element. */
+static void mm_rows(struct llmk_exec *ex, const llmk_tensor_info *w, int in, int64_t k, int64_t r0, int64_t r1,
+                    int32_t t0, int32_t t1, float *out, int64_t out_stride) {
+    const struct llmk_codec *c = llmk_codec_get(w->type);
+    int f = form_of_act(c->act_type);
+    const unsigned char *act;
+    size_t astride;
+    if (f < 0) act = (const unsigned char *)ex->buf[in], astride = (size_t)ex->width[in] * sizeof(float);
+    else act = ex->qbuf[in][f], astride = ex->qrow[in][f];
+    size_t ws = (size_t)(w->n_bytes / w->ne[1]);
+    llmk_dot_fn dot = ex->dot[w->type];
+    const char *wp = w->data;
+    for (int64_t c0 = r0; c0 < r1; c0 += MM_UNIT) {
+        int64_t c1 = c0 + MM_UNIT < r1 ? c0 + MM_UNIT : r1;
+        for (int32_t t = t0; t < t1; t++)
+            dot(k, wp + (size_t)c0 * ws, ws, c1 - c0, act + (size_t)t * astride, out + (int64_t)(t - t0) * out_stride + c0);
+    }
+}
+
+static void ph_matmul(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, int nth) {
+    int32_t t0, t1;
+    rows_of(ex, ph, &t0, &t1);
+    if (ph->epilogue == LLMK_EPI_SWIGLU) {
+        /* gate and up rows of one range on one worker, in whole blocks of the
+         * down-projection's activation form so the worker can quantize them */
+        int64_t unit = MM_UNIT, F = ph->rows[0];
+        for (int f = 0; f < LLMK_ACT_FORMS; f++)
+            if ((ph->qmask & (1u << f)) && ex->form_block[f] > unit) unit = ex->form_block[f];
+        int64_t lo, hi;
+        llmk_split_range((F + unit - 1) / unit, ith, nth, &lo, &hi);
+        int64_t r0 = lo * unit, r1 = hi * unit < F ? hi * unit : F;
+        if (r0 >= r1) return;
+        float *g = ex->buf[ph->out[0]], *u = ex->buf[ph->out[1]];
+        mm_rows(ex, ph->w[0], ph->in, ph->k, r0, r1, t0, t1, g, F);
+        mm_rows(ex, ph->w[1], ph->in, ph->k, r0, r1, t0, t1, u, F);
+        for (int32_t t = t0; t < t1; t++) {
+            ex->xk->swiglu(g + (int64_t)t * F + r0, u + (int64_t)t * F + r0, r1 - r0);
+            quantize_part(ex, ph->out[0], ph->qmask, t, r0, r1);
+        }
+        return;
+    }
+    int64_t total = 0;
+    for (int i = 0; i < ph->n_w; i++) total += ph->rows[i];
+    int64_t lo, hi;
+    llmk_split_range((total + MM_UNIT - 1) / MM_UNIT, ith, nth, &lo, &hi);
+    lo *= MM_UNIT, hi *= MM_UNIT;
+    int64_t base = 0;
+    for (int i = 0; i < ph->n_w; i++) {
+        int64_t n = ph->rows[i];
+        int64_t r0 = lo - base, r1 = hi - base;
+        if (r0 < 0) r0 = 0;
+        if (r1 > n) r1 = n;
+        base += n;
+        if (r0 >= r1) continue;
+        float *out = ph->out[i] == LLMK_BUF_LOGITS ? ex->logits : ex->buf[ph->out[i]];
+        mm_rows(ex, ph->w[i], ph->in, ph->k, r0, r1, t0, t1, out, n);
+        if (ph->epilogue == LLMK_EPI_BIAS && ph->vec[i]) {
+            for (int32_t t = t0; t < t1; t++)
+                for (int64_t r = r0; r < r1; r++) out[(int64_t)t * n + r] += ph->vec[i][r];
+        } else if (ph->epilogue == LLMK_EPI_RESIDUAL) {
+            float *x = ex->buf[LLMK_BUF_X];
+            for (int32_t t = t0; t < t1; t++)
+                for (int64_t r = r0; r < r1; r++) x[(int64_t)t * n + r] += out[(int64_t)t * n + r];
+        }
+    }
+}
+
+static void store_kv(const struct llmk_exec *ex, unsigned char *dst, const float *src, int64_t n) {
+    if (ex->kv_type == LLMK_TYPE_F16) {
+        uint16_t *d = (uint16_t *)dst;
+        for (int64_t i = 0; i < n; i++) d[i] = llmk_fp32_to_fp16(src[i]);
+    } else {
+        memcpy(dst, src, (size_t)n * sizeof(float));
+    }
+}
+
+static void ph_rope_kv(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, int nth) {
+    const llmk_hparams *hp = &ex->m->hp;
+    int HD = hp->head_dim, H = hp->n_head, Hkv = hp->n_head_kv, half = HD / 2;
+    float eps = (float)hp->rms_eps;
+    int64_t lo, hi;
+    llmk_split_range((int64_t)ex->n_rows * (H + Hkv), ith, nth, &lo, &hi);
+    for (int64_t it = lo; it < hi; it++) {
+        int32_t t = (int32_t)(it / (H + Hkv));
+        int h = (int)(it % (H + Hkv));
+        const float *cs = ex->rope_cs + (int64_t)ex->row_pos[t] * half * 2;
+        if (h < H) {
+            float *q = ex->buf[LLMK_BUF_Q] + (int64_t)t * ex->qd + (int64_t)h * HD;
+            if (ph->vec[0]) llmk_f32_rmsnorm(q, q, ph->vec[0], HD, eps);
+            llmk_f32_rope(q, 1, HD, cs, hp->rope_neox);
+        } else {
+            h -= H;
+            float *k = ex->buf[LLMK_BUF_K] + (int64_t)t * ex->kvd + (int64_t)h * HD;
+            const float *v = ex->buf[LLMK_BUF_V] + (int64_t)t * ex->kvd + (int64_t)h * HD;
+            if (ph->vec[1]) llmk_f32_rmsnorm(k, k, ph->vec[1], HD, eps);
+            llmk_f32_rope(k, 1, HD, cs, hp->rope_neox);
+            size_t off = (size_t)h * HD * ex->kv_es;
+            store_kv(ex, kv_row(ex, ex->kv_k, ex->row_seq[t], ph->layer, ex->row_pos[t]) + off, k, HD);
+            store_kv(ex, kv_row(ex, ex->kv_v, ex->row_seq[t], ph->layer, ex->row_pos[t]) + off, v, HD);
+        }
+    }
+}
+
+/* Partial of (row t, head h, key chunk c). */
+static void attn_part(struct llmk_exec *ex, int layer, int32_t t, int h, int64_t c, float *part, float *scores) {
+    const llmk_hparams *hp = &ex->m->hp;
+    int HD = hp->head_dim, g = h / (hp->n_head / hp->n_head_kv);
+    int64_t k0 = c * LLMK_ATTN_CHUNK, n = (int64_t)ex->row_pos[t] + 1 - k0;
+    if (n > LLMK_ATTN_CHUNK) n = LLMK_ATTN_CHUNK;
+    const unsigned char *K = kv_row(ex, ex->kv_k, ex->row_seq[t], layer, (int32_t)k0) + (size_t)g * HD * ex->kv_es;
+    const unsigned char *V = kv_row(ex, ex->kv_v, ex->row_seq[t], layer, (int32_t)k0) + (size_t)g * HD * ex->kv_es;
+    const float *q = ex->buf[LLMK_BUF_Q] + (int64_t)t * ex->qd + (int64_t)h * HD;
+    float scale = (float)(1.0 / sqrt((double)HD));
+    llmk_attn_chunk_fn fn = ex->kv_type == LLMK_TYPE_F16 ? ex->xk->attn_f16 : ex->xk->attn_f32;
+    fn(q, K, V, n, ex->kvd, HD, scale, part, scores);
+}
+
+static int64_t n_chunks(const struct llmk_exec *ex, int32_t t) {
+    return ((int64_t)ex->row_pos[t] + LLMK_ATTN_CHUNK) / LLMK_ATTN_CHUNK;
+}
+
+static void ph_attn(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, int nth) {
+    const llmk_hparams *hp = &ex->m->hp;
+    int HD = hp->head_dim, H = hp->n_head;
+    int64_t ps = HD + 2;
+    float *scores = ex->wscores + (int64_t)ith * LLMK_ATTN_CHUNK;
+    bool head_quant = true; /* each head's output is whole blocks of every form */
+    for (int f = 0; f < LLMK_ACT_FORMS; f++)
+        if ((ph->qmask & (1u << f)) && HD % (int)ex->form_block[f] != 0) head_quant = false;
+    if (ex->n_rows <= SPLIT_ROWS) {
+        /* few rows: items are (row, head, chunk), strided over workers, then
+         * a merge per (row, head) in chunk order */
+        int64_t item = 0;
+        for (int32_t t = 0; t < ex->n_rows; t++) {
+            int64_t nc = n_chunks(ex, t);
+            for (int h = 0; h < H; h++)
+                for (int64_t c = 0; c < nc; c++, item++)
+                    if (item % nth == ith)
+                        attn_part(ex, ph->layer, t, h, c, ex->parts + (((int64_t)t * H + h) * ex->max_chunks + c) * ps,
+                                  scores);
+        }
+        llmk_pool_barrier(ex->pool);
+        for (int64_t it = ith; it < (int64_t)ex->n_rows * H; it += nth) {
+            int32_t t = (int32_t)(it / H);
+            int h = (int)(it % H);
+            llmk_attn_merge(ex->parts + ((int64_t)t * H + h) * ex->max_chunks * ps, (int)n_chunks(ex, t), HD,
+                            ex->buf[LLMK_BUF_ATT] + (int64_t)t * ex->qd + (int64_t)h * HD);
+            if (head_quant) quantize_part(ex, LLMK_BUF_ATT, ph->qmask, t, (int64_t)h * HD, (int64_t)(h + 1) * HD);
+        }
+    } else {
+        float *wp = ex->wparts + (int64_t)ith * ex->max_chunks * ps;
+        for (int64_t it = ith; it < (int64_t)ex->n_rows * H; it += nth) {
+            int32_t t = (int32_t)(it / H);
+            int h = (int)(it % H);
+            int64_t nc = n_chunks(ex, t);
+            for (int64_t c = 0; c < nc; c++) attn_part(ex, ph->layer, t, h, c, wp + c * ps, scores);
+            llmk_attn_merge(wp, (int)nc, HD, ex->buf[LLMK_BUF_ATT] + (int64_t)t * ex->qd + (int64_t)h * HD);
+            if (head_quant) quantize_part(ex, LLMK_BUF_ATT, ph->qmask, t, (int64_t)h * HD, (int64_t)(h + 1) * HD);
+        }
+    }
+    if (!head_quant) {
+        llmk_pool_barrier(ex->pool);
+        int64_t lo, hi;
+        llmk_split_range(ex->n_rows, ith, nth, &lo, &hi);
+        for (int64_t t = lo; t < hi; t++) quantize_part(ex, LLMK_BUF_ATT, ph->qmask, t, 0, ex->qd);
+    }
+}
+
+static void ph_argmax(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, int nth) {
+    int64_t V = ph->rows[0], lo, hi;
+    int32_t nr = ex->n_rows - ex->out_first;
+    llmk_split_range(V, ith, nth, &lo, &hi);
+    for (int32_t r = 0; r < nr; r++) {
+        const float *l = ex->logits + (int64_t)r * V;
+        float best = -INFINITY;
+        int32_t bi = -1;
+        for (int64_t i = lo; i < hi; i++)
+            if (l[i] > best || (bi < 0 && l[i] == best)) best = l[i], bi = (int32_t)i;
+        ex->amax_v[(int64_t)ith * ex->rows_cap + r] = best;
+        ex->amax_i[(int64_t)ith * ex->rows_cap + r] = bi;
+    }
+    llmk_pool_barrier(ex->pool);
+    if (ith != 0) return;
+    for (int32_t r = 0; r < nr; r++) {
+        float best = -INFINITY;
+        int32_t bi = -1;
+        for (int w = 0; w < nth; w++) { /* worker ranges ascend, so the first maximum wins ties */
+            float v = ex->amax_v[(int64_t)w * ex->rows_cap + r];
+            int32_t i = ex->amax_i[(int64_t)w * ex->rows_cap + r];
+            if (i >= 0 && (bi < 0 || v > best)) best = v, bi = i;
+        }
+        ex->argmax[r] = bi;
+    }
+}
+
+static void run_phase(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, int nth) {
+    switch (ph->op) {
+    case LLMK_OP_EMBED: ph_embed(ex, ph, ith, nth); break;
+    case LLMK_OP_NORM_QUANT: ph_norm(ex, ph, ith, nth); break;
+    case LLMK_OP_MATMUL: ph_matmul(ex, ph, ith, nth); break;
+    case LLMK_OP_ROPE_KV: ph_rope_kv(ex, ph, ith, nth); break;
+    case LLMK_OP_ATTN: ph_attn(ex, ph, ith, nth); break;
+    case LLMK_OP_ARGMAX: ph_argmax(ex, ph, ith, nth); break;
+    default: LLMK_CHECK(!"unknown op");
+    }
+}
+
+static void worker(void *ctx, int ith, int nth) {
+    struct llmk_exec *ex = ctx;
+    for (int i = ex->ph_lo; i < ex->ph_hi; i++) {
+        const struct llmk_phase *ph = &ex->prog.ph[i];
+        if (ph->final && !ex->run_final) break; /* final phases are last */
+        run_phase(ex, ph, ith, nth);
+        if (i + 1 < ex->ph_hi) llmk_pool_barrier(ex->pool);
+    }
+}
+
+static void run_program(struct llmk_exec *ex) {
+    int n = ex->run_final ? ex->prog.n_phases : ex->prog.n_layer_phases;
+    if (!ex->phase_mode) {
+        ex->ph_lo = 0, ex->ph_hi = n;
+        llmk_pool_run(ex->pool, worker, ex);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        ex->ph_lo = i, ex->ph_hi = i + 1;
+        double t = now_ns();
+        llmk_pool_run(ex->pool, worker, ex);
+        ex->phase_ns[i] += now_ns() - t;
+    }
+}
+
+/* ---- lifetime ------------------------------------------------------------ */
+
+int llmk_exec_init(const struct llmk_model *m, const struct llmk_exec_params *p, struct llmk_exec **out) {
+    if (!out) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_exec_init: out is NULL");
+    *out = NULL;
+    if (!m) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_exec_init: model is NULL");
+    struct llmk_exec_params dp = {0};
+    if (!p) p = &dp;
+    const llmk_hparams *hp = &m->hp;
+    uint32_t kvt = p->kv_type ? p->kv_type : LLMK_TYPE_F32;
+    if (kvt != LLMK_TYPE_F32 && kvt != LLMK_TYPE_F16)
+        return llmk_fail(LLMK_UNSUPPORTED, "exec: KV cache type %s (f32 and f16 are implemented)",
+                         llmk_type_name(kvt) ? llmk_type_name(kvt) : "unknown");
+    int32_t n_ctx = p->n_ctx > 0 ? p->n_ctx : (hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096);
+    if (n_ctx < 1 || n_ctx > (1 << 22))
+        return llmk_fail(LLMK_INVALID_ARGUMENT, "exec: n_ctx %d outside [1, %d]", n_ctx, 1 << 22);
+    int32_t n_seq = p->n_seq > 0 ? p->n_seq : 1, n_batch = p->n_batch > 0 ? p->n_batch : 512;
+    if (n_seq > 1024 || n_batch > 8192)
+        return llmk_fail(LLMK_INVALID_ARGUMENT, "exec: n_seq %d (max 1024) or n_batch %d (max 8192)", n_seq, n_batch);
+    struct llmk_exec *ex = calloc(1, sizeof *ex);
+    if (!ex) return llmk_fail(LLMK_OUT_OF_MEMORY, "exec: struct");
+    ex->m = m;
+    ex->n_ctx = n_ctx, ex->n_seq = n_seq, ex->n_batch = n_batch;
+    ex->rows_cap = n_batch > n_seq ? n_batch : n_seq;
+    ex->kv_type = kvt;
+    ex->kv_es = kvt == LLMK_TYPE_F16 ? 2 : 4;
+    ex->kvd = (int64_t)hp->n_head_kv * hp->head_dim;
+    ex->qd = (int64_t)hp->n_head * hp->head_dim;
+    ex->max_chunks = (n_ctx + LLMK_ATTN_CHUNK - 1) / LLMK_ATTN_CHUNK;
+    ex->xk = llmk_xkernels_get();
+    if (hp->head_dim % 8 != 0) ex->xk = llmk_xkernels_ref();
+    int st = llmk_program_build(m, &ex->prog);
+    if (st == LLMK_OK) st = llmk_pool_create(p->n_threads, &ex->pool);
+    if (st != LLMK_OK) goto fail;
+    ex->nth = llmk_pool_size(ex->pool);
+    if (ex->nth > MAX_WORKERS) {
+        st = llmk_fail(LLMK_INVALID_ARGUMENT, "exec: %d threads (max %d)", ex->nth, MAX_WORKERS);
+        goto fail;
+    }
+    uint64_t rc = (uint64_t)ex->rows_cap, cells = (uint64_t)n_seq * hp->n_layer * (uint64_t)n_ctx;
+    ex->kv_k = xalloc(cells, (uint64_t)ex->kvd * ex->kv_es, &st);
+    ex->kv_v = xalloc(cells, (uint64_t)ex->kvd * ex->kv_es, &st);
+    ex->pos = xalloc((uint64_t)n_seq, sizeof(int32_t), &st);
+    int half = hp->head_dim / 2;
+    ex->rope_cs = xalloc((uint64_t)n_ctx * 2 * half, sizeof(float), &st);
+    int64_t widths[LLMK_BUF_COUNT_] = {hp->n_embd, hp->n_embd, ex->qd, ex->kvd, ex->kvd, ex->qd,
+                                       hp->n_embd, hp->n_ff, hp->n_ff, hp->n_vocab};
+    for (int b = 0; b < LLMK_BUF_COUNT_; b++) {
+        ex->width[b] = widths[b];
+        uint64_t rows = b == LLMK_BUF_LOGITS ? (uint64_t)n_seq : rc;
+        ex->buf[b] = xalloc(rows * (uint64_t)widths[b], sizeof(float), &st);
+    }
+    if (st != LLMK_OK) goto fail;
+    for (int f = 0; f < LLMK_ACT_FORMS; f++) {
+        ex->form_block[f] = llmk_type_block_elems(form_type[f]);
+        ex->quant[f] = llmk_codec_get(form_type[f])->quantize;
+    }
+    for (uint32_t t = 0; t < LLMK_TYPE_COUNT_; t++)
+        if (llmk_codec_get(t)) ex->dot[t] = llmk_codec_dot(t, NULL);
+    /* quantized forms of each matmul input the program asks for */
+    unsigned need[LLMK_BUF_COUNT_] = {0};
+    for (int i = 0; i < ex->prog.n_phases; i++) {
+        const struct llmk_phase *ph = &ex->prog.ph[i];
+        if (ph->op == LLMK_OP_MATMUL)
+            for (int w = 0; w < ph->n_w; w++) need[ph->in] |= llmk_act_form_bit(ph->w[w]->type);
+    }
+    for (int b = 0; b < LLMK_BUF_COUNT_; b++)
+        for (int f = 0; f < LLMK_ACT_FORMS; f++)
+            if (need[b] & (1u << f)) {
+                uint64_t rb;
+                if ((st = llmk_row_bytes(form_type[f], (uint64_t)ex->width[b], &rb)) != LLMK_OK) goto fail;
+                ex->qrow[b][f] = (size_t)rb;
+                ex->qbuf[b][f] = xalloc(rc, rb, &st);
+            }
+    int64_t ps = hp->head_dim + 2;
+    ex->parts = xalloc((uint64_t)SPLIT_ROWS * hp->n_head * (uint64_t)ex->max_chunks, (uint64_t)ps * sizeof(float), &st);
+    ex->wparts = xalloc((uint64_t)ex->nth * (uint64_t)ex->max_chunks, (uint64_t)ps * sizeof(float), &st);
+    ex->wscores = xalloc((uint64_t)ex->nth * LLMK_ATTN_CHUNK, sizeof(float), &st);
+    ex->amax_v = xalloc((uint64_t)ex->nth * rc, sizeof(float), &st);
+    ex->amax_i = xalloc((uint64_t)ex->nth * rc, sizeof(int32_t), &st);
+    ex->argmax = xalloc(rc, sizeof(int32_t), &st);
+    ex->row_id = xalloc(rc, sizeof(int32_t), &st);
+    ex->row_seq = xalloc(rc, sizeof(int32_t), &st);
+    ex->row_pos = xalloc(rc, sizeof(int32_t), &st);
+    ex->phase_ns = xalloc((uint64_t)ex->prog.n_phases, sizeof(double), &st);
+    if (st != LLMK_OK) goto fail;
+    for (int32_t ps_ = 0; ps_ < n_ctx; ps_++)
+        for (int i = 0; i < half; i++) {
+            double a = (double)ps_ * m->rope_inv_freq[i];
+            ex->rope_cs[((int64_t)ps_ * half + i) * 2] = (float)cos(a);
+            ex->rope_cs[((int64_t)ps_ * half + i) * 2 + 1] = (float)sin(a);
+        }
+    *out = ex;
+    return LLMK_OK;
+fail:
+    llmk_exec_free(ex);
+    return st;
+}
+
+void llmk_exec_free(struct llmk_exec *ex) {
+    if (!ex) return;
+    if (ex->pool) llmk_pool_free(ex->pool);
+    llmk_program_free(&ex->prog);
+    free(ex->kv_k), free(ex->kv_v), free(ex->pos), free(ex->rope_cs);
+    for (int b = 0; b < LLMK_BUF_COUNT_; b++) {
+        free(ex->buf[b]);
+        for (int f = 0; f < LLMK_ACT_FORMS; f++) free(ex->qbuf[b][f]);
+    }
+    free(ex->parts), free(ex->wparts), free(ex->wscores);
+    free(ex->amax_v), free(ex->amax_i), free(ex->argmax);
+    free(ex->row_id), free(ex->row_seq), free(ex->row_pos), free(ex->phase_ns);
+    free(ex);
+}
+
+/* ---- calls --------------------------------------------------------------- */
+
+static int check_ids(const struct llmk_exec *ex, const int32_t *ids, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= ex->m->hp.n_vocab)
+            return llmk_fail(LLMK_INVALID_TOKEN, "exec: token id %d (index %zu) outside the vocabulary [0, %d)", ids[i],
+                             i, ex->m->hp.n_vocab);
+    return LLMK_OK;
+}
+
+int llmk_exec_eval(struct llmk_exec *ex, int32_t seq, const int32_t *ids, size_t n, float *logits, size_t cap,
+                   bool all_positions) {
+    if (!ex || (!ids && n)) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_exec_eval: NULL argument");
+    if (n == 0) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_exec_eval: no tokens");
+    if (seq < 0 || seq >= ex->n_seq)
+        return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_exec_eval: sequence %d outside [0, %d)", seq, ex->n_seq);
+    int32_t pos = ex->pos[seq];
+    if (n > (size_t)(ex->n_ctx - pos))
+        return llmk_fail(LLMK_CONTEXT_FULL, "exec: %zu tokens at position %d exceed the context of %d", n, pos,
+                         ex->n_ctx);
+    int st = check_ids(ex, ids, n);
+    if (st != LLMK_OK) return st;
+    size_t V = (size_t)ex->m->hp.n_vocab;
+    if (logits) {
+        uint64_t need;
+        if (!llmk_mul_u64(all_positions ? n : 1, V, &need) || cap < need)
+            return llmk_fail(LLMK_BUFFER_TOO_SMALL, "exec: logits buffer holds %zu floats, %zu x %zu needed", cap,
+                             all_positions ? n : 1, V);
+    }
+    for (size_t off = 0; off < n; off += (size_t)ex->n_batch) {
+        size_t c = n - off < (size_t)ex->n_batch ? n - off : (size_t)ex->n_batch;
+        bool last = off + c == n;
+        ex->n_rows = (int32_t)c;
+        for (size_t t = 0; t < c; t++)
+            ex->row_id[t] = ids[off + t], ex->row_seq[t] = seq, ex->row_pos[t] = pos + (int32_t)(off + t);
+        ex->run_final = logits && (all_positions || last);
+        ex->out_first = all_positions ? 0 : (int32_t)c - 1;
+        ex->logits = all_positions && logits ? logits + off * V : logits;
+        run_program(ex);
+    }
+    ex->pos[seq] = pos + (int32_t)n;
+    return LLMK_OK;
+}
+
+int llmk_exec_decode_batch(struct llmk_exec *ex, const int32_t *seqs, const int32_t *ids, size_t B, float *logits,
+                           size_t cap, int32_t *argmax) {
+    if (!ex || !seqs || !ids) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_exec_decode_batch: NULL argument");
+    if (B == 0 || B > (size_t)ex->rows_cap || B > (size_t)ex->n_seq)
+        return llmk_fail(LLMK_INVALID_ARGUMENT, "exec: batch of %zu sequences (1..%d)", B, ex->n_seq);
+    int st = check_ids(ex, ids, B);
+    if (st != LLMK_OK) return st;
+    for (size_t b = 0; b < B; b++) {
+        if (seqs[b] < 0 || seqs[b] >= ex->n_seq)
+            return llmk_fail(LLMK_INVALID_ARGUMENT, "exec: batch row %zu: sequence %d outside [0, %d)", b, seqs[b],
+                             ex->n_seq);
+        for (size_t c = 0; c < b; c++)
+            if (seqs[c] == seqs[b])
+                return llmk_fail(LLMK_INVALID_ARGUMENT, "exec: sequence %d appears twice in one batch (rows %zu, %zu)",
+                                 seqs[b], c, b);
+        if (ex->pos[seqs[b]] >= ex->n_ctx)
+            return llmk_fail(LLMK_CONTEXT_FULL, "exec: sequence %d is at position %d, the context holds %d", seqs[b],
+                             ex->pos[seqs[b]], ex->n_ctx);
+    }
+    size_t V = (size_t)ex->m->hp.n_vocab;
+    if (logits && cap < B * V)
+        return llmk_fail(LLMK_BUFFER_TOO_SMALL, "exec: logits buffer holds %zu floats, %zu x %zu needed", cap, B, V);
+    ex->n_rows = (int32_t)B;
+    for (size_t b = 0; b < B; b++) ex->row_id[b] = ids[b], ex->row_seq[b] = seqs[b], ex->row_pos[b] = ex->pos[seqs[b]];
+    ex->run_final = logits || argmax;
+    ex->out_first = 0;
+    ex->logits = logits ? logits : ex->buf[LLMK_BUF_LOGITS];
+    run_program(ex);
+    for (size_t b = 0; b < B; b++) {
+        ex->pos[seqs[b]]++;
+        if (argmax) argmax[b] = ex->argmax[b];
+    }
+    return LLMK_OK;
+}
+
+int32_t llmk_exec_argmax(const struct llmk_exec *ex, size_t row) {
+    return ex && row < (size_t)ex->rows_cap ? ex->argmax[row] : -1;
+}
+
+int llmk_exec_truncate(struct llmk_exec *ex, int32_t seq, int32_t pos) {
+    if (!ex || seq < 0 || seq >= ex->n_seq)
+        return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_exec_truncate: no sequence %d", seq);
+    if (pos < 0 || pos > ex->pos[seq])
+        return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_exec_truncate: position %d outside [0, %d]", pos, ex->pos[seq]);
+    ex->pos[seq] = pos;
+    return LLMK_OK;
+}
+
+int32_t llmk_exec_pos(const struct llmk_exec *ex, int32_t seq) {
+    return ex && seq >= 0 && seq < ex->n_seq ? ex->pos[seq] : 0;
+}
+int32_t llmk_exec_n_ctx(const struct llmk_exec *ex) { return ex ? ex->n_ctx : 0; }
+int llmk_exec_n_threads(const struct llmk_exec *ex) { return ex ? ex->nth : 0; }
+const struct llmk_program *llmk_exec_program(const struct llmk_exec *ex) { return &ex->prog; }
+const char *llmk_exec_kernels(const struct llmk_exec *ex) { return ex->xk->name; }
+void llmk_exec_set_phase_mode(struct llmk_exec *ex, bool on) { ex->phase_mode = on; }
+void llmk_exec_reset_timings(struct llmk_exec *ex) {
+    memset(ex->phase_ns, 0, (size_t)ex->prog.n_phases * sizeof(double));
+}
+const double *llmk_exec_phase_ns(const struct llmk_exec *ex) { return ex->phase_ns; }

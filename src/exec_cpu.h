@@ -1,0 +1,59 @@
+/* The CPU executor: runs a model's phase program (src/program.h) on a
+ * persistent worker pool. One llmk_pool_run per evaluation; inside it every
+ * worker walks the whole program, takes its share of each phase by a
+ * partition that depends only on the shape, and crosses a barrier between
+ * phases. All scratch and the KV caches of n_seq sequences are allocated at
+ * init; nothing is allocated and no thread is created per token.
+ *
+ * Determinism (tests/test_exec.c): every output element is computed by one
+ * worker in a fixed order, so logits are bitwise identical for any thread
+ * count, for a sequence alone or inside a batched decode step, for prefill in
+ * one chunk or token by token, and in phase-at-a-time mode. docs/executor.md. */
+#ifndef LLMK_EXEC_CPU_H
+#define LLMK_EXEC_CPU_H
+
+#include "model.h"
+#include "program.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct llmk_exec_params {
+    int32_t n_ctx;     /* KV capacity per sequence; <= 0: the model's n_ctx_train (capped at 4096) */
+    int32_t n_threads; /* <= 0: one per online CPU */
+    int32_t n_batch;   /* rows per forward chunk (prefill); <= 0: 512 */
+    int32_t n_seq;     /* sequences with their own KV cache; <= 0: 1 */
+    uint32_t kv_type;  /* LLMK_TYPE_F32 (default when 0) or LLMK_TYPE_F16 */
+};
+
+struct llmk_exec;
+
+int llmk_exec_init(const struct llmk_model *m, const struct llmk_exec_params *p, struct llmk_exec **out);
+void llmk_exec_free(struct llmk_exec *ex);
+
+/* Append n tokens to sequence seq at its position and advance it. logits:
+ * NULL (no LM head), the last row, or all n rows (all_positions); cap in
+ * floats. On failure the position is unchanged. */
+int llmk_exec_eval(struct llmk_exec *ex, int32_t seq, const int32_t *ids, size_t n, float *logits, size_t cap,
+                   bool all_positions);
+/* One decode step for B distinct sequences: row b appends ids[b] to seqs[b].
+ * logits (may be NULL): B rows of n_vocab. argmax (may be NULL): B ids. */
+int llmk_exec_decode_batch(struct llmk_exec *ex, const int32_t *seqs, const int32_t *ids, size_t B, float *logits,
+                           size_t cap, int32_t *argmax);
+/* Greedy id of each logits row of the last call that ran the LM head
+ * (row i of its logits). */
+int32_t llmk_exec_argmax(const struct llmk_exec *ex, size_t row);
+int llmk_exec_truncate(struct llmk_exec *ex, int32_t seq, int32_t pos);
+int32_t llmk_exec_pos(const struct llmk_exec *ex, int32_t seq);
+int32_t llmk_exec_n_ctx(const struct llmk_exec *ex);
+int llmk_exec_n_threads(const struct llmk_exec *ex);
+const struct llmk_program *llmk_exec_program(const struct llmk_exec *ex);
+const char *llmk_exec_kernels(const struct llmk_exec *ex);
+
+/* Phase-at-a-time mode: one pool region per phase, timed. Bitwise identical
+ * to the fused run. Timings accumulate until reset: ns[i] for phase i. */
+void llmk_exec_set_phase_mode(struct llmk_exec *ex, bool on);
+void llmk_exec_reset_timings(struct llmk_exec *ex);
+const double *llmk_exec_phase_ns(const struct llmk_exec *ex);
+
+#endif

@@ -1,0 +1,89 @@
+/* Scalar reference attention / SwiGLU kernels of the executor and their
+ * dispatch (see attn.h). */
+#include "kernels/attn.h"
+
+#include "codec/codec.h"
+#include "codec/half.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+static inline float kv_at(const void *p, int64_t i, int f16) {
+    return f16 ? llmk_fp16_to_fp32(((const uint16_t *)p)[i]) : ((const float *)p)[i];
+}
+
+static void chunk_ref(const float *q, const void *k, const void *v, int64_t n, int64_t stride, int hd,
+                      float scale, float *part, float *scores, int f16) {
+    float m = -INFINITY;
+    for (int64_t j = 0; j < n; j++) {
+        float s = 0;
+        for (int d = 0; d < hd; d++) s += q[d] * kv_at(k, j * stride + d, f16);
+        s *= scale;
+        scores[j] = s;
+        if (s > m) m = s;
+    }
+    float l = 0, *o = part + 2;
+    for (int d = 0; d < hd; d++) o[d] = 0;
+    for (int64_t j = 0; j < n; j++) {
+        float p = expf(scores[j] - m);
+        l += p;
+        for (int d = 0; d < hd; d++) o[d] += p * kv_at(v, j * stride + d, f16);
+    }
+    part[0] = m;
+    part[1] = l;
+}
+
+static void chunk_ref_f32(const float *q, const void *k, const void *v, int64_t n, int64_t stride, int hd,
+                          float scale, float *part, float *scores) {
+    chunk_ref(q, k, v, n, stride, hd, scale, part, scores, 0);
+}
+static void chunk_ref_f16(const float *q, const void *k, const void *v, int64_t n, int64_t stride, int hd,
+                          float scale, float *part, float *scores) {
+    chunk_ref(q, k, v, n, stride, hd, scale, part, scores, 1);
+}
+
+static void swiglu_ref(float *g, const float *u, int64_t n) {
+    for (int64_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+void llmk_attn_merge(const float *parts, int nc, int hd, float *out) {
+    if (nc == 1) { /* exp(0) = 1: the single-chunk case is just o / l */
+        float inv = 1.0f / parts[1];
+        for (int d = 0; d < hd; d++) out[d] = parts[2 + d] * inv;
+        return;
+    }
+    float mx = -INFINITY;
+    for (int c = 0; c < nc; c++)
+        if (parts[(int64_t)c * (hd + 2)] > mx) mx = parts[(int64_t)c * (hd + 2)];
+    float l = 0;
+    for (int d = 0; d < hd; d++) out[d] = 0;
+    for (int c = 0; c < nc; c++) {
+        const float *p = parts + (int64_t)c * (hd + 2);
+        float w = expf(p[0] - mx);
+        l += p[1] * w;
+        for (int d = 0; d < hd; d++) out[d] += p[2 + d] * w;
+    }
+    float inv = 1.0f / l;
+    for (int d = 0; d < hd; d++) out[d] *= inv;
+}
+
+static const struct llmk_xkernels ref_kernels = {chunk_ref_f32, chunk_ref_f16, swiglu_ref, "ref"};
+static struct llmk_xkernels chosen;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+static void choose(void) {
+    chosen = ref_kernels;
+    const char *e = getenv("LLMK_KERNELS");
+    if (e && strcmp(e, "ref") == 0) return;
+#if defined(__x86_64__)
+    if (llmk_cpu_detect() & LLMK_CPU_AVX2) llmk_xkernels_avx2(&chosen);
+#endif
+}
+
+const struct llmk_xkernels *llmk_xkernels_get(void) {
+    pthread_once(&once, choose);
+    return &chosen;
+}
+const struct llmk_xkernels *llmk_xkernels_ref(void) { return &ref_kernels; }

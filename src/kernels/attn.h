@@ -1,0 +1,41 @@
+/* Fast-path attention and activation kernels of the CPU executor
+ * (src/exec_cpu.c): a scalar _ref version of each (src/kernels/attn.c) and
+ * AVX2 versions (src/kernels/attn_avx2.c), chosen once per process.
+ *
+ * Attention over a cache is computed in fixed key chunks of LLMK_ATTN_CHUNK
+ * positions: each chunk gives a partial (max score m, sum of exp l, weighted
+ * value sum o), and partials are merged in chunk order by log-sum-exp. The
+ * chunking depends only on the position, so a query's result is the same
+ * whichever worker computes which chunk, and whether the query is decoded
+ * alone or inside a prefill chunk. */
+#ifndef LLMK_KERNELS_ATTN_H
+#define LLMK_KERNELS_ATTN_H
+
+#include <stdint.h>
+
+#define LLMK_ATTN_CHUNK 128
+
+/* Partial of one chunk: part = [m, l, o[0..hd)]. K/V rows are `stride`
+ * elements apart, f32 (kv_f16 false) or f16. scores: LLMK_ATTN_CHUNK floats. */
+typedef void (*llmk_attn_chunk_fn)(const float *q, const void *k, const void *v, int64_t n, int64_t stride,
+                                   int hd, float scale, float *part, float *scores);
+/* g[i] = silu(g[i]) * u[i] */
+typedef void (*llmk_swiglu_fn)(float *g, const float *u, int64_t n);
+
+struct llmk_xkernels {
+    llmk_attn_chunk_fn attn_f32, attn_f16;
+    llmk_swiglu_fn swiglu;
+    const char *name; /* "ref" or "avx2" */
+};
+
+/* The kernels this process uses (AVX2 when the CPU has it and LLMK_KERNELS
+ * is not "ref"). */
+const struct llmk_xkernels *llmk_xkernels_get(void);
+const struct llmk_xkernels *llmk_xkernels_ref(void);
+/* Fills k with the AVX2 kernels (src/kernels/attn_avx2.c). */
+void llmk_xkernels_avx2(struct llmk_xkernels *k);
+
+/* Merge nc partials (each hd + 2 floats, consecutive) in order into out[hd]. */
+void llmk_attn_merge(const float *parts, int nc, int hd, float *out);
+
+#endif

@@ -1,0 +1,125 @@
+/* AVX2 + FMA + F16C attention chunk and SwiGLU kernels of the executor (see
+ * attn.h). exp is a vector polynomial (Cephes' expf coefficients, published
+ * constants) with about 1 ulp of error in the range softmax uses; every lane
+ * follows the same instruction sequence, so results depend only on values,
+ * never on where a chunk or row starts. */
+#include "kernels/attn.h"
+
+#include <immintrin.h>
+#include <math.h>
+
+static inline __m256 vexp(__m256 x) {
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    __m256 r2 = _mm256_mul_ps(r, r);
+    __m256 y = _mm256_fmadd_ps(p, r2, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+}
+
+static inline float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline __m256 ld(const void *p, int64_t i, int f16) {
+    if (f16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + i)));
+    return _mm256_loadu_ps((const float *)p + i);
+}
+
+static inline void chunk(const float *q, const void *k, const void *v, int64_t n, int64_t stride, int hd,
+                         float scale, float *part, float *scores, int f16) {
+    float m = -INFINITY;
+    for (int64_t j = 0; j < n; j++) {
+        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+        int d = 0;
+        for (; d + 16 <= hd; d += 16) {
+            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), ld(k, j * stride + d, f16), a0);
+            a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d + 8), ld(k, j * stride + d + 8, f16), a1);
+        }
+        if (d < hd) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), ld(k, j * stride + d, f16), a0);
+        float s = hsum8(_mm256_add_ps(a0, a1)) * scale;
+        scores[j] = s;
+        if (s > m) m = s;
+    }
+    __m256 vm = _mm256_set1_ps(m);
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) _mm256_storeu_ps(scores + j, vexp(_mm256_sub_ps(_mm256_loadu_ps(scores + j), vm)));
+    if (j < n) {
+        float t[8] = {0};
+        for (int64_t i = j; i < n; i++) t[i - j] = scores[i];
+        _mm256_storeu_ps(t, vexp(_mm256_sub_ps(_mm256_loadu_ps(t), vm)));
+        for (int64_t i = j; i < n; i++) scores[i] = t[i - j];
+    }
+    float l = 0, *o = part + 2;
+    for (j = 0; j < n; j++) l += scores[j];
+    if (hd == 64) {
+        __m256 o0 = _mm256_setzero_ps(), o1 = o0, o2 = o0, o3 = o0, o4 = o0, o5 = o0, o6 = o0, o7 = o0;
+        for (j = 0; j < n; j++) {
+            __m256 p = _mm256_set1_ps(scores[j]);
+            int64_t b = j * stride;
+            o0 = _mm256_fmadd_ps(p, ld(v, b, f16), o0);
+            o1 = _mm256_fmadd_ps(p, ld(v, b + 8, f16), o1);
+            o2 = _mm256_fmadd_ps(p, ld(v, b + 16, f16), o2);
+            o3 = _mm256_fmadd_ps(p, ld(v, b + 24, f16), o3);
+            o4 = _mm256_fmadd_ps(p, ld(v, b + 32, f16), o4);
+            o5 = _mm256_fmadd_ps(p, ld(v, b + 40, f16), o5);
+            o6 = _mm256_fmadd_ps(p, ld(v, b + 48, f16), o6);
+            o7 = _mm256_fmadd_ps(p, ld(v, b + 56, f16), o7);
+        }
+        _mm256_storeu_ps(o, o0), _mm256_storeu_ps(o + 8, o1), _mm256_storeu_ps(o + 16, o2);
+        _mm256_storeu_ps(o + 24, o3), _mm256_storeu_ps(o + 32, o4), _mm256_storeu_ps(o + 40, o5);
+        _mm256_storeu_ps(o + 48, o6), _mm256_storeu_ps(o + 56, o7);
+    } else {
+        for (int d = 0; d < hd; d += 8) {
+            __m256 acc = _mm256_setzero_ps();
+            for (j = 0; j < n; j++) acc = _mm256_fmadd_ps(_mm256_set1_ps(scores[j]), ld(v, j * stride + d, f16), acc);
+            _mm256_storeu_ps(o + d, acc);
+        }
+    }
+    part[0] = m;
+    part[1] = l;
+}
+
+static void chunk_f32(const float *q, const void *k, const void *v, int64_t n, int64_t stride, int hd, float scale,
+                      float *part, float *scores) {
+    chunk(q, k, v, n, stride, hd, scale, part, scores, 0);
+}
+static void chunk_f16(const float *q, const void *k, const void *v, int64_t n, int64_t stride, int hd, float scale,
+                      float *part, float *scores) {
+    chunk(q, k, v, n, stride, hd, scale, part, scores, 1);
+}
+
+static inline __m256 silu_mul(__m256 g, __m256 u) {
+    __m256 e = vexp(_mm256_sub_ps(_mm256_setzero_ps(), g));
+    return _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), u);
+}
+
+static void swiglu(float *g, const float *u, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(g + i, silu_mul(_mm256_loadu_ps(g + i), _mm256_loadu_ps(u + i)));
+    if (i < n) {
+        float tg[8] = {0}, tu[8] = {0};
+        for (int64_t j = i; j < n; j++) tg[j - i] = g[j], tu[j - i] = u[j];
+        _mm256_storeu_ps(tg, silu_mul(_mm256_loadu_ps(tg), _mm256_loadu_ps(tu)));
+        for (int64_t j = i; j < n; j++) g[j] = tg[j - i];
+    }
+}
+
+void llmk_xkernels_avx2(struct llmk_xkernels *k) {
+    k->attn_f32 = chunk_f32;
+    k->attn_f16 = chunk_f16;
+    k->swiglu = swiglu;
+    k->name = "avx2";
+}

@@ -1,0 +1,289 @@
+/* The CPU executor (src/exec_cpu.c): its determinism promises, bitwise, on a
+ * tiny generated model with mixed codecs (so every activation form and both
+ * attention-quantization routes run) and, when present, the default model:
+ *   - 1 thread vs 2 threads;
+ *   - prefill in one chunk vs token by token (promised by the executor: the
+ *     matmul dot kernels and attention key chunks do not depend on M);
+ *   - a sequence decoded alone vs inside a batch of 4 with other prompts;
+ *   - fused vs phase-at-a-time; repeated runs;
+ * plus closeness to the f32 session path and the refusals. */
+#include "check.h"
+#include "exec_cpu.h"
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum { T_LAYERS = 2, T_EMBD = 64, T_FF = 128, T_HEAD = 4, T_HEAD_KV = 2, T_HD = 16, T_VOCAB = 256 };
+
+static uint64_t rng = 1;
+static float frand(void) {
+    rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (float)((rng >> 40) & 0xffffff) / (float)(1 << 23) - 1.0f;
+}
+
+struct arena {
+    void *p[128];
+    int n;
+};
+static void *hold(struct arena *a, void *p) {
+    if (a->n < 128) a->p[a->n++] = p;
+    return p;
+}
+
+static void tensor(llmk_gguf_writer *w, struct arena *a, const char *name, uint32_t type, uint64_t ne0, uint64_t ne1) {
+    uint64_t n = ne0 * ne1, ne[2] = {ne0, ne1}, rb = 0;
+    float *f = hold(a, malloc(n * sizeof *f));
+    int norm = strstr(name, "norm") != NULL;
+    for (uint64_t i = 0; i < n; i++) f[i] = norm ? 1.0f + 0.2f * frand() : 0.3f * frand();
+    llmk_row_bytes(type, ne0, &rb);
+    void *data = f;
+    if (type != LLMK_TYPE_F32) {
+        data = hold(a, malloc(rb * ne1));
+        for (uint64_t r = 0; r < ne1; r++) llmk_quantize_row(type, f + r * ne0, (char *)data + r * rb, (int64_t)ne0);
+    }
+    llmk_gguf_writer_add_tensor(w, name, type, ne1 > 1 ? 2 : 1, ne, data, rb * ne1);
+}
+
+/* qk_norm: qwen3 (per-head Q/K norms); otherwise llama. */
+static llmk_model *tiny_model(int qk_norm) {
+    const char *arch = qk_norm ? "qwen3" : "llama";
+    char path[] = "/tmp/llmk_test_exec_XXXXXX", key[96], n[64];
+    int fd = mkstemp(path);
+    if (fd < 0) return NULL;
+    close(fd);
+    rng = 12345;
+    llmk_gguf_writer *w;
+    struct arena a = {0};
+    if (llmk_gguf_writer_init(&w) != LLMK_OK) return NULL;
+    llmk_gguf_writer_set_str(w, "general.architecture", arch);
+#define KEY(s) (snprintf(key, sizeof key, "%s." s, arch), key)
+    llmk_gguf_writer_set_u32(w, KEY("block_count"), T_LAYERS);
+    llmk_gguf_writer_set_u32(w, KEY("embedding_length"), T_EMBD);
+    llmk_gguf_writer_set_u32(w, KEY("feed_forward_length"), T_FF);
+    llmk_gguf_writer_set_u32(w, KEY("attention.head_count"), T_HEAD);
+    llmk_gguf_writer_set_u32(w, KEY("attention.head_count_kv"), T_HEAD_KV);
+    llmk_gguf_writer_set_u32(w, KEY("attention.key_length"), T_HD);
+    llmk_gguf_writer_set_u32(w, KEY("context_length"), 512);
+    llmk_gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), 1e-6f);
+    llmk_gguf_writer_set_f32(w, KEY("rope.freq_base"), 10000.0f);
+#undef KEY
+    tensor(w, &a, "token_embd.weight", LLMK_TYPE_Q8_0, T_EMBD, T_VOCAB);
+    tensor(w, &a, "output_norm.weight", LLMK_TYPE_F32, T_EMBD, 1);
+    for (int il = 0; il < T_LAYERS; il++) {
+#define T(suffix, type, x, y) (snprintf(n, sizeof n, "blk.%d." suffix, il), tensor(w, &a, n, type, x, y))
+        T("attn_norm.weight", LLMK_TYPE_F32, T_EMBD, 1);
+        T("attn_q.weight", LLMK_TYPE_Q4_1, T_EMBD, T_HEAD * T_HD);
+        T("attn_k.weight", LLMK_TYPE_Q8_0, T_EMBD, T_HEAD_KV * T_HD);
+        T("attn_v.weight", LLMK_TYPE_F16, T_EMBD, T_HEAD_KV * T_HD);
+        T("attn_output.weight", LLMK_TYPE_Q4_1, T_HEAD * T_HD, T_EMBD);
+        if (qk_norm) {
+            T("attn_q_norm.weight", LLMK_TYPE_F32, T_HD, 1);
+            T("attn_k_norm.weight", LLMK_TYPE_F32, T_HD, 1);
+        }
+        T("ffn_norm.weight", LLMK_TYPE_F32, T_EMBD, 1);
+        T("ffn_gate.weight", LLMK_TYPE_Q4_1, T_EMBD, T_FF);
+        T("ffn_up.weight", LLMK_TYPE_Q4_0, T_EMBD, T_FF);
+        T("ffn_down.weight", LLMK_TYPE_Q4_1, T_FF, T_EMBD);
+#undef T
+    }
+    int st = llmk_gguf_writer_write(w, path);
+    llmk_gguf_writer_free(w);
+    for (int i = 0; i < a.n; i++) free(a.p[i]);
+    llmk_model *m = NULL;
+    if (st == LLMK_OK) st = llmk_model_load(path, &m);
+    unlink(path);
+    if (st != LLMK_OK) fprintf(stderr, "tiny model: %s\n", llmk_last_error());
+    return m;
+}
+
+static struct llmk_exec *mk(const llmk_model *m, int threads, int n_batch, int n_seq, uint32_t kv) {
+    struct llmk_exec_params p = {.n_ctx = 512, .n_threads = threads, .n_batch = n_batch, .n_seq = n_seq, .kv_type = kv};
+    struct llmk_exec *ex = NULL;
+    int st = llmk_exec_init(m, &p, &ex);
+    if (st != LLMK_OK) fprintf(stderr, "exec init: %s\n", llmk_last_error());
+    return ex;
+}
+
+/* all-position logits of ids under a configuration; step > 0 feeds the
+ * tokens in calls of `step`. */
+static float *run(const llmk_model *m, int threads, int n_batch, uint32_t kv, bool phases, const int32_t *ids,
+                  size_t n, size_t step) {
+    size_t V = (size_t)llmk_model_hparams(m)->n_vocab;
+    float *out = malloc(n * V * sizeof *out);
+    struct llmk_exec *ex = mk(m, threads, n_batch, 1, kv);
+    if (!ex || !out) {
+        free(out);
+        llmk_exec_free(ex);
+        return NULL;
+    }
+    llmk_exec_set_phase_mode(ex, phases);
+    for (size_t off = 0; off < n; off += step) {
+        size_t c = n - off < step ? n - off : step;
+        CHECK_STATUS(llmk_exec_eval(ex, 0, ids + off, c, out + off * V, (n - off) * V, true), LLMK_OK);
+    }
+    llmk_exec_free(ex);
+    return out;
+}
+
+static int same(const float *a, const float *b, size_t n) { return a && b && memcmp(a, b, n * sizeof *a) == 0; }
+
+static void tokens(int32_t *ids, size_t n, int32_t V, uint32_t seed) {
+    for (size_t i = 0; i < n; i++) ids[i] = (int32_t)((i * 7919u + seed * 131u + 17u) % (uint32_t)V);
+}
+
+static void determinism(const llmk_model *m, size_t n, uint32_t kv, const char *what) {
+    size_t V = (size_t)llmk_model_hparams(m)->n_vocab;
+    int32_t *ids = malloc(n * sizeof *ids);
+    tokens(ids, n, (int32_t)V, 1);
+    float *base = run(m, 1, 512, kv, false, ids, n, n);
+    float *two = run(m, 2, 512, kv, false, ids, n, n);
+    float *again = run(m, 2, 512, kv, false, ids, n, n);
+    float *tok = run(m, 2, 512, kv, false, ids, n, 1);
+    float *small = run(m, 2, 7, kv, false, ids, n, n);
+    float *ph = run(m, 2, 512, kv, true, ids, n, n);
+    fprintf(stderr, "  %s: n=%zu kv=%s\n", what, n, llmk_type_name(kv));
+    CHECK(same(base, two, n * V));   /* 1 vs 2 threads */
+    CHECK(same(two, again, n * V));  /* repeated run */
+    CHECK(same(base, tok, n * V));   /* one chunk vs token by token */
+    CHECK(same(base, small, n * V)); /* chunks of 7 rows */
+    CHECK(same(base, ph, n * V));    /* phase-at-a-time */
+    free(base), free(two), free(again), free(tok), free(small), free(ph), free(ids);
+}
+
+/* Four sequences with different prompts; each decoded alone and all four in
+ * one batch step after step: every row's logits bitwise equal. */
+static void batch(const llmk_model *m, int threads, size_t steps) {
+    size_t V = (size_t)llmk_model_hparams(m)->n_vocab;
+    enum { B = 4 };
+    size_t plen[B] = {5, 140, 1, 33};
+    int32_t prompt[B][160], gen[B][64];
+    float *alone = malloc(B * steps * V * sizeof *alone), *batched = malloc(B * V * sizeof *batched);
+    for (int b = 0; b < B; b++) {
+        tokens(prompt[b], plen[b], (int32_t)V, (uint32_t)(b + 3));
+        for (size_t s = 0; s < steps; s++) gen[b][s] = (int32_t)((s * 31 + (size_t)b * 7 + 1) % V);
+        struct llmk_exec *ex = mk(m, threads, 64, 1, LLMK_TYPE_F32);
+        CHECK_STATUS(llmk_exec_eval(ex, 0, prompt[b], plen[b], NULL, 0, false), LLMK_OK);
+        for (size_t s = 0; s < steps; s++)
+            CHECK_STATUS(llmk_exec_eval(ex, 0, &gen[b][s], 1, alone + (b * steps + s) * V, V, false), LLMK_OK);
+        llmk_exec_free(ex);
+    }
+    struct llmk_exec *ex = mk(m, threads, 64, B, LLMK_TYPE_F32);
+    for (int b = 0; b < B; b++) CHECK_STATUS(llmk_exec_eval(ex, b, prompt[b], plen[b], NULL, 0, false), LLMK_OK);
+    int ok = 1;
+    for (size_t s = 0; s < steps; s++) {
+        int32_t seqs[B], ids[B], am[B];
+        for (int b = 0; b < B; b++) { /* rotate the row order every step */
+            int sq = (int)((b + s) % B);
+            seqs[b] = sq, ids[b] = gen[sq][s];
+        }
+        CHECK_STATUS(llmk_exec_decode_batch(ex, seqs, ids, B, batched, B * V, am), LLMK_OK);
+        for (int b = 0; b < B; b++) {
+            const float *want = alone + ((size_t)seqs[b] * steps + s) * V;
+            if (memcmp(batched + b * V, want, V * sizeof(float)) != 0) ok = 0;
+            int32_t best = 0;
+            for (size_t i = 1; i < V; i++)
+                if (want[i] > want[best]) best = (int32_t)i;
+            if (am[b] != best) ok = 0;
+        }
+    }
+    CHECK(ok);
+    for (int b = 0; b < B; b++) CHECK_EQ_INT(llmk_exec_pos(ex, b), (int32_t)(plen[b] + steps));
+    llmk_exec_free(ex);
+    free(alone), free(batched);
+}
+
+/* Fast path vs the f32 session path: close (quantized activations), argmax
+ * mostly equal. A wrong phase (e.g. RoPE or residual missing) fails this. */
+static void vs_f32(const llmk_model *m, size_t n, double max_rel) {
+    size_t V = (size_t)llmk_model_hparams(m)->n_vocab;
+    int32_t *ids = malloc(n * sizeof *ids);
+    tokens(ids, n, (int32_t)V, 9);
+    float *fast = run(m, 2, 512, LLMK_TYPE_F32, false, ids, n, n);
+    float *f16 = run(m, 2, 512, LLMK_TYPE_F16, false, ids, n, n);
+    float *ref = malloc(n * V * sizeof *ref);
+    llmk_session_params sp = {.n_ctx = 512, .n_threads = 2, .path = LLMK_PATH_F32};
+    llmk_session *s = NULL;
+    CHECK_STATUS(llmk_session_init(m, &sp, &s), LLMK_OK);
+    CHECK_STATUS(llmk_session_eval(s, ids, n, ref, n * V, true), LLMK_OK);
+    llmk_session_free(s);
+    double num = 0, den = 0, num16 = 0;
+    size_t agree = 0;
+    for (size_t t = 0; t < n; t++) {
+        size_t a = 0, b = 0;
+        for (size_t i = 0; i < V; i++) {
+            double d = (double)fast[t * V + i] - ref[t * V + i], d16 = (double)f16[t * V + i] - fast[t * V + i];
+            num += d * d, den += (double)ref[t * V + i] * ref[t * V + i], num16 += d16 * d16;
+            if (fast[t * V + i] > fast[t * V + a]) a = i;
+            if (ref[t * V + i] > ref[t * V + b]) b = i;
+        }
+        agree += a == b;
+    }
+    double rel = sqrt(num / den), rel16 = sqrt(num16 / den);
+    fprintf(stderr, "  fast vs f32: rel l2 %.3g, argmax agree %zu/%zu; f16 kv vs f32 kv rel l2 %.3g\n", rel, agree, n,
+            rel16);
+    CHECK(rel < max_rel);
+    CHECK(agree * 10 >= n * 9);
+    CHECK(rel16 < 0.05 && rel16 > 0); /* f16 rounding, amplified by re-quantized activations */
+    free(ids), free(fast), free(f16), free(ref);
+}
+
+static void refusals(const llmk_model *m) {
+    struct llmk_exec *ex = NULL;
+    struct llmk_exec_params p = {.n_ctx = 8, .n_threads = 2, .n_seq = 2, .kv_type = LLMK_TYPE_Q8_0};
+    CHECK_STATUS(llmk_exec_init(m, &p, &ex), LLMK_UNSUPPORTED);
+    CHECK(ex == NULL);
+    p.kv_type = 0;
+    CHECK_STATUS(llmk_exec_init(m, &p, &ex), LLMK_OK);
+    int32_t ids[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9}, bad = T_VOCAB, seqs[2] = {1, 1};
+    float lg[T_VOCAB];
+    CHECK_STATUS(llmk_exec_eval(ex, 0, &bad, 1, NULL, 0, false), LLMK_INVALID_TOKEN);
+    CHECK_STATUS(llmk_exec_eval(ex, 0, ids, 9, NULL, 0, false), LLMK_CONTEXT_FULL);
+    CHECK_STATUS(llmk_exec_eval(ex, 2, ids, 1, NULL, 0, false), LLMK_INVALID_ARGUMENT);
+    CHECK_STATUS(llmk_exec_eval(ex, 0, ids, 2, lg, T_VOCAB, true), LLMK_BUFFER_TOO_SMALL);
+    CHECK_EQ_INT(llmk_exec_pos(ex, 0), 0);
+    CHECK_STATUS(llmk_exec_decode_batch(ex, seqs, ids, 2, NULL, 0, NULL), LLMK_INVALID_ARGUMENT);
+    CHECK_STATUS(llmk_exec_eval(ex, 0, ids, 8, lg, T_VOCAB, false), LLMK_OK);
+    seqs[0] = 0;
+    CHECK_STATUS(llmk_exec_decode_batch(ex, seqs, ids, 2, NULL, 0, NULL), LLMK_CONTEXT_FULL);
+    CHECK_STATUS(llmk_exec_truncate(ex, 0, 9), LLMK_INVALID_ARGUMENT);
+    CHECK_STATUS(llmk_exec_truncate(ex, 0, 3), LLMK_OK);
+    CHECK_EQ_INT(llmk_exec_pos(ex, 0), 3);
+    llmk_exec_free(ex);
+}
+
+static const char *default_model(void) {
+    static char path[1024];
+    const char *dir = getenv("LLMK_MODELS"), *home = getenv("HOME");
+    if (dir) snprintf(path, sizeof path, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", dir);
+    else snprintf(path, sizeof path, "%s/.cache/llmk/SmolLM2-135M-Instruct.Q4_1.gguf", home ? home : ".");
+    return path;
+}
+
+int main(void) {
+    for (int qk = 0; qk < 2; qk++) {
+        llmk_model *m = tiny_model(qk);
+        CHECK(m != NULL);
+        if (!m) continue;
+        fprintf(stderr, "tiny %s model\n", qk ? "qwen3" : "llama");
+        determinism(m, 300, LLMK_TYPE_F32, "tiny"); /* crosses key chunks at 128, 256 */
+        determinism(m, 150, LLMK_TYPE_F16, "tiny");
+        batch(m, 2, 6);
+        batch(m, 1, 3);
+        vs_f32(m, 200, 0.05);
+        if (!qk) refusals(m);
+        llmk_model_free(m);
+    }
+    llmk_model *m = NULL;
+    if (access(default_model(), R_OK) == 0 && llmk_model_load(default_model(), &m) == LLMK_OK) {
+        fprintf(stderr, "default model\n");
+        determinism(m, 20, LLMK_TYPE_F32, "smollm2");
+        batch(m, 2, 2);
+        vs_f32(m, 16, 0.1);
+        llmk_model_free(m);
+    } else {
+        fprintf(stderr, "default model not found: its part is skipped\n");
+    }
+    return check_summary("exec");
+}

@@ -193,18 +193,22 @@ static const struct merge_slot *merge_find(const llmk_tokenizer *t, int32_t a, i
 /* ---- pre-tokenizers ---------------------------------------------------------- */
 
 /* Regexes as the models' tokenizer.json define them, written for PCRE2.
- * Hugging Face's regex engine counts U+0085 (NEL) as \s and PCRE2 does not,
- * so the whitespace classes name it explicitly. */
-#define WS "\\s\\x{85}"
-static const char RE_GPT2[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" WS
-                              "\\p{L}\\p{N}]+|[" WS "]+(?![^" WS "])|[" WS "]+";
+ * PCRE2 10.42 still counts U+180E (now a format character) as \s, Hugging
+ * Face's engine does not, so the whitespace pieces leave it out: WS1 is one
+ * whitespace character, PUNCT1 one character that is not whitespace, letter or
+ * number, and END_WS "no non-whitespace follows". */
+#define WS1 "(?:(?!\\x{180E})\\s)"
+#define PUNCT1 "(?:[^\\s\\p{L}\\p{N}]|\\x{180E})"
+#define END_WS "(?!\\S|\\x{180E})"
+static const char RE_GPT2[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?" PUNCT1 "+|" WS1
+                              "+" END_WS "|" WS1 "+";
 static const char RE_DIGIT[] = "\\p{N}";
 static const char RE_LLAMA3[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
-                                "\\p{N}{1,3}| ?[^" WS "\\p{L}\\p{N}]+[\\r\\n]*|[" WS
-                                "]*[\\r\\n]+|[" WS "]+(?![^" WS "])|[" WS "]+";
+                                "\\p{N}{1,3}| ?" PUNCT1 "+[\\r\\n]*|" WS1 "*[\\r\\n]+|" WS1
+                                "+" END_WS "|" WS1 "+";
 static const char RE_QWEN2[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
-                               "\\p{N}| ?[^" WS "\\p{L}\\p{N}]+[\\r\\n]*|[" WS
-                               "]*[\\r\\n]+|[" WS "]+(?![^" WS "])|[" WS "]+";
+                               "\\p{N}| ?" PUNCT1 "+[\\r\\n]*|" WS1 "*[\\r\\n]+|" WS1 "+"
+                               END_WS "|" WS1 "+";
 
 static const struct pre_def {
     const char *name;
@@ -553,6 +557,9 @@ static int load(const llmk_gguf *g, llmk_tokenizer *t) {
         (st = load_optional_id(g, "tokenizer.ggml.eot_token_id", t->n_vocab, &t->eot)) != LLMK_OK ||
         (st = load_optional_id(g, "tokenizer.ggml.unknown_token_id", t->n_vocab, &t->unk)) != LLMK_OK)
         return st;
+    if (t->unk < 0) /* no key: the vocabulary's own unknown token, if it marks one */
+        for (size_t i = 0; i < t->n_vocab && t->unk < 0; i++)
+            if (t->type[i] == TT_UNKNOWN) t->unk = (int32_t)i;
     if ((st = load_optional_bool(g, "tokenizer.ggml.add_bos_token", t->kind == KIND_SPM,
                                  &t->add_bos)) != LLMK_OK ||
         (st = load_optional_bool(g, "tokenizer.ggml.add_space_prefix", t->kind == KIND_SPM,

@@ -70,6 +70,8 @@ TEXTS = [
     ("text<|endoftext|>more <|im_end|>", True),
     ("<|im_start|><|im_start|>x", True),
     ("<|im_start partial <| im_end|> <|im_end", True),
+    ("nel\u0085\u0085!x \u0085 y\u0085\u0085", False),
+    ("mongolian\u180e\u180e!x a\u180e b\u180e \u180e", False),
     ("   ", False),
     ("\n", False),
     ("a\u0301 combining e\u0301 and precomposed é", False),

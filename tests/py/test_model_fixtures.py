@@ -210,3 +210,38 @@ def test_fixtures_are_self_consistent():
             a = tiny_ref(arch, s["name"])
             assert a.shape == (len(s["ids"]), doc["n_vocab"])
             assert int(np.argmax(a[-1])) == s["continuation"][0], (arch, s["name"])
+
+
+# ------------------------------------------------------ sensitivity ---------
+# The comparisons above must be able to tell a model feature from its absence:
+# copy a tiny GGUF, neutralise one feature's tensors in place, and the f32
+# logits must then miss the fixture by far more than the tolerance.
+
+MUTATIONS = {
+    "qwen2-no-qkv-bias": ("qwen2", "tiny_qwen2.gguf", (".attn_q.bias", ".attn_k.bias", ".attn_v.bias"), 0.0),
+    "qwen3-unit-qk-norm": ("qwen3", "tiny_qwen3.gguf", (".attn_q_norm.weight", ".attn_k_norm.weight"), 1.0),
+    "llama3-no-rope-scaling": ("llama3", "tiny_llama3_freqs.gguf", ("rope_freqs.weight",), 1.0),
+}
+
+
+@pytest.mark.parametrize("case", list(MUTATIONS))
+def test_tiny_feature_is_needed(case, tmp_path):
+    import gguf
+
+    arch, fn, suffixes, value = MUTATIONS[case]
+    src = os.path.join(TINY, fn)
+    dst = tmp_path / fn
+    data = bytearray(open(src, "rb").read())
+    hit = 0
+    for t in gguf.GGUFReader(src).tensors:
+        if t.name.endswith(suffixes):
+            assert t.tensor_type == gguf.GGMLQuantizationType.F32
+            off = int(t.data_offset)
+            data[off:off + int(t.n_bytes)] = np.full(int(t.n_elements), value, dtype="<f4").tobytes()
+            hit += 1
+    assert hit, f"no tensor ending in {suffixes} in {fn}"
+    dst.write_bytes(bytes(data))
+    doc = TINY_DOCS[arch]
+    s = doc["sequences"][-1]
+    with pytest.raises(AssertionError, match="rel L2"):
+        check_logits(str(dst), s["ids"], tiny_ref(arch, s["name"]), "f32", doc["n_vocab"])

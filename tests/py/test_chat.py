@@ -114,3 +114,112 @@ def test_refusals(tmp_path):
     p = run("template", "-m", l2, input_bytes=b'[{"role":"user","content":"a"},'
             b'{"role":"user","content":"b"}]', check=False)
     assert p.returncode == 1 and b"alternate" in p.stderr
+
+
+def tokenize_text(text, tmp_path):
+    f = tmp_path / "t.txt"
+    f.write_bytes(text.encode("utf-8"))
+    return json.loads(run("tokenize", "-m", DEFAULT_MODEL, "--special", "--no-bos", "-f",
+                          str(f)).stdout)
+
+
+def verbose_turns(stderr):
+    """{turn: {"reused", "prefilled", "ids", "generated", "evaluated", "why"}} from --verbose."""
+    import re
+    turns = {}
+    for line in stderr.decode("utf-8", "replace").splitlines():
+        m = re.match(r"llmk chat: turn (\d+): reused (\d+) tokens, prefilled (\d+) tokens", line)
+        if m:
+            turns.setdefault(int(m[1]), {}).update(reused=int(m[2]), prefilled=int(m[3]))
+        m = re.match(r"llmk chat: turn (\d+) prompt ids: (\[.*\])", line)
+        if m:
+            turns.setdefault(int(m[1]), {})["ids"] = json.loads(m[2])
+        m = re.match(r"llmk chat: turn (\d+): generated (\d+) tokens \((\d+) evaluated\), (.*)", line)
+        if m:
+            turns.setdefault(int(m[1]), {}).update(generated=int(m[2]), evaluated=int(m[3]),
+                                                   why=m[4])
+    return turns
+
+
+@pytest.mark.skipif(not os.path.exists(DEFAULT_MODEL), reason="default model not present")
+def test_chat_two_turns_reuses_the_cache(tmp_path):
+    save = tmp_path / "conv.json"
+    p = run("chat", "-m", DEFAULT_MODEL, "--temp", "0", "-n", "16", "--verbose", "--save", str(save),
+            input_bytes=b"Hi there\nWhat is 2+2?\n")
+    turns = verbose_turns(p.stderr)
+    assert set(turns) == {1, 2}, p.stderr
+    t1, t2 = turns[1], turns[2]
+    # Turn 1's prompt is token-identical to the jinja2 rendering tokenized by
+    # the reference tokenizer (fixture case 0: one user turn, generation prompt).
+    ref = load("smollm2")["cases"][0]
+    assert ref["messages"] == [{"role": "user", "content": "Hi there"}] and ref["add_generation_prompt"]
+    assert t1["ids"] == ref["ids"]
+    assert t1["reused"] == 0 and t1["prefilled"] == len(t1["ids"])
+    # Turn 2 prefills only what is new: everything in the cache is reused
+    # (turn 1's prompt and the reply tokens that were fed back).
+    assert t2["reused"] == len(t1["ids"]) + t1["evaluated"]
+    assert t2["reused"] + t2["prefilled"] == len(t2["ids"])
+    assert t2["ids"][:len(t1["ids"])] == t1["ids"]
+    # The whole conversation's tokens are the tokenization of its template
+    # rendering (byte-identical to jinja2, test_template_matches_jinja).
+    conv = json.loads(save.read_text(encoding="utf-8"))
+    assert [m["role"] for m in conv] == ["user", "assistant", "user", "assistant"]
+    msgs = tmp_path / "m.json"
+    msgs.write_text(json.dumps(conv[:3]), encoding="utf-8")
+    text = run("template", "-m", DEFAULT_MODEL, "--messages", str(msgs)).stdout.decode()
+    assert t2["ids"] == tokenize_text(text, tmp_path)
+    # What was printed is what the conversation keeps.
+    out = p.stdout.decode()
+    assert out == conv[1]["content"] + "\n" + conv[3]["content"] + "\n"
+
+
+@pytest.mark.skipif(not os.path.exists(DEFAULT_MODEL), reason="default model not present")
+def test_chat_ctrl_c_stops_the_reply_not_the_program(tmp_path):
+    import select
+    import signal
+    import time
+    err = open(tmp_path / "err.txt", "wb")
+    # <|im_end|> (id 2) banned so a reply only ends when interrupted.
+    p = subprocess.Popen([BIN, "chat", "-m", DEFAULT_MODEL, "--verbose", "--seed", "1", "-n",
+                          "100000", "--ctx", "1024", "--logit-bias", "2=-inf"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err)
+    try:
+        def wait_output():
+            deadline = time.time() + 120
+            while time.time() < deadline:
+                r, _, _ = select.select([p.stdout], [], [], 1.0)
+                if r:
+                    return os.read(p.stdout.fileno(), 65536)
+            raise AssertionError("no output")
+
+        def wait_err(needle):
+            deadline = time.time() + 120
+            while time.time() < deadline:
+                if needle in (tmp_path / "err.txt").read_bytes():
+                    return
+                time.sleep(0.1)
+            raise AssertionError(f"no {needle!r} on stderr")
+
+        p.stdin.write(b"Tell me a story.\n")
+        p.stdin.flush()
+        wait_output()
+        p.send_signal(signal.SIGINT)
+        wait_err(b"turn 1: generated")
+        p.stdin.write(b"Another one.\n")
+        p.stdin.flush()
+        wait_err(b"turn 2: reused")
+        p.send_signal(signal.SIGINT)
+        wait_err(b"turn 2: generated")
+        p.stdin.close()
+        assert p.wait(timeout=60) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+        err.close()
+    turns = verbose_turns((tmp_path / "err.txt").read_bytes())
+    assert turns[1]["why"] == "interrupted" and turns[2]["why"] == "interrupted"
+    # the interrupted reply is part of the conversation; at least turn 1's
+    # prompt stays in the cache (the sampled reply's tokens need not be the
+    # canonical tokenization of its text, so not necessarily all of it)
+    assert turns[2]["reused"] >= len(turns[1]["ids"])
+    assert turns[1]["evaluated"] >= 1

@@ -380,7 +380,13 @@ int llmk_exec_init(const struct llmk_model *m, const struct llmk_exec_params *p,
     struct llmk_exec_params dp = {0};
     if (!p) p = &dp;
     const llmk_hparams *hp = &m->hp;
-    uint32_t kvt = p->kv_type ? p->kv_type : LLMK_TYPE_F32;
+    uint32_t kvt = p->kv_type;
+    if (!kvt) { /* callers that do not choose (llmk run/logits through a session) follow LLMK_KV_TYPE */
+        const char *e = getenv("LLMK_KV_TYPE");
+        if (e && *e && llmk_type_from_name(e, &kvt) != LLMK_OK)
+            return llmk_fail(LLMK_INVALID_ARGUMENT, "exec: LLMK_KV_TYPE=%s is not a type name", e);
+        if (!kvt) kvt = LLMK_TYPE_F32;
+    }
     if (kvt != LLMK_TYPE_F32 && kvt != LLMK_TYPE_F16)
         return llmk_fail(LLMK_UNSUPPORTED, "exec: KV cache type %s (f32 and f16 are implemented)",
                          llmk_type_name(kvt) ? llmk_type_name(kvt) : "unknown");

@@ -4,6 +4,7 @@
 #include "internal.h"
 #include "kernels/ops_f32.h"
 #include "model.h"
+#include "exec_cpu.h"
 
 #include <math.h>
 #include <stdatomic.h>
@@ -24,6 +25,7 @@ struct llmk_session {
     llmk_pool *pool;
     int n_threads;
     struct llmk_ref_state *ref;
+    struct llmk_exec *ex; /* LLMK_PATH_FAST: the fused-phase executor (src/exec_cpu.c) */
     /* f32 path */
     struct kv_f32 kv;
     float *rope_cs;  /* [n_ctx][n_rot/2][cos, sin] */
@@ -104,6 +106,8 @@ int llmk_session_init(const llmk_model *m, const llmk_session_params *p, llmk_se
         s->n_threads = llmk_pool_size(s->pool);
         if (s->path == LLMK_PATH_REF)
             st = llmk_ref_state_init(m, n_ctx, s->pool, &s->ref);
+        else if (s->path == LLMK_PATH_FAST)
+            st = llmk_exec_init(m, &(struct llmk_exec_params){n_ctx, p->n_threads, p->n_batch, 1, 0}, &s->ex);
         else
             st = f32_init(s);
     }
@@ -118,6 +122,7 @@ int llmk_session_init(const llmk_model *m, const llmk_session_params *p, llmk_se
 void llmk_session_free(llmk_session *s) {
     if (!s) return;
     if (s->ref) llmk_ref_state_free(s->ref);
+    llmk_exec_free(s->ex);
     if (s->pool) llmk_pool_free(s->pool);
     free(s->kv.k);
     free(s->kv.v);
@@ -266,6 +271,9 @@ int llmk_session_eval(llmk_session *s, const int32_t *ids, size_t n, float *logi
     int st = LLMK_OK;
     if (s->path == LLMK_PATH_REF) {
         st = llmk_ref_eval(s->ref, s->pos, ids, n, logits, all_positions);
+    } else if (s->ex) { /* the executor keeps its own position: align it with a truncation first */
+        if ((st = llmk_exec_truncate(s->ex, 0, s->pos)) == LLMK_OK)
+            st = llmk_exec_eval(s->ex, 0, ids, n, logits, logits_cap, all_positions);
     } else {
         for (size_t off = 0; off < n && st == LLMK_OK; off += (size_t)s->n_batch) {
             size_t c = n - off < (size_t)s->n_batch ? n - off : (size_t)s->n_batch;

@@ -565,6 +565,27 @@ static void test_distributions(void) {
         llmk_sampler_free(s);
     }
 
+    /* Penalties alone, with a fixed history (sampling does not add to it). */
+    {
+        llmk_sampler_params p = only("penalties");
+        p.repeat_penalty = 1.5;
+        p.frequency_penalty = 0.3;
+        p.presence_penalty = 0.2;
+        p.seed = 2024;
+        llmk_sampler *s = make(&p, NV);
+        int32_t hist[3] = {0, 0, 6};
+        for (int i = 0; i < 3; i++) llmk_sampler_accept(s, hist[i]);
+        double pl[NV], want[NV];
+        int all[NV] = {1, 1, 1, 1, 1, 1, 1, 1};
+        for (int i = 0; i < NV; i++) pl[i] = in[i];
+        pl[0] = in[0] / 1.5 - 2 * 0.3 - 0.2; /* positive logit, seen twice */
+        pl[6] = in[6] * 1.5 - 0.3 - 0.2;     /* negative logit, seen once */
+        ref_softmax(pl, all, NV, want);
+        double r = draw_ratio(s, L8, want, NV);
+        CHECK(r < 1);
+        llmk_sampler_free(s);
+    }
+
     /* The default chain (no history): temperature .8, top-k 40 (all 8),
      * min-p .05, top-p .95, composed by hand from the reference stages. */
     llmk_sampler_params p;

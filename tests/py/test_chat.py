@@ -223,3 +223,18 @@ def test_chat_ctrl_c_stops_the_reply_not_the_program(tmp_path):
     # canonical tokenization of its text, so not necessarily all of it)
     assert turns[2]["reused"] >= len(turns[1]["ids"])
     assert turns[1]["evaluated"] >= 1
+
+
+@pytest.mark.skipif(not os.path.exists(DEFAULT_MODEL), reason="default model not present")
+def test_chat_context_full():
+    # A first turn that does not fit: a clear refusal, not a crash.
+    p = run("chat", "-m", DEFAULT_MODEL, "--ctx", "16", input_bytes=b"Hi there\n", check=False)
+    assert p.returncode == 1
+    assert b"llmk_context_full" in p.stderr and b"context holds 16" in p.stderr
+    # A reply that runs into the end of the context ends there, with a message.
+    p = run("chat", "-m", DEFAULT_MODEL, "--ctx", "40", "--verbose", "--temp", "0", "-n", "100",
+            "--logit-bias", "2=-inf", input_bytes=b"Hi there\n")
+    turns = verbose_turns(p.stderr)
+    assert turns[1]["why"] == "context full", p.stderr
+    assert len(turns[1]["ids"]) + turns[1]["evaluated"] == 40
+    assert b"context of 40 tokens is full" in p.stderr

@@ -23,6 +23,8 @@ static void usage(FILE *to) {
             "  -m, --model FILE   the GGUF file (or give it as the only argument)\n"
             "  --tensors          also list every tensor: name, type, shape, offset, bytes\n"
             "  --json             print every metadata value and tensor info as JSON\n"
+            "  --system           print the CPU features detected, the dot kernel chosen per\n"
+            "                     codec, and the codecs this build implements (no model)\n"
             "  -h, --help         this help\n",
             cli_default_model());
 }
@@ -317,6 +319,17 @@ int cmd_info(int argc, char **argv) {
         /* ---- reserved: --system (CPU features, codecs) and --program (the
          * compiled phase program) are added here by their owners; they may
          * return before the model is opened (--system needs no model). ---- */
+        else if (!strcmp(a, "--system")) {
+            size_t n;
+            const char *const *names = llmk_codecs(&n);
+            printf("%s", llmk_cpu_features());
+            printf("codecs (%zu):", n);
+            for (size_t k = 0; k < n; k++) printf(" %s", names[k]);
+            printf("\n");
+            if (fflush(stdout) == 0) return CLI_EXIT_OK;
+            fprintf(stderr, "llmk info: error: %s: writing stdout failed\n", llmk_status_name(LLMK_IO_ERROR));
+            return CLI_EXIT_FAIL;
+        }
         else if (a[0] == '-' && a[1]) {
             return cli_usage_error("info", "unknown option '%s'", a);
         } else if (!model) {

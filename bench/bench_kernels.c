@@ -1,7 +1,9 @@
 /* Matvec (m = 1) per codec at the default model's projection shapes and two
  * larger ones: median microseconds per call and effective weight bandwidth
  * (weight bytes / time), on 1 and 2 threads, next to a read bandwidth measured
- * by the same run (a streaming sum over 512 MiB). Prints; asserts nothing.
+ * by the same run (a streaming sum over 512 MiB), and the fastest call of
+ * each (min1/min2: on a loaded machine the median mostly measures the
+ * scheduler, the minimum the kernel). Prints; asserts nothing.
  * Usage: bench_kernels [codec ...]   (default: every codec)
  * Levers: LLMK_KERNELS=ref, LLMK_CPU_MASK=avx2|none, LLMK_MATMUL_ROUTE. */
 #include "codec/codec.h"
@@ -67,7 +69,8 @@ int main(int argc, char **argv) {
     printf("%s", llmk_cpu_features());
     printf("read bandwidth (streaming sum, 512 MiB): 1 thread %.1f GB/s, 2 threads %.1f GB/s\n",
            read_bw(NULL), read_bw(pools[1]));
-    printf("%-8s %-12s %12s %9s %12s %9s  kernel\n", "codec", "n x k", "us (1 thr)", "GB/s", "us (2 thr)", "GB/s");
+    printf("%-8s %-12s %12s %9s %12s %9s %9s %9s  kernel\n", "codec", "n x k", "us (1 thr)", "GB/s",
+           "us (2 thr)", "GB/s", "min1 us", "min2 us");
     size_t ncodec;
     const char *const *names = llmk_codecs(&ncodec);
     for (size_t ci = 0; ci < ncodec; ci++) {
@@ -101,7 +104,7 @@ int main(int argc, char **argv) {
             size_t ab;
             llmk_qmm_act_bytes(t, 1, k, &ab);
             void *scratch = malloc(ab ? ab : 1);
-            double med[2];
+            double med[2], mins[2];
             for (int p = 0; p < 2; p++) {
                 struct llmk_qmm q;
                 llmk_qmm_init(&q, t, w, n, k, x, 1, y, scratch, LLMK_QMM_AUTO);
@@ -120,12 +123,14 @@ int main(int argc, char **argv) {
                 }
                 qsort(ts, (size_t)reps, sizeof *ts, cmp_d);
                 med[p] = ts[reps / 2];
+                mins[p] = ts[0];
                 free(ts);
             }
             char shape[32];
             snprintf(shape, sizeof shape, "%lldx%lld", (long long)n, (long long)k);
-            printf("%-8s %-12s %12.1f %9.2f %12.1f %9.2f  %s\n", names[ci], shape, med[0] * 1e6,
-                   (double)wbytes / med[0] / 1e9, med[1] * 1e6, (double)wbytes / med[1] / 1e9, kname);
+            printf("%-8s %-12s %12.1f %9.2f %12.1f %9.2f %9.1f %9.1f  %s\n", names[ci], shape, med[0] * 1e6,
+                   (double)wbytes / med[0] / 1e9, med[1] * 1e6, (double)wbytes / med[1] / 1e9, mins[0] * 1e6,
+                   mins[1] * 1e6, kname);
             fflush(stdout);
             free(w), free(row), free(x), free(y), free(scratch);
         }

@@ -11,6 +11,7 @@
 #include "codec/codec.h"
 #include "codec/half.h"
 #include "internal.h"
+#include "kernels/matmul.h"
 
 #include <immintrin.h>
 
@@ -48,25 +49,224 @@ static inline __m256 dot_ss(__m256i w, __m256i a) {
     for (; r + 4 <= nrows; r += 4) KERNEL(4, (const char *)w + (size_t)r * ws, ws, a, y + r, k); \
     for (; r < nrows; r++) KERNEL(1, (const char *)w + (size_t)r * ws, ws, a, y + r, k)
 
-static inline void q4_1_rows(int R, const char *w, size_t ws, const void *a, float *y, int64_t k) {
-    const llmk_block_q8_1 *ab = a;
-    __m256 acc[4];
-    float macc[4];
-    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps(), macc[r] = 0;
-    for (int64_t b = 0; b < k / LLMK_QK; b++) {
-        __m256i av = _mm256_loadu_si256((const __m256i *)ab[b].qs);
-        float da = h2f(ab[b].d), sa = h2f(ab[b].s);
-        for (int r = 0; r < R; r++) {
-            const llmk_block_q4_1 *wb = (const llmk_block_q4_1 *)(w + (size_t)r * ws) + b;
-            __m256 p = dot_us(unpack_nib(wb->qs), av);
-            acc[r] = _mm256_fmadd_ps(p, _mm256_set1_ps(h2f(wb->d) * da), acc[r]);
-            macc[r] += h2f(wb->m) * sa;
-        }
-    }
-    for (int r = 0; r < R; r++) y[r] = hsum8(acc[r]) + macc[r];
+/* ---- Q4_1 x Q8_1 and Q8_0 x Q8_0: blocks in groups of 8 ---------------------
+ * The fixed computation for one (weight row, activation row) pair: blocks go
+ * in groups of GRP = 8 (the last group may be short; its empty lanes are 0).
+ * Block j's exact integer sum lands in lane j of an i32 vector I, and the pair
+ * accumulates, lane-wise in 8 f32 lanes,
+ *     acc = fma(f32(I), dw * da, acc)          (dw, da: the 8 blocks' scales)
+ *     acc = fma(mw, sa, acc)                   (Q4_1 only: the min term)
+ * then y = hsum8(acc). Scales of 8 blocks are converted as one vector, so per
+ * block and row there is no scalar scale work, broadcast or per-block float
+ * op; the horizontal integer reduction costs less than the per-block cvt+fma
+ * it replaces. The row kernel (dot_*, matvec) and the multi-activation kernel
+ * (dotm_*, prefill: one unpacked weight block serves up to TILE_M activation
+ * rows) run this same sequence per pair, so their results are bitwise
+ * identical and independent of how rows and activations are grouped. */
+
+enum {
+    GRP = 8,
+    MAXB = 512,  /* row kernel: activation scales pre-converted on the stack up to this many blocks */
+    TILE_M = 4,  /* activation rows per weight-block unpack in dotm */
+    MAXB_M = 256 /* dotm: pre-converted activation scales up to this many blocks */
+};
+
+static inline int32_t ld32(const void *p) {
+    int32_t v;
+    __builtin_memcpy(&v, p, 4);
+    return v;
 }
-static void dot_q4_1(int64_t k, const void *w, size_t ws, int64_t nrows, const void *a, float *y) {
-    ROWS_LOOP(q4_1_rows);
+
+/* The first 4 bytes of n (<= 8) blocks `bs` bytes apart hold two f16 fields
+ * (d and m/s); as f32 in lane j: *lo the first, *hi the second. Lanes >= n
+ * are 0 and their blocks are not read. */
+static inline void heads2(const char *p, size_t bs, int n, __m256 *lo, __m256 *hi) {
+    __m256i v;
+    if (n == GRP) {
+        v = _mm256_setr_epi32(ld32(p), ld32(p + bs), ld32(p + 2 * bs), ld32(p + 3 * bs), ld32(p + 4 * bs),
+                              ld32(p + 5 * bs), ld32(p + 6 * bs), ld32(p + 7 * bs));
+    } else {
+        /* short last group: lane by lane (a store-forwarding stall here is rare) */
+        int32_t h[GRP];
+        for (int j = 0; j < GRP; j++) h[j] = j < n ? ld32(p + (size_t)j * bs) : 0;
+        v = _mm256_setr_epi32(h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]);
+    }
+    /* per 128-bit lane: the four first fields, then the four second fields;
+     * then qwords (0, 2, 1, 3): all eight first fields in the low half */
+    const __m256i sh = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,
+                                        0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+    v = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(v, sh), 0xD8);
+    *lo = _mm256_cvtph_ps(_mm256_castsi256_si128(v));
+    if (hi) *hi = _mm256_cvtph_ps(_mm256_extracti128_si256(v, 1));
+}
+
+/* Sum of each input's 8 lanes: h01 = hadd(p0, p1) etc. go in; lane j of the
+ * result is the total of p_j (exact integer arithmetic, any order). */
+static inline __m256i reduce_h(__m256i h01, __m256i h23, __m256i h45, __m256i h67) {
+    __m256i a = _mm256_hadd_epi32(h01, h23), b = _mm256_hadd_epi32(h45, h67);
+    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
+}
+
+/* 16 bytes of nibbles -> 32 u8 in element order: low nibbles (0..15) in the
+ * low lane, high nibbles (16..31) in the high lane (one broadcast load, one
+ * variable shift, one and). */
+static inline __m256i nib32(const uint8_t *qs) {
+    __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
+    return _mm256_and_si256(_mm256_srlv_epi64(v, _mm256_setr_epi64x(0, 0, 4, 4)), _mm256_set1_epi8(0x0f));
+}
+
+/* u8 x s8 products of one block summed into 8 i32 lanes */
+static inline __m256i mad_us(__m256i u, __m256i s) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+static inline __m256i ld256(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
+
+/* Per-codec pieces: the weight operand of block j (shared by every
+ * activation row) and its product with an activation block. Q8_0 is signed
+ * x signed: |w| as the unsigned operand, sign(a, w) as the signed one (a never
+ * holds -128: the activation quantizer produces [-127, 127]). */
+#define Q4_1_WOP(wb, j) nib32(((const llmk_block_q4_1 *)(wb))[j].qs)
+#define Q4_1_PROD(wop, ab, j) mad_us(wop, ld256(((const llmk_block_q8_1 *)(ab))[j].qs))
+#define Q8_0_WOP(wb, j) ld256(((const llmk_block_q8_0 *)(wb))[j].qs)
+#define Q8_0_PROD(wop, ab, j)                                                                  \
+    mad_us(_mm256_sign_epi8(wop, wop), _mm256_sign_epi8(ld256(((const llmk_block_q8_0 *)(ab))[j].qs), wop))
+
+/* Integer sums of n (<= 8) blocks of one weight row against M activation
+ * rows (block pointers wb, ab[i]): out[i] lane j = exact sum of block j.
+ * Blocks j >= n are neither read nor counted. */
+#define DEFINE_ISUMS(CODEC)                                                                    \
+    static inline __attribute__((always_inline)) void CODEC##_isums(                           \
+        const void *wb, const void *const *ab, int M, int n, __m256i *out) {                   \
+        __m256i h[TILE_M][4];                                                                  \
+        const __m256i z = _mm256_setzero_si256();                                              \
+        _Pragma("GCC unroll 4") for (int jp = 0; jp < 4; jp++) {                               \
+            int j0 = 2 * jp, j1 = j0 + 1;                                                      \
+            __m256i w0 = j0 < n ? CODEC##_WOP(wb, j0) : z;                                     \
+            __m256i w1 = j1 < n ? CODEC##_WOP(wb, j1) : z;                                     \
+            _Pragma("GCC unroll 4") for (int i = 0; i < M; i++) {                              \
+                __m256i p0 = j0 < n ? CODEC##_PROD(w0, ab[i], j0) : z;                         \
+                __m256i p1 = j1 < n ? CODEC##_PROD(w1, ab[i], j1) : z;                         \
+                h[i][jp] = _mm256_hadd_epi32(p0, p1);                                          \
+            }                                                                                  \
+        }                                                                                      \
+        _Pragma("GCC unroll 4") for (int i = 0; i < M; i++)                                    \
+            out[i] = reduce_h(h[i][0], h[i][1], h[i][2], h[i][3]);                             \
+    }
+DEFINE_ISUMS(Q4_1)
+DEFINE_ISUMS(Q8_0)
+
+/* The float step of one group for one pair (see the top of this section). */
+static inline __m256 grp_acc(__m256 acc, __m256i isum, __m256 dw, __m256 da) {
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, da), acc);
+}
+
+/* Activation scales (d and, for Q8_1, s) of a row's blocks g0 .. g0+n-1 */
+static inline void act_heads(uint32_t at, const char *arow, int64_t g0, int n, __m256 *d, __m256 *s) {
+    size_t bs = at == LLMK_TYPE_Q8_1 ? sizeof(llmk_block_q8_1) : sizeof(llmk_block_q8_0);
+    heads2(arow + (size_t)g0 * bs, bs, n, d, at == LLMK_TYPE_Q8_1 ? s : NULL);
+}
+
+/* One weight row against M activation rows, all groups: y[i] = dot. The
+ * activation scales come from pre (2 vectors per group per row, stride
+ * pre_stride vectors between rows) or, when pre is NULL, are converted here
+ * (the same values). The group step is inlined twice: n = 8 (constant) for
+ * full groups, n < 8 for the last one. */
+#define DEFINE_ROW_TILE(CODEC, WBLK, ABLK, HAS_MIN)                                            \
+    static inline __attribute__((always_inline)) void CODEC##_grp(                             \
+        const char *wrow, const char *a, size_t as, int M, const __m256 *pre, size_t pre_stride, \
+        int64_t g0, int n, __m256 *acc) {                                                      \
+        const uint32_t at = HAS_MIN ? LLMK_TYPE_Q8_1 : LLMK_TYPE_Q8_0;                         \
+        const void *ab[TILE_M];                                                                \
+        for (int i = 0; i < M; i++) ab[i] = (const ABLK *)(a + (size_t)i * as) + g0;           \
+        const WBLK *wb = (const WBLK *)wrow + g0;                                               \
+        __m256i is[TILE_M];                                                                    \
+        CODEC##_isums(wb, ab, M, n, is);                                                       \
+        __m256 dw, mw = _mm256_setzero_ps();                                                   \
+        heads2((const char *)wb, sizeof(WBLK), n, &dw, HAS_MIN ? &mw : NULL);                  \
+        for (int i = 0; i < M; i++) {                                                          \
+            __m256 da, sa = _mm256_setzero_ps();                                               \
+            if (pre) {                                                                         \
+                const __m256 *pp = pre + (size_t)i * pre_stride + (size_t)(g0 / GRP) * 2;      \
+                da = pp[0], sa = pp[1];                                                        \
+            } else {                                                                           \
+                act_heads(at, a + (size_t)i * as, g0, n, &da, &sa);                            \
+            }                                                                                  \
+            acc[i] = grp_acc(acc[i], is[i], dw, da);                                           \
+            if (HAS_MIN) acc[i] = _mm256_fmadd_ps(mw, sa, acc[i]);                             \
+        }                                                                                      \
+    }                                                                                          \
+    static inline __attribute__((always_inline)) void CODEC##_row_tile(                        \
+        int64_t nb, const char *wrow, const char *a, size_t as, int M, const __m256 *pre,      \
+        size_t pre_stride, float *y, size_t ys) {                                              \
+        __m256 acc[TILE_M];                                                                    \
+        for (int i = 0; i < M; i++) acc[i] = _mm256_setzero_ps();                              \
+        int64_t g0 = 0;                                                                        \
+        for (; g0 + GRP <= nb; g0 += GRP) CODEC##_grp(wrow, a, as, M, pre, pre_stride, g0, GRP, acc); \
+        if (g0 < nb) CODEC##_grp(wrow, a, as, M, pre, pre_stride, g0, (int)(nb - g0), acc);    \
+        for (int i = 0; i < M; i++) y[(size_t)i * ys] = hsum8(acc[i]);                         \
+    }
+DEFINE_ROW_TILE(Q4_1, llmk_block_q4_1, llmk_block_q8_1, 1)
+DEFINE_ROW_TILE(Q8_0, llmk_block_q8_0, llmk_block_q8_0, 0)
+
+/* Pre-convert the activation scales of M rows (nb <= cap blocks each). */
+static inline void pre_heads(uint32_t at, int64_t nb, const char *a, size_t as, int M, __m256 *pre,
+                             size_t pre_stride) {
+    for (int i = 0; i < M; i++)
+        for (int64_t g0 = 0; g0 < nb; g0 += GRP) {
+            __m256 *pp = pre + (size_t)i * pre_stride + (size_t)(g0 / GRP) * 2;
+            pp[1] = _mm256_setzero_ps();
+            act_heads(at, a + (size_t)i * as, g0, nb - g0 < GRP ? (int)(nb - g0) : GRP, &pp[0], &pp[1]);
+        }
+}
+
+/* Row kernel: every weight row against one activation row. */
+#define DEFINE_DOT(CODEC, NAME, AT)                                                            \
+    static void NAME(int64_t k, const void *w, size_t ws, int64_t nrows, const void *a, float *y) { \
+        int64_t nb = k / LLMK_QK;                                                              \
+        __m256 pre[2 * MAXB / GRP];                                                            \
+        int use_pre = nb <= MAXB;                                                              \
+        if (use_pre) pre_heads(AT, nb, a, 0, 1, pre, 0);                                       \
+        for (int64_t r = 0; r < nrows; r++)                                                    \
+            CODEC##_row_tile(nb, (const char *)w + (size_t)r * ws, a, 0, 1, use_pre ? pre : NULL, 0, \
+                             y + r, 0);                                                        \
+    }
+DEFINE_DOT(Q4_1, dot_q4_1, LLMK_TYPE_Q8_1)
+DEFINE_DOT(Q8_0, dot_q8_0, LLMK_TYPE_Q8_0)
+
+/* Multi-activation kernel: y[i * ys + r] = dot(weight row r, activation row
+ * i) for r < nrows, i < m. Activation rows go TILE_M at a time; inside a tile
+ * each weight row's blocks are unpacked once for all of its rows. */
+#define DEFINE_DOTM(CODEC, NAME, AT)                                                           \
+    static void NAME(int64_t k, const void *w, size_t ws, int64_t nrows, const void *a, size_t as, \
+                     int64_t m, float *y, size_t ys) {                                         \
+        int64_t nb = k / LLMK_QK;                                                              \
+        const size_t ps = 2 * MAXB_M / GRP;                                                    \
+        __m256 pre[TILE_M * 2 * MAXB_M / GRP];                                                 \
+        int use_pre = nb <= MAXB_M;                                                            \
+        for (int64_t i0 = 0; i0 < m; i0 += TILE_M) {                                           \
+            int M = m - i0 < TILE_M ? (int)(m - i0) : TILE_M;                                  \
+            const char *at0 = (const char *)a + (size_t)i0 * as;                               \
+            if (use_pre) pre_heads(AT, nb, at0, as, M, pre, ps);                               \
+            const __m256 *pp = use_pre ? pre : NULL;                                           \
+            float *yt = y + (size_t)i0 * ys;                                                   \
+            for (int64_t r = 0; r < nrows; r++) {                                              \
+                const char *wr = (const char *)w + (size_t)r * ws;                             \
+                switch (M) {                                                                   \
+                case 4: CODEC##_row_tile(nb, wr, at0, as, 4, pp, ps, yt + r, ys); break;       \
+                case 3: CODEC##_row_tile(nb, wr, at0, as, 3, pp, ps, yt + r, ys); break;       \
+                case 2: CODEC##_row_tile(nb, wr, at0, as, 2, pp, ps, yt + r, ys); break;       \
+                default: CODEC##_row_tile(nb, wr, at0, as, 1, pp, ps, yt + r, ys); break;      \
+                }                                                                              \
+            }                                                                                  \
+        }                                                                                      \
+    }
+DEFINE_DOTM(Q4_1, dotm_q4_1, LLMK_TYPE_Q8_1)
+DEFINE_DOTM(Q8_0, dotm_q8_0, LLMK_TYPE_Q8_0)
+
+llmk_dotm_fn llmk_avx2_dotm(llmk_dot_fn dot) {
+    if (dot == dot_q4_1) return dotm_q4_1;
+    if (dot == dot_q8_0) return dotm_q8_0;
+    return NULL;
 }
 
 static inline void q4_0_rows(int R, const char *w, size_t ws, const void *a, float *y, int64_t k) {
@@ -87,25 +287,6 @@ static inline void q4_0_rows(int R, const char *w, size_t ws, const void *a, flo
 }
 static void dot_q4_0(int64_t k, const void *w, size_t ws, int64_t nrows, const void *a, float *y) {
     ROWS_LOOP(q4_0_rows);
-}
-
-static inline void q8_0_rows(int R, const char *w, size_t ws, const void *a, float *y, int64_t k) {
-    const llmk_block_q8_0 *ab = a;
-    __m256 acc[4];
-    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < k / LLMK_QK; b++) {
-        __m256i av = _mm256_loadu_si256((const __m256i *)ab[b].qs);
-        float da = h2f(ab[b].d);
-        for (int r = 0; r < R; r++) {
-            const llmk_block_q8_0 *wb = (const llmk_block_q8_0 *)(w + (size_t)r * ws) + b;
-            __m256 p = dot_ss(_mm256_loadu_si256((const __m256i *)wb->qs), av);
-            acc[r] = _mm256_fmadd_ps(p, _mm256_set1_ps(h2f(wb->d) * da), acc[r]);
-        }
-    }
-    for (int r = 0; r < R; r++) y[r] = hsum8(acc[r]);
-}
-static void dot_q8_0(int64_t k, const void *w, size_t ws, int64_t nrows, const void *a, float *y) {
-    ROWS_LOOP(q8_0_rows);
 }
 
 /* Q5_0: bit j of qh becomes bit 4 of element j. */

@@ -47,6 +47,16 @@ int llmk_qmm_act_bytes(uint32_t wtype, int64_t m, int64_t k, size_t *bytes) {
     return LLMK_OK;
 }
 
+llmk_dotm_fn llmk_codec_dotm(uint32_t type) {
+#if defined(__x86_64__)
+    llmk_dot_fn d = llmk_codec_dot(type, NULL);
+    if (d && (llmk_cpu_detect() & LLMK_CPU_AVX2)) return llmk_avx2_dotm(d);
+#else
+    LLMK_UNUSED(type);
+#endif
+    return NULL;
+}
+
 static int route_from_env(void) {
     const char *e = getenv("LLMK_MATMUL_ROUTE");
     if (!e || !*e) return LLMK_QMM_AUTO;
@@ -83,6 +93,7 @@ int llmk_qmm_init(struct llmk_qmm *p, uint32_t wtype, const void *w, int64_t n, 
     p->wtype = wtype, p->act_type = c->act_type, p->w = w, p->w_stride = (size_t)wb;
     p->n = n, p->k = k, p->m = m, p->x = x, p->y = y;
     p->dot = llmk_codec_dot(wtype, NULL);
+    p->dotm = llmk_codec_dotm(wtype);
     if (c->act_type == LLMK_TYPE_F32) {
         p->act = (void *)(uintptr_t)x, p->act_stride = (size_t)k * sizeof(float);
     } else {
@@ -123,9 +134,13 @@ void llmk_qmm_run(const struct llmk_qmm *p, llmk_pool *pool, int ith, int nth) {
         int64_t i1 = i0 + tile_m < p->m ? i0 + tile_m : p->m;
         for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
             int64_t c1 = c0 + chunk < r1 ? c0 + chunk : r1;
-            for (int64_t i = i0; i < i1; i++)
-                p->dot(p->k, w + (size_t)c0 * p->w_stride, p->w_stride, c1 - c0, act_row(p, i),
-                       p->y + i * p->n + c0);
+            if (p->dotm)
+                p->dotm(p->k, w + (size_t)c0 * p->w_stride, p->w_stride, c1 - c0, act_row(p, i0),
+                        p->act_stride, i1 - i0, p->y + i0 * p->n + c0, (size_t)p->n);
+            else
+                for (int64_t i = i0; i < i1; i++)
+                    p->dot(p->k, w + (size_t)c0 * p->w_stride, p->w_stride, c1 - c0, act_row(p, i),
+                           p->y + i * p->n + c0);
         }
     }
 }

@@ -11,6 +11,23 @@
 #include "codec/codec.h"
 #include "pool.h"
 
+/* Multi-activation dot: y[i * y_stride + r] = dot(weight row r, activation
+ * row i) for r in [0, nrows), i in [0, m); weight rows w_stride bytes apart,
+ * activation rows a_stride bytes apart (the codec's activation form). Each
+ * element is bitwise identical to what the codec's row kernel
+ * (llmk_codec_dot) gives for that pair, whatever nrows, m or the grouping:
+ * it only reuses each unpacked weight block across several activation rows. */
+typedef void (*llmk_dotm_fn)(int64_t k, const void *w, size_t w_stride, int64_t nrows,
+                             const void *a, size_t a_stride, int64_t m, float *y, size_t y_stride);
+
+/* The multi-activation kernel paired with the dot kernel this process uses
+ * for `type`, or NULL when there is none (then loop llmk_codec_dot over the
+ * activation rows: same bits, less reuse). */
+llmk_dotm_fn llmk_codec_dotm(uint32_t type);
+/* src/codec/dot_avx2.c: the multi-activation kernel matching one of its own
+ * row kernels, else NULL. Call only when the CPU has AVX2. */
+llmk_dotm_fn llmk_avx2_dotm(llmk_dot_fn dot);
+
 enum llmk_qmm_route { LLMK_QMM_AUTO = 0, LLMK_QMM_MATVEC, LLMK_QMM_SMALL, LLMK_QMM_TILED };
 
 struct llmk_qmm {
@@ -24,6 +41,7 @@ struct llmk_qmm {
     size_t act_stride;
     int route;         /* resolved enum llmk_qmm_route */
     llmk_dot_fn dot;
+    llmk_dotm_fn dotm;       /* NULL: no multi-activation kernel for this codec */
     llmk_quant_fn act_quant; /* NULL when activations stay f32 */
 };
 

@@ -202,7 +202,7 @@ static int rope_setup(llmk_model *m) {
 
     m->rope_inv_freq = malloc((size_t)half * sizeof *m->rope_inv_freq);
     if (!m->rope_inv_freq) return llmk_fail(LLMK_OUT_OF_MEMORY, "model: rope table of %d", half);
-    const float *ffv = ff ? (const float *)ff->data : NULL;
+    const unsigned char *ffv = ff ? (const unsigned char *)ff->data : NULL;
     for (int i = 0; i < half; i++) {
         double inv = pow(hp->rope_theta, -2.0 * i / hp->n_rot);
         if (hp->rope_scaling == LLMK_ROPE_SCALING_LINEAR) {
@@ -222,10 +222,12 @@ static int rope_setup(llmk_model *m) {
             }
         }
         if (ffv) {
-            if (!(ffv[i] > 0) || !isfinite(ffv[i]))
+            float f; /* memcpy: a hostile file's alignment may leave the data unaligned */
+            memcpy(&f, ffv + (size_t)i * sizeof f, sizeof f);
+            if (!(f > 0) || !isfinite(f))
                 return llmk_fail(LLMK_BAD_HYPERPARAMETER, "model: rope_freqs.weight[%d] = %g is not a positive factor",
-                                 i, (double)ffv[i]);
-            inv /= ffv[i];
+                                 i, (double)f);
+            inv /= f;
         }
         m->rope_inv_freq[i] = inv;
     }

@@ -22,8 +22,9 @@ void gen_opts_usage(FILE *to) {
             "  --top-k K             keep the K most likely tokens (default 40, 0 = off)\n"
             "  --top-p P             nucleus: smallest set with mass >= P (default 0.95, 1 = off)\n"
             "  --min-p P             drop tokens below P x the top probability (default 0.05, 0 = off)\n"
-            "  --typical-p P         locally typical sampling (default 1 = off)\n"
-            "  --eta E               eta sampling epsilon (default 0 = off)\n"
+            "  --typical-p P         locally typical sampling (default 1 = off); without\n"
+            "                        --samplers the stage runs after the default chain\n"
+            "  --eta E               eta sampling epsilon (default 0 = off); likewise\n"
             "  --repeat-penalty R    penalise tokens of the last N (default 1 = off)\n"
             "  --repeat-last-n N     the penalties' window (default 64, 0 = off)\n"
             "  --frequency-penalty F subtract F x count (default 0)\n"
@@ -123,6 +124,7 @@ int gen_opts_parse(const char *cmd, struct gen_opts *o, int argc, char **argv, i
             cli_usage_error(cmd, "--samplers: %s", llmk_last_error());
             return -1;
         }
+        o->samplers_given = true;
         return 1;
     }
     if (!strcmp(a, "--stop")) {
@@ -183,9 +185,23 @@ int gen_read_file(const char *cmd, const char *path, char **out, size_t *len) {
     return CLI_EXIT_OK;
 }
 
+/* --typical-p / --eta without --samplers: the default order has no such
+ * stage, so the flag would do nothing; append the stage instead. */
+static void add_stage_if_set(llmk_sampler_params *p, int stage, bool set) {
+    if (!set) return;
+    for (size_t i = 0; i < p->n_order; i++)
+        if (p->order[i] == stage) return;
+    if (p->n_order < LLMK_SAMPLER_MAX_STAGES) p->order[p->n_order++] = (uint8_t)stage;
+}
+
 int gen_ctx_init(struct gen_ctx *c, const char *cmd, const struct gen_opts *o, size_t n_vocab) {
     memset(c, 0, sizeof *c);
-    int st = llmk_sampler_init(&o->sp, n_vocab, &c->smp);
+    llmk_sampler_params sp = o->sp;
+    if (!o->samplers_given) {
+        add_stage_if_set(&sp, LLMK_STAGE_TYPICAL_P, sp.typical_p < 1.0);
+        add_stage_if_set(&sp, LLMK_STAGE_ETA, sp.eta > 0.0);
+    }
+    int st = llmk_sampler_init(&sp, n_vocab, &c->smp);
     if (st == LLMK_OK) st = llmk_stop_init(o->stops, o->n_stops, &c->stop);
     if (st == LLMK_OK) {
         /* room for any token's text plus what the matcher may release */

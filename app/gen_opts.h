@@ -20,6 +20,7 @@ struct gen_opts {
     bool chat;                 /* run --chat: format -p as one user turn */
     const char *system;        /* --system TEXT */
     const char *chat_template; /* --chat-template NAME */
+    bool samplers_given;       /* --samplers was used: its order is final */
 };
 
 /* Sampling defaults (llama.cpp's), except the temperature, which each

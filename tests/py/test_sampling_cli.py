@@ -56,6 +56,14 @@ def test_seed_changes_and_random_seed_is_reported():
     assert again == json.loads(p.stdout)
 
 
+def test_typical_p_flag_takes_effect():
+    # Without --samplers, --typical-p appends its stage; a tiny P keeps one
+    # token per step, so two seeds that otherwise diverge (see above) agree.
+    flat = ["--temp", "1.5", "--top-k", "0", "--top-p", "1", "--min-p", "0", "--typical-p", "1e-6"]
+    assert ids("-p", PROMPT, "-n", "6", "--seed", "1", *flat) == \
+        ids("-p", PROMPT, "-n", "6", "--seed", "2", *flat)
+
+
 def test_greedy_paths_agree(greedy):
     # --temp 0 (default) and top-k 1 at any temperature pick the argmax.
     k1 = ids("-p", PROMPT, "-n", N, "--temp", "1.3", "--top-k", "1", "--seed", "9")

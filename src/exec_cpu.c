@@ -16,6 +16,7 @@
 #include "internal.h"
 #include "kernels/attn.h"
 #include "kernels/ops_f32.h"
+#include "kernels/xq4_1.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -48,6 +49,8 @@ struct llmk_exec {
     llmk_quant_fn quant[LLMK_ACT_FORMS];
     uint32_t form_block[LLMK_ACT_FORMS];
     const struct llmk_xkernels *xk;
+    bool xq;                  /* Q4_1 weights repacked for the AVX2 kernel */
+    struct llmk_xq4_1 *xw;    /* [n_phases][3]: repacked weights (qs NULL when not) */
     float *parts;             /* split attention: [SPLIT_ROWS][n_head][max_chunks][hd + 2] */
     float *wparts, *wscores;  /* per worker: [max_chunks][hd + 2], [LLMK_ATTN_CHUNK] */
     float *amax_v;            /* per worker argmax partials [nth][rows_cap] */
@@ -69,7 +72,14 @@ static int form_of_act(uint32_t act_type) {
     return act_type == LLMK_TYPE_Q8_0 ? LLMK_ACT_Q8_0 : act_type == LLMK_TYPE_Q8_1 ? LLMK_ACT_Q8_1
          : act_type == LLMK_TYPE_Q8_K ? LLMK_ACT_Q8_K : -1;
 }
-static const uint32_t form_type[LLMK_ACT_FORMS] = {LLMK_TYPE_Q8_0, LLMK_TYPE_Q8_1, LLMK_TYPE_Q8_K};
+static const uint32_t form_type[LLMK_ACT_FORMS] = {LLMK_TYPE_Q8_0, LLMK_TYPE_Q8_1, LLMK_TYPE_Q8_K, LLMK_TYPE_Q8_1};
+
+/* The activation form a weight is multiplied with in this executor (-1: f32). */
+static int form_of_weight(const struct llmk_exec *ex, uint32_t wtype) {
+    if (ex->xq && wtype == LLMK_TYPE_Q4_1) return LLMK_ACT_Q8_1X;
+    const struct llmk_codec *c = llmk_codec_get(wtype);
+    return form_of_act(c->act_type);
+}
 
 static void *xalloc(uint64_t a, uint64_t b, int *st) {
     uint64_t bytes;
@@ -92,9 +102,16 @@ static inline unsigned char *kv_row(const struct llmk_exec *ex, unsigned char *b
     return base + (size_t)idx * ex->kv_es;
 }
 
+/* Phase timings use the wall clock; LLMK_PHASE_CLOCK=thread switches to the
+ * calling thread's CPU time (meaningful with one thread on a busy machine). */
 static double now_ns(void) {
+    static int clk = -1;
+    if (clk < 0) {
+        const char *e = getenv("LLMK_PHASE_CLOCK");
+        clk = e && strcmp(e, "thread") == 0 ? 1 : 0;
+    }
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(clk ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
 
@@ -121,6 +138,10 @@ static void quantize_part(struct llmk_exec *ex, int b, unsigned qmask, int64_t t
     const float *src = ex->buf[b] + t * ex->width[b];
     for (int f = 0; f < LLMK_ACT_FORMS; f++) {
         if (!(qmask & (1u << f))) continue;
+        if (f == LLMK_ACT_Q8_1X) {
+            llmk_xq8_1_quantize(src, ex->width[b], e0, e1, ex->qbuf[b][f] + (size_t)t * ex->qrow[b][f]);
+            continue;
+        }
         uint32_t be = ex->form_block[f];
         unsigned char *dst = ex->qbuf[b][f] + (size_t)t * ex->qrow[b][f] + (size_t)(e0 / be) * llmk_type_block_bytes(form_type[f]);
         ex->quant[f](src + e0, dst, e1 - e0);
@@ -140,10 +161,22 @@ static void ph_norm(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, 
 }
 
 /* out[t][r] for r in [r0, r1) and t in [t0, t1): one dot per element. */
-static void mm_rows(struct llmk_exec *ex, const llmk_tensor_info *w, int in, int64_t k, int64_t r0, int64_t r1,
-                    int32_t t0, int32_t t1, float *out, int64_t out_stride) {
-    const struct llmk_codec *c = llmk_codec_get(w->type);
-    int f = form_of_act(c->act_type);
+static void mm_rows(struct llmk_exec *ex, const struct llmk_phase *ph, int wi, int64_t r0, int64_t r1, int32_t t0,
+                    int32_t t1, float *out, int64_t out_stride) {
+    const llmk_tensor_info *w = ph->w[wi];
+    int in = ph->in;
+    int64_t k = ph->k;
+    int f = form_of_weight(ex, w->type);
+    const struct llmk_xq4_1 *xw = &ex->xw[(ph - ex->prog.ph) * 3 + wi];
+    if (f == LLMK_ACT_Q8_1X) {
+        size_t as = ex->qrow[in][f];
+        const unsigned char *act = ex->qbuf[in][f] + (size_t)t0 * as;
+        for (int64_t c0 = r0; c0 < r1; c0 += MM_UNIT) {
+            int64_t c1 = c0 + MM_UNIT < r1 ? c0 + MM_UNIT : r1;
+            llmk_xq4_1_mm_avx2(xw, c0, c1, act, as, t1 - t0, out, out_stride);
+        }
+        return;
+    }
     const unsigned char *act;
     size_t astride;
     if (f < 0) act = (const unsigned char *)ex->buf[in], astride = (size_t)ex->width[in] * sizeof(float);
@@ -172,8 +205,8 @@ static void ph_matmul(struct llmk_exec *ex, const struct llmk_phase *ph, int ith
         int64_t r0 = lo * unit, r1 = hi * unit < F ? hi * unit : F;
         if (r0 >= r1) return;
         float *g = ex->buf[ph->out[0]], *u = ex->buf[ph->out[1]];
-        mm_rows(ex, ph->w[0], ph->in, ph->k, r0, r1, t0, t1, g, F);
-        mm_rows(ex, ph->w[1], ph->in, ph->k, r0, r1, t0, t1, u, F);
+        mm_rows(ex, ph, 0, r0, r1, t0, t1, g, F);
+        mm_rows(ex, ph, 1, r0, r1, t0, t1, u, F);
         for (int32_t t = t0; t < t1; t++) {
             ex->xk->swiglu(g + (int64_t)t * F + r0, u + (int64_t)t * F + r0, r1 - r0);
             quantize_part(ex, ph->out[0], ph->qmask, t, r0, r1);
@@ -194,7 +227,7 @@ static void ph_matmul(struct llmk_exec *ex, const struct llmk_phase *ph, int ith
         base += n;
         if (r0 >= r1) continue;
         float *out = ph->out[i] == LLMK_BUF_LOGITS ? ex->logits : ex->buf[ph->out[i]];
-        mm_rows(ex, ph->w[i], ph->in, ph->k, r0, r1, t0, t1, out, n);
+        mm_rows(ex, ph, i, r0, r1, t0, t1, out, n);
         if (ph->epilogue == LLMK_EPI_BIAS && ph->vec[i]) {
             for (int32_t t = t0; t < t1; t++)
                 for (int64_t r = r0; r < r1; r++) out[(int64_t)t * n + r] += ph->vec[i][r];
@@ -431,8 +464,32 @@ int llmk_exec_init(const struct llmk_model *m, const struct llmk_exec_params *p,
     }
     if (st != LLMK_OK) goto fail;
     for (int f = 0; f < LLMK_ACT_FORMS; f++) {
-        ex->form_block[f] = llmk_type_block_elems(form_type[f]);
+        ex->form_block[f] = f == LLMK_ACT_Q8_1X ? 64 : llmk_type_block_elems(form_type[f]);
         ex->quant[f] = llmk_codec_get(form_type[f])->quantize;
+    }
+    {
+        const char *e = getenv("LLMK_KERNELS"), *r = getenv("LLMK_REPACK");
+        ex->xq = (llmk_cpu_detect() & LLMK_CPU_AVX2) && !(e && strcmp(e, "ref") == 0) && !(r && strcmp(r, "0") == 0);
+    }
+    ex->xw = xalloc((uint64_t)ex->prog.n_phases * 3, sizeof *ex->xw, &st);
+    if (st != LLMK_OK) goto fail;
+    for (int i = 0; i < ex->prog.n_phases && ex->xq; i++) {
+        struct llmk_phase *ph = &ex->prog.ph[i];
+        if (ph->op != LLMK_OP_MATMUL) continue;
+        for (int w = 0; w < ph->n_w; w++)
+            if (ph->w[w]->type == LLMK_TYPE_Q4_1 && (st = llmk_xq4_1_repack(ph->w[w], &ex->xw[i * 3 + w])) != LLMK_OK)
+                goto fail;
+    }
+    /* each producer quantizes into the forms its consumer (the next phase) reads */
+    for (int i = 0; i + 1 < ex->prog.n_phases; i++) {
+        struct llmk_phase *ph = &ex->prog.ph[i], *next = ph + 1;
+        if (!ph->qmask || next->op != LLMK_OP_MATMUL) continue;
+        unsigned qm = 0;
+        for (int w = 0; w < next->n_w; w++) {
+            int f = form_of_weight(ex, next->w[w]->type);
+            if (f >= 0) qm |= 1u << f;
+        }
+        ph->qmask = (uint8_t)qm;
     }
     for (uint32_t t = 0; t < LLMK_TYPE_COUNT_; t++)
         if (llmk_codec_get(t)) ex->dot[t] = llmk_codec_dot(t, NULL);
@@ -441,13 +498,17 @@ int llmk_exec_init(const struct llmk_model *m, const struct llmk_exec_params *p,
     for (int i = 0; i < ex->prog.n_phases; i++) {
         const struct llmk_phase *ph = &ex->prog.ph[i];
         if (ph->op == LLMK_OP_MATMUL)
-            for (int w = 0; w < ph->n_w; w++) need[ph->in] |= llmk_act_form_bit(ph->w[w]->type);
+            for (int w = 0; w < ph->n_w; w++) {
+                int f = form_of_weight(ex, ph->w[w]->type);
+                if (f >= 0) need[ph->in] |= 1u << f;
+            }
     }
     for (int b = 0; b < LLMK_BUF_COUNT_; b++)
         for (int f = 0; f < LLMK_ACT_FORMS; f++)
             if (need[b] & (1u << f)) {
                 uint64_t rb;
-                if ((st = llmk_row_bytes(form_type[f], (uint64_t)ex->width[b], &rb)) != LLMK_OK) goto fail;
+                if (f == LLMK_ACT_Q8_1X) rb = llmk_xq8_1_row_bytes(ex->width[b]);
+                else if ((st = llmk_row_bytes(form_type[f], (uint64_t)ex->width[b], &rb)) != LLMK_OK) goto fail;
                 ex->qrow[b][f] = (size_t)rb;
                 ex->qbuf[b][f] = xalloc(rc, rb, &st);
             }
@@ -479,6 +540,8 @@ fail:
 void llmk_exec_free(struct llmk_exec *ex) {
     if (!ex) return;
     if (ex->pool) llmk_pool_free(ex->pool);
+    for (int i = 0; ex->xw && i < ex->prog.n_phases * 3; i++) llmk_xq4_1_free(&ex->xw[i]);
+    free(ex->xw);
     llmk_program_free(&ex->prog);
     free(ex->kv_k), free(ex->kv_v), free(ex->pos), free(ex->rope_cs);
     for (int b = 0; b < LLMK_BUF_COUNT_; b++) {

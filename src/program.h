@@ -46,7 +46,9 @@ enum llmk_buf {
 };
 
 /* Activation forms a quantized matmul can consume (a bit each in qmask). */
-enum { LLMK_ACT_Q8_0 = 0, LLMK_ACT_Q8_1 = 1, LLMK_ACT_Q8_K = 2, LLMK_ACT_FORMS = 3 };
+/* Q8_1X is the executor's rearranged Q8_1 for repacked Q4_1 weights
+ * (src/kernels/xq4_1.h); the program itself never asks for it. */
+enum { LLMK_ACT_Q8_0 = 0, LLMK_ACT_Q8_1 = 1, LLMK_ACT_Q8_K = 2, LLMK_ACT_Q8_1X = 3, LLMK_ACT_FORMS = 4 };
 
 struct llmk_phase {
     uint8_t op;       /* enum llmk_op */

@@ -94,8 +94,10 @@ def test_stop_string_not_printed(greedy):
 
 
 def test_chat_flag_formats_prompt():
-    # Without the template this small model rambles; with it, it answers.
-    chat = run("--chat", "-p", "What is the capital of France?", "-n", "8").stdout.decode()
+    # With the template the model answers. (The f32 path: this checks the
+    # prompt formatting, not the fast kernels, which have their own tests.)
+    chat = run("--chat", "-p", "What is the capital of France?", "-n", "8", "--path", "f32",
+               "-t", "1").stdout.decode()
     assert "Paris" in chat
 
 

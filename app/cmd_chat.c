@@ -257,7 +257,7 @@ int cmd_chat(int argc, char **argv) {
                     break;
                 }
             }
-            if ((long)n_gen >= n_predict) break;
+            if (llmk_max_tokens_stop((double)n_gen, (double)n_predict) == 1.0) break;
             if (n_hist >= (size_t)n_ctx) {
                 why = "context full";
                 fprintf(stderr, "\nllmk chat: the context of %lld tokens is full; ending the reply\n",

@@ -218,6 +218,30 @@ static void test_load_refusals(void) {
                  LLMK_TENSOR_SHAPE_MISMATCH);
     CHECK_STATUS(llmk_model_load("/nonexistent/model.gguf", &m), LLMK_NOT_FOUND);
     CHECK(m == NULL);
+
+    int path = -1;
+    CHECK_STATUS(llmk_path_from_name("ref", &path), LLMK_OK);
+    CHECK_EQ_INT(path, LLMK_PATH_REF);
+    CHECK_STATUS(llmk_path_from_name("f32", &path), LLMK_OK);
+    CHECK_EQ_INT(path, LLMK_PATH_F32);
+    CHECK_STATUS(llmk_path_from_name("fast", &path), LLMK_OK);
+    CHECK_EQ_INT(path, LLMK_PATH_FAST);
+    CHECK_STATUS(llmk_path_from_name("f64", &path), LLMK_INVALID_ARGUMENT);
+
+    /* Session parameter refusals. */
+    CHECK_STATUS(load_tiny(&(struct tiny_opts){0}, &m), LLMK_OK);
+    if (m) {
+        llmk_session *s = NULL;
+        CHECK_STATUS(llmk_session_init(m, &(llmk_session_params){.path = 7}, &s), LLMK_INVALID_ARGUMENT);
+        CHECK_STATUS(llmk_session_init(m, &(llmk_session_params){.n_ctx = 1 << 30}, &s), LLMK_INVALID_ARGUMENT);
+        CHECK(s == NULL);
+        CHECK_STATUS(llmk_session_init(m, &(llmk_session_params){.n_ctx = 4, .n_threads = 1}, &s), LLMK_OK);
+        CHECK_STATUS(llmk_session_eval(s, NULL, 1, NULL, 0, false), LLMK_INVALID_ARGUMENT);
+        const int32_t one = 1;
+        CHECK_STATUS(llmk_session_eval(s, &one, 0, NULL, 0, false), LLMK_INVALID_ARGUMENT);
+        llmk_session_free(s);
+        llmk_model_free(m);
+    }
 }
 
 /* Load a tiny model, check ref vs f32, thread and chunking invariance. */

@@ -49,26 +49,24 @@ static inline __m256 dot_ss(__m256i w, __m256i a) {
     for (; r + 4 <= nrows; r += 4) KERNEL(4, (const char *)w + (size_t)r * ws, ws, a, y + r, k); \
     for (; r < nrows; r++) KERNEL(1, (const char *)w + (size_t)r * ws, ws, a, y + r, k)
 
-/* ---- Q4_1 x Q8_1 and Q8_0 x Q8_0: blocks in groups of 8 ---------------------
- * The fixed computation for one (weight row, activation row) pair: blocks go
- * in groups of GRP = 8 (the last group may be short; its empty lanes are 0).
- * Block j's exact integer sum lands in lane j of an i32 vector I, and the pair
- * accumulates, lane-wise in 8 f32 lanes,
- *     acc = fma(f32(I), dw * da, acc)          (dw, da: the 8 blocks' scales)
- *     acc = fma(mw, sa, acc)                   (Q4_1 only: the min term)
- * then y = hsum8(acc). Scales of 8 blocks are converted as one vector, so per
- * block and row there is no scalar scale work, broadcast or per-block float
- * op; the horizontal integer reduction costs less than the per-block cvt+fma
- * it replaces. The row kernel (dot_*, matvec) and the multi-activation kernel
- * (dotm_*, prefill: one unpacked weight block serves up to TILE_M activation
- * rows) run this same sequence per pair, so their results are bitwise
- * identical and independent of how rows and activations are grouped. */
+/* ---- Q4_1 x Q8_1 and Q8_0 x Q8_0 ----------------------------------------------
+ * The fixed computation for one (weight row, activation row) pair, block by
+ * block in order: the block's exact integer sum in 8 i32 lanes, converted and
+ * fused into an 8-lane f32 accumulator with the scale product dw*da; for Q4_1
+ * the min term mw*sa goes to a separate 4-lane accumulator. y = hsum8(acc)
+ * (+ the min sum). Both scale products come from one f16 pair conversion:
+ * the weight block's (d, m) times the activation block's (d, s) (pre-converted
+ * once per call), so a block costs no scalar scale work.
+ * One tile kernel runs R weight rows x M activation rows with the same
+ * per-pair sequence: the row kernel (matvec) uses R = 4, M = 1 (four
+ * independent accumulation chains), the multi-activation kernel R = 1, M = 4
+ * (each unpacked weight block serves four activation rows). Results are
+ * therefore bitwise identical across kernels and groupings. */
 
 enum {
-    GRP = 8,
-    MAXB = 512,  /* row kernel: activation scales pre-converted on the stack up to this many blocks */
-    TILE_M = 4,  /* activation rows per weight-block unpack in dotm */
-    MAXB_M = 256 /* dotm: pre-converted activation scales up to this many blocks */
+    TILE_M = 4, /* activation rows per weight-block unpack in dotm */
+    TILE_R = 4, /* weight rows per pass in the row kernel */
+    MAXB = 256  /* activation scales pre-converted on the stack up to this many blocks */
 };
 
 static inline int32_t ld32(const void *p) {
@@ -77,34 +75,10 @@ static inline int32_t ld32(const void *p) {
     return v;
 }
 
-/* The first 4 bytes of n (<= 8) blocks `bs` bytes apart hold two f16 fields
- * (d and m/s); as f32 in lane j: *lo the first, *hi the second. Lanes >= n
- * are 0 and their blocks are not read. */
-static inline void heads2(const char *p, size_t bs, int n, __m256 *lo, __m256 *hi) {
-    __m256i v;
-    if (n == GRP) {
-        v = _mm256_setr_epi32(ld32(p), ld32(p + bs), ld32(p + 2 * bs), ld32(p + 3 * bs), ld32(p + 4 * bs),
-                              ld32(p + 5 * bs), ld32(p + 6 * bs), ld32(p + 7 * bs));
-    } else {
-        /* short last group: lane by lane (a store-forwarding stall here is rare) */
-        int32_t h[GRP];
-        for (int j = 0; j < GRP; j++) h[j] = j < n ? ld32(p + (size_t)j * bs) : 0;
-        v = _mm256_setr_epi32(h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]);
-    }
-    /* per 128-bit lane: the four first fields, then the four second fields;
-     * then qwords (0, 2, 1, 3): all eight first fields in the low half */
-    const __m256i sh = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,
-                                        0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
-    v = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(v, sh), 0xD8);
-    *lo = _mm256_cvtph_ps(_mm256_castsi256_si128(v));
-    if (hi) *hi = _mm256_cvtph_ps(_mm256_extracti128_si256(v, 1));
-}
-
-/* Sum of each input's 8 lanes: h01 = hadd(p0, p1) etc. go in; lane j of the
- * result is the total of p_j (exact integer arithmetic, any order). */
-static inline __m256i reduce_h(__m256i h01, __m256i h23, __m256i h45, __m256i h67) {
-    __m256i a = _mm256_hadd_epi32(h01, h23), b = _mm256_hadd_epi32(h45, h67);
-    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
+/* A block's f16 head as f32 x4: pair -> (d, m|s, d, m|s), else (d, d, d, d). */
+static inline __m128 head4(const void *blk, int pair) {
+    if (pair) return _mm_cvtph_ps(_mm_set1_epi32(ld32(blk)));
+    return _mm_cvtph_ps(_mm_set1_epi16((short)llmk_ld_u16(blk)));
 }
 
 /* 16 bytes of nibbles -> 32 u8 in element order: low nibbles (0..15) in the
@@ -121,147 +95,104 @@ static inline __m256i mad_us(__m256i u, __m256i s) {
 }
 static inline __m256i ld256(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
 
-/* Per-codec pieces: the weight operand of block j (shared by every
+/* Per-codec pieces: the weight operand of block b (shared by every
  * activation row) and its product with an activation block. Q8_0 is signed
  * x signed: |w| as the unsigned operand, sign(a, w) as the signed one (a never
  * holds -128: the activation quantizer produces [-127, 127]). */
-#define Q4_1_WOP(wb, j) nib32(((const llmk_block_q4_1 *)(wb))[j].qs)
-#define Q4_1_PROD(wop, ab, j) mad_us(wop, ld256(((const llmk_block_q8_1 *)(ab))[j].qs))
-#define Q8_0_WOP(wb, j) ld256(((const llmk_block_q8_0 *)(wb))[j].qs)
-#define Q8_0_PROD(wop, ab, j)                                                                  \
-    mad_us(_mm256_sign_epi8(wop, wop), _mm256_sign_epi8(ld256(((const llmk_block_q8_0 *)(ab))[j].qs), wop))
+#define Q4_1_WOP(wb, b) nib32(((const llmk_block_q4_1 *)(wb))[b].qs)
+#define Q4_1_PROD(wop, ab, b) mad_us(wop, ld256(((const llmk_block_q8_1 *)(ab))[b].qs))
+#define Q8_0_WOP(wb, b) ld256(((const llmk_block_q8_0 *)(wb))[b].qs)
+#define Q8_0_PROD(wop, ab, b)                                                                  \
+    mad_us(_mm256_sign_epi8(wop, wop), _mm256_sign_epi8(ld256(((const llmk_block_q8_0 *)(ab))[b].qs), wop))
 
-/* Integer sums of n (<= 8) blocks of one weight row against M activation
- * rows (block pointers wb, ab[i]): out[i] lane j = exact sum of block j.
- * Blocks j >= n are neither read nor counted. */
-#define DEFINE_ISUMS(CODEC)                                                                    \
-    static inline __attribute__((always_inline)) void CODEC##_isums(                           \
-        const void *wb, const void *const *ab, int M, int n, __m256i *out) {                   \
-        __m256i h[TILE_M][4];                                                                  \
-        const __m256i z = _mm256_setzero_si256();                                              \
-        _Pragma("GCC unroll 4") for (int jp = 0; jp < 4; jp++) {                               \
-            int j0 = 2 * jp, j1 = j0 + 1;                                                      \
-            __m256i w0 = j0 < n ? CODEC##_WOP(wb, j0) : z;                                     \
-            __m256i w1 = j1 < n ? CODEC##_WOP(wb, j1) : z;                                     \
-            _Pragma("GCC unroll 4") for (int i = 0; i < M; i++) {                              \
-                __m256i p0 = j0 < n ? CODEC##_PROD(w0, ab[i], j0) : z;                         \
-                __m256i p1 = j1 < n ? CODEC##_PROD(w1, ab[i], j1) : z;                         \
-                h[i][jp] = _mm256_hadd_epi32(p0, p1);                                          \
+/* R weight rows (ws bytes apart) x M activation rows (as bytes apart):
+ * y[i * ys + r] = dot. Activation heads come from pre (nb per row, pre_stride
+ * apart) or, when pre is NULL, are converted here (the same values). */
+#define DEFINE_TILE(CODEC, WBLK, ABLK, PAIR)                                                   \
+    static inline __attribute__((always_inline)) void CODEC##_tile(                            \
+        int64_t nb, const char *w, size_t ws, int R, const char *a, size_t as, int M,          \
+        const __m128 *pre, size_t pre_stride, float *y, size_t ys) {                           \
+        __m256 acc[TILE_R][TILE_M];                                                            \
+        __m128 accm[TILE_R][TILE_M];                                                           \
+        for (int r = 0; r < R; r++)                                                            \
+            for (int i = 0; i < M; i++) acc[r][i] = _mm256_setzero_ps(), accm[r][i] = _mm_setzero_ps(); \
+        for (int64_t b = 0; b < nb; b++) {                                                     \
+            __m128 pa[TILE_M];                                                                 \
+            _Pragma("GCC unroll 4") for (int i = 0; i < M; i++)                                \
+                pa[i] = pre ? pre[(size_t)i * pre_stride + (size_t)b]                          \
+                            : head4((const ABLK *)(a + (size_t)i * as) + b, PAIR);             \
+            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {                              \
+                const WBLK *wb = (const WBLK *)(w + (size_t)r * ws);                           \
+                __m256i wop = CODEC##_WOP(wb, b);                                              \
+                __m128 hw = head4(wb + b, PAIR);                                               \
+                _Pragma("GCC unroll 4") for (int i = 0; i < M; i++) {                          \
+                    __m128 prod = _mm_mul_ps(hw, pa[i]);                                       \
+                    __m256i is = CODEC##_PROD(wop, a + (size_t)i * as, b);                     \
+                    acc[r][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_broadcastss_ps(prod), acc[r][i]); \
+                    if (PAIR) accm[r][i] = _mm_add_ps(accm[r][i], prod);                       \
+                }                                                                              \
             }                                                                                  \
         }                                                                                      \
-        _Pragma("GCC unroll 4") for (int i = 0; i < M; i++)                                    \
-            out[i] = reduce_h(h[i][0], h[i][1], h[i][2], h[i][3]);                             \
-    }
-DEFINE_ISUMS(Q4_1)
-DEFINE_ISUMS(Q8_0)
-
-/* The float step of one group for one pair (see the top of this section). */
-static inline __m256 grp_acc(__m256 acc, __m256i isum, __m256 dw, __m256 da) {
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, da), acc);
-}
-
-/* Activation scales (d and, for Q8_1, s) of a row's blocks g0 .. g0+n-1 */
-static inline void act_heads(uint32_t at, const char *arow, int64_t g0, int n, __m256 *d, __m256 *s) {
-    size_t bs = at == LLMK_TYPE_Q8_1 ? sizeof(llmk_block_q8_1) : sizeof(llmk_block_q8_0);
-    heads2(arow + (size_t)g0 * bs, bs, n, d, at == LLMK_TYPE_Q8_1 ? s : NULL);
-}
-
-/* One weight row against M activation rows, all groups: y[i] = dot. The
- * activation scales come from pre (2 vectors per group per row, stride
- * pre_stride vectors between rows) or, when pre is NULL, are converted here
- * (the same values). The group step is inlined twice: n = 8 (constant) for
- * full groups, n < 8 for the last one. */
-#define DEFINE_ROW_TILE(CODEC, WBLK, ABLK, HAS_MIN)                                            \
-    static inline __attribute__((always_inline)) void CODEC##_grp(                             \
-        const char *wrow, const char *a, size_t as, int M, const __m256 *pre, size_t pre_stride, \
-        int64_t g0, int n, __m256 *acc) {                                                      \
-        const uint32_t at = HAS_MIN ? LLMK_TYPE_Q8_1 : LLMK_TYPE_Q8_0;                         \
-        const void *ab[TILE_M];                                                                \
-        for (int i = 0; i < M; i++) ab[i] = (const ABLK *)(a + (size_t)i * as) + g0;           \
-        const WBLK *wb = (const WBLK *)wrow + g0;                                               \
-        __m256i is[TILE_M];                                                                    \
-        CODEC##_isums(wb, ab, M, n, is);                                                       \
-        __m256 dw, mw = _mm256_setzero_ps();                                                   \
-        heads2((const char *)wb, sizeof(WBLK), n, &dw, HAS_MIN ? &mw : NULL);                  \
-        for (int i = 0; i < M; i++) {                                                          \
-            __m256 da, sa = _mm256_setzero_ps();                                               \
-            if (pre) {                                                                         \
-                const __m256 *pp = pre + (size_t)i * pre_stride + (size_t)(g0 / GRP) * 2;      \
-                da = pp[0], sa = pp[1];                                                        \
-            } else {                                                                           \
-                act_heads(at, a + (size_t)i * as, g0, n, &da, &sa);                            \
+        for (int r = 0; r < R; r++)                                                            \
+            for (int i = 0; i < M; i++) {                                                      \
+                float v = hsum8(acc[r][i]);                                                    \
+                if (PAIR) v += _mm_cvtss_f32(_mm_shuffle_ps(accm[r][i], accm[r][i], 1));       \
+                y[(size_t)i * ys + (size_t)r] = v;                                             \
             }                                                                                  \
-            acc[i] = grp_acc(acc[i], is[i], dw, da);                                           \
-            if (HAS_MIN) acc[i] = _mm256_fmadd_ps(mw, sa, acc[i]);                             \
-        }                                                                                      \
-    }                                                                                          \
-    static inline __attribute__((always_inline)) void CODEC##_row_tile(                        \
-        int64_t nb, const char *wrow, const char *a, size_t as, int M, const __m256 *pre,      \
-        size_t pre_stride, float *y, size_t ys) {                                              \
-        __m256 acc[TILE_M];                                                                    \
-        for (int i = 0; i < M; i++) acc[i] = _mm256_setzero_ps();                              \
-        int64_t g0 = 0;                                                                        \
-        for (; g0 + GRP <= nb; g0 += GRP) CODEC##_grp(wrow, a, as, M, pre, pre_stride, g0, GRP, acc); \
-        if (g0 < nb) CODEC##_grp(wrow, a, as, M, pre, pre_stride, g0, (int)(nb - g0), acc);    \
-        for (int i = 0; i < M; i++) y[(size_t)i * ys] = hsum8(acc[i]);                         \
     }
-DEFINE_ROW_TILE(Q4_1, llmk_block_q4_1, llmk_block_q8_1, 1)
-DEFINE_ROW_TILE(Q8_0, llmk_block_q8_0, llmk_block_q8_0, 0)
+DEFINE_TILE(Q4_1, llmk_block_q4_1, llmk_block_q8_1, 1)
+DEFINE_TILE(Q8_0, llmk_block_q8_0, llmk_block_q8_0, 0)
 
-/* Pre-convert the activation scales of M rows (nb <= cap blocks each). */
-static inline void pre_heads(uint32_t at, int64_t nb, const char *a, size_t as, int M, __m256 *pre,
+/* Pre-convert the activation heads of M rows (nb <= MAXB blocks each). */
+static inline void pre_heads(int pair, size_t bs, int64_t nb, const char *a, size_t as, int M, __m128 *pre,
                              size_t pre_stride) {
     for (int i = 0; i < M; i++)
-        for (int64_t g0 = 0; g0 < nb; g0 += GRP) {
-            __m256 *pp = pre + (size_t)i * pre_stride + (size_t)(g0 / GRP) * 2;
-            pp[1] = _mm256_setzero_ps();
-            act_heads(at, a + (size_t)i * as, g0, nb - g0 < GRP ? (int)(nb - g0) : GRP, &pp[0], &pp[1]);
-        }
+        for (int64_t b = 0; b < nb; b++) pre[(size_t)i * pre_stride + (size_t)b] = head4(a + (size_t)i * as + (size_t)b * bs, pair);
 }
 
-/* Row kernel: every weight row against one activation row. */
-#define DEFINE_DOT(CODEC, NAME, AT)                                                            \
+/* Row kernel: every weight row against one activation row, TILE_R rows a pass. */
+#define DEFINE_DOT(CODEC, NAME, ABLK, PAIR)                                                    \
     static void NAME(int64_t k, const void *w, size_t ws, int64_t nrows, const void *a, float *y) { \
         int64_t nb = k / LLMK_QK;                                                              \
-        __m256 pre[2 * MAXB / GRP];                                                            \
-        int use_pre = nb <= MAXB;                                                              \
-        if (use_pre) pre_heads(AT, nb, a, 0, 1, pre, 0);                                       \
-        for (int64_t r = 0; r < nrows; r++)                                                    \
-            CODEC##_row_tile(nb, (const char *)w + (size_t)r * ws, a, 0, 1, use_pre ? pre : NULL, 0, \
-                             y + r, 0);                                                        \
+        __m128 pre[MAXB];                                                                      \
+        const __m128 *pp = NULL;                                                               \
+        if (nb <= MAXB) pre_heads(PAIR, sizeof(ABLK), nb, a, 0, 1, pre, 0), pp = pre;          \
+        int64_t r = 0;                                                                         \
+        for (; r + TILE_R <= nrows; r += TILE_R)                                               \
+            CODEC##_tile(nb, (const char *)w + (size_t)r * ws, ws, TILE_R, a, 0, 1, pp, 0, y + r, 0); \
+        for (; r < nrows; r++)                                                                 \
+            CODEC##_tile(nb, (const char *)w + (size_t)r * ws, ws, 1, a, 0, 1, pp, 0, y + r, 0); \
     }
-DEFINE_DOT(Q4_1, dot_q4_1, LLMK_TYPE_Q8_1)
-DEFINE_DOT(Q8_0, dot_q8_0, LLMK_TYPE_Q8_0)
+DEFINE_DOT(Q4_1, dot_q4_1, llmk_block_q8_1, 1)
+DEFINE_DOT(Q8_0, dot_q8_0, llmk_block_q8_0, 0)
 
 /* Multi-activation kernel: y[i * ys + r] = dot(weight row r, activation row
  * i) for r < nrows, i < m. Activation rows go TILE_M at a time; inside a tile
  * each weight row's blocks are unpacked once for all of its rows. */
-#define DEFINE_DOTM(CODEC, NAME, AT)                                                           \
+#define DEFINE_DOTM(CODEC, NAME, ABLK, PAIR)                                                   \
     static void NAME(int64_t k, const void *w, size_t ws, int64_t nrows, const void *a, size_t as, \
                      int64_t m, float *y, size_t ys) {                                         \
         int64_t nb = k / LLMK_QK;                                                              \
-        const size_t ps = 2 * MAXB_M / GRP;                                                    \
-        __m256 pre[TILE_M * 2 * MAXB_M / GRP];                                                 \
-        int use_pre = nb <= MAXB_M;                                                            \
+        __m128 pre[TILE_M * MAXB];                                                             \
         for (int64_t i0 = 0; i0 < m; i0 += TILE_M) {                                           \
             int M = m - i0 < TILE_M ? (int)(m - i0) : TILE_M;                                  \
             const char *at0 = (const char *)a + (size_t)i0 * as;                               \
-            if (use_pre) pre_heads(AT, nb, at0, as, M, pre, ps);                               \
-            const __m256 *pp = use_pre ? pre : NULL;                                           \
+            const __m128 *pp = NULL;                                                           \
+            if (nb <= MAXB) pre_heads(PAIR, sizeof(ABLK), nb, at0, as, M, pre, MAXB), pp = pre; \
             float *yt = y + (size_t)i0 * ys;                                                   \
             for (int64_t r = 0; r < nrows; r++) {                                              \
                 const char *wr = (const char *)w + (size_t)r * ws;                             \
                 switch (M) {                                                                   \
-                case 4: CODEC##_row_tile(nb, wr, at0, as, 4, pp, ps, yt + r, ys); break;       \
-                case 3: CODEC##_row_tile(nb, wr, at0, as, 3, pp, ps, yt + r, ys); break;       \
-                case 2: CODEC##_row_tile(nb, wr, at0, as, 2, pp, ps, yt + r, ys); break;       \
-                default: CODEC##_row_tile(nb, wr, at0, as, 1, pp, ps, yt + r, ys); break;      \
+                case 4: CODEC##_tile(nb, wr, ws, 1, at0, as, 4, pp, MAXB, yt + r, ys); break;  \
+                case 3: CODEC##_tile(nb, wr, ws, 1, at0, as, 3, pp, MAXB, yt + r, ys); break;  \
+                case 2: CODEC##_tile(nb, wr, ws, 1, at0, as, 2, pp, MAXB, yt + r, ys); break;  \
+                default: CODEC##_tile(nb, wr, ws, 1, at0, as, 1, pp, MAXB, yt + r, ys); break; \
                 }                                                                              \
             }                                                                                  \
         }                                                                                      \
     }
-DEFINE_DOTM(Q4_1, dotm_q4_1, LLMK_TYPE_Q8_1)
-DEFINE_DOTM(Q8_0, dotm_q8_0, LLMK_TYPE_Q8_0)
+DEFINE_DOTM(Q4_1, dotm_q4_1, llmk_block_q8_1, 1)
+DEFINE_DOTM(Q8_0, dotm_q8_0, llmk_block_q8_0, 0)
 
 llmk_dotm_fn llmk_avx2_dotm(llmk_dot_fn dot) {
     if (dot == dot_q4_1) return dotm_q4_1;

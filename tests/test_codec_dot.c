@@ -5,7 +5,9 @@
  *   random data with ragged row counts and extreme scales within
  *   |fast - ref| <= k * 2^-22 * sum|w_i a_i| (two f32 summation orders).
  * - llmk_quantized_matmul: bitwise identical for 1, 2 and 3 threads and for
- *   every route; close to an f64 product of the dequantized weights. */
+ *   every route; close to an f64 product of the dequantized weights.
+ * - llmk_codec_dotm (multi-activation kernels): bitwise identical to the row
+ *   kernel for ragged row/activation counts and at the integer extremes. */
 #include "check.h"
 #include "codec/blocks.h"
 #include "codec/codec.h"
@@ -187,7 +189,7 @@ static void test_matmul(void) {
     CHECK_STATUS(llmk_pool_create(3, &p3), LLMK_OK);
     for (size_t ti = 0; ti < LLMK_ARRAY_LEN(mt); ti++) {
         uint32_t t = mt[ti];
-        int64_t n = 77, k = 512, ms[] = {1, 3, 9, 40};
+        int64_t n = 77, k = 512, ms[] = {1, 3, 9, 40, 37};
         size_t rb = row_bytes(t, k);
         float *wf = malloc((size_t)(n * k) * 4);
         for (int64_t i = 0; i < n * k; i++) wf[i] = unif();
@@ -242,9 +244,58 @@ static void test_matmul(void) {
     llmk_pool_free(p3);
 }
 
+/* llmk_codec_dotm (where a codec has one) against the row kernel: every
+ * element bitwise identical for ragged row counts and activation counts that
+ * are not multiples of the tiles, random data and the integer extremes
+ * (nibbles 15 / |q| = 127 against activations of +-127). */
+static void test_dotm(void) {
+    const uint32_t mt[] = {LLMK_TYPE_Q4_1, LLMK_TYPE_Q8_0};
+    for (size_t ti = 0; ti < LLMK_ARRAY_LEN(mt); ti++) {
+        uint32_t t = mt[ti];
+        llmk_dotm_fn dm = llmk_codec_dotm(t);
+        llmk_dot_fn d = llmk_codec_dot(t, NULL);
+        if (!dm) continue; /* no multi-activation kernel on this CPU */
+        const struct llmk_codec *c = llmk_codec_get(t);
+        const int64_t ks[] = {32, 96, 576, 1536, 9216}; /* 9216: past the pre-converted scale buffer */
+        for (size_t kk = 0; kk < LLMK_ARRAY_LEN(ks); kk++) {
+            int64_t k = ks[kk], n = 1 + (int64_t)(rnd32() % 11), m = 1 + (int64_t)(rnd32() % 10);
+            size_t rb = row_bytes(t, k), ab = row_bytes(c->act_type, k);
+            unsigned char *w = aligned_alloc(64, (rb * (size_t)n + 63) / 64 * 64);
+            unsigned char *a = aligned_alloc(64, (ab * (size_t)m + 63) / 64 * 64);
+            float *x = malloc((size_t)k * 4), *y1 = malloc((size_t)(n * m) * 4), *y2 = malloc((size_t)(n * m) * 4);
+            for (int extreme = 0; extreme < 2; extreme++) {
+                for (int64_t r = 0; r < n; r++) {
+                    for (int64_t i = 0; i < k; i++) x[i] = extreme ? (i % 2 ? 1.0f : 0.999f) : unif();
+                    llmk_quantize_row(t, x, w + (size_t)r * rb, k);
+                }
+                for (int64_t i = 0; i < m; i++) {
+                    for (int64_t l = 0; l < k; l++) x[l] = extreme ? ((i + l / 32) % 2 ? 1.0f : -1.0f) : unif() * 3.0f;
+                    llmk_quantize_row(c->act_type, x, a + (size_t)i * ab, k);
+                }
+                for (int64_t i = 0; i < m; i++) d(k, w, rb, n, a + (size_t)i * ab, y1 + i * n);
+                dm(k, w, rb, n, a, ab, m, y2, (size_t)n);
+                CHECK(memcmp(y1, y2, (size_t)(n * m) * 4) == 0);
+                /* one weight row at a time through dotm: still the same bits */
+                for (int64_t r = 0; r < n; r++) dm(k, w + (size_t)r * rb, rb, 1, a, ab, m, y2 + r, (size_t)n);
+                CHECK(memcmp(y1, y2, (size_t)(n * m) * 4) == 0);
+                if (extreme) {
+                    /* the integer sums at their extremes must still match _ref exactly
+                     * up to f32 rounding: compare against the reference kernel */
+                    float ref;
+                    c->dot(k, w, rb, 1, a, &ref);
+                    double tol = (double)k * 0x1p-22 * abs_dot(t, w, c->act_type, a, k);
+                    CHECK(fabs((double)ref - y1[0]) <= tol);
+                }
+            }
+            free(w), free(a), free(x), free(y1), free(y2);
+        }
+    }
+}
+
 int main(void) {
     printf("%s", llmk_cpu_features());
     test_dot_exact_and_bounded();
     test_matmul();
+    test_dotm();
     return check_summary("codec_dot");
 }

@@ -342,6 +342,37 @@ static void test_row_decoders(void) {
     }
 }
 
+/* The AVX2 kernels of the f32 path equal the baseline ones bit for bit
+ * (same lanes, same order, no FMA), ragged dot lengths included. */
+static void test_avx2_kernels(void) {
+#if defined(__x86_64__)
+    if (strcmp(llmk_f32_kernels(), "avx2") != 0) {
+        printf("test_model: no AVX2 here (or LLMK_CPU_MASK), AVX2 kernel checks skipped\n");
+        return;
+    }
+    enum { N = 320 };
+    float w[N], x[N], row[N];
+    unsigned char q[N * 4];
+    for (int len = 1; len <= 40; len++) {
+        for (int i = 0; i < len; i++) w[i] = frand(), x[i] = frand();
+        float a = llmk_f32_dot(w, x, len), b = llmk_f32_dot_avx2(w, x, len);
+        CHECK(memcmp(&a, &b, sizeof a) == 0);
+    }
+    const uint32_t types[] = {LLMK_TYPE_Q4_0, LLMK_TYPE_Q4_1, LLMK_TYPE_Q8_0};
+    for (size_t k = 0; k < sizeof types / sizeof types[0]; k++)
+        for (int rep = 0; rep < 20; rep++) {
+            for (int i = 0; i < N; i++) w[i] = 2.0f * frand(), x[i] = frand();
+            CHECK_STATUS(llmk_quantize_row(types[k], w, q, N), LLMK_OK);
+            CHECK_STATUS(llmk_f32_dequant_row(types[k], q, row, N), LLMK_OK);
+            float want = llmk_f32_dot(row, x, N), got = 0;
+            CHECK(llmk_f32_rowdot_avx2(types[k], q, x, N, &got) == 1);
+            CHECK(memcmp(&want, &got, sizeof got) == 0);
+        }
+    float dummy;
+    CHECK(llmk_f32_rowdot_avx2(LLMK_TYPE_F16, q, x, 32, &dummy) == 0);
+#endif
+}
+
 static const char *default_model(void) {
     static char path[4096];
     const char *dir = getenv("LLMK_MODELS"), *home = getenv("HOME");
@@ -439,6 +470,7 @@ int main(void) {
         return 1;
     }
     test_row_decoders();
+    test_avx2_kernels();
     test_load_refusals();
     test_tiny_architectures();
     test_llama3_rope();

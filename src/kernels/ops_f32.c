@@ -1,10 +1,12 @@
 #include "kernels/ops_f32.h"
 
 #include "codec/blocks.h"
+#include "codec/codec.h"
 #include "codec/half.h"
 #include "internal.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -25,6 +27,29 @@ float llmk_f32_dot(const float *restrict a, const float *restrict b, int64_t n) 
     float s = ((s0 + s4) + (s1 + s5)) + ((s2 + s6) + (s3 + s7));
     for (; i < n; i++) s += a[i] * b[i];
     return s;
+}
+
+/* ---- kernel choice, once per process ---- */
+typedef float (*dot_fn)(const float *, const float *, int64_t);
+typedef int (*rowdot_fn)(uint32_t, const void *, const float *, int64_t, float *);
+static dot_fn k_dot = llmk_f32_dot;
+static rowdot_fn k_rowdot = NULL;
+static const char *k_name = "scalar";
+static pthread_once_t k_once = PTHREAD_ONCE_INIT;
+
+static void choose_kernels(void) {
+#if defined(__x86_64__)
+    if (llmk_cpu_detect() & LLMK_CPU_AVX2) {
+        k_dot = llmk_f32_dot_avx2;
+        k_rowdot = llmk_f32_rowdot_avx2;
+        k_name = "avx2";
+    }
+#endif
+}
+
+const char *llmk_f32_kernels(void) {
+    pthread_once(&k_once, choose_kernels);
+    return k_name;
 }
 
 void llmk_f32_rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps) {
@@ -54,9 +79,10 @@ void llmk_f32_swiglu(float *g, const float *u, int64_t n) {
 
 void llmk_f32_attend(const float *q, const float *k, const float *v, int64_t n_kv,
                      int64_t kv_stride, int head_dim, float scale, float *scores, float *out) {
+    pthread_once(&k_once, choose_kernels);
     float mx = -INFINITY;
     for (int64_t j = 0; j < n_kv; j++) {
-        scores[j] = llmk_f32_dot(q, k + j * kv_stride, head_dim) * scale;
+        scores[j] = k_dot(q, k + j * kv_stride, head_dim) * scale;
         if (scores[j] > mx) mx = scores[j];
     }
     double sum = 0;
@@ -135,6 +161,12 @@ static void matmul_worker(void *arg, int ith, int nth) {
     llmk_split_range(c->n_out, ith, nth, &lo, &hi);
     float *row = c->scratch + (int64_t)ith * c->scratch_stride;
     const unsigned char *base = c->w->data;
+    /* One activation row: decode-and-dot in registers when a kernel has it
+     * (bitwise equal to decoding the row and calling the dot). */
+    if (c->n_tok == 1 && k_rowdot && lo < hi && k_rowdot(c->w->type, base + (uint64_t)lo * c->row_bytes, c->x, c->n_in, &c->y[lo])) {
+        for (int64_t r = lo + 1; r < hi; r++) k_rowdot(c->w->type, base + (uint64_t)r * c->row_bytes, c->x, c->n_in, &c->y[r]);
+        return;
+    }
     for (int64_t r = lo; r < hi; r++) {
         int st = llmk_f32_dequant_row(c->w->type, base + (uint64_t)r * c->row_bytes, row, c->n_in);
         if (st != LLMK_OK) {
@@ -142,7 +174,7 @@ static void matmul_worker(void *arg, int ith, int nth) {
             return;
         }
         for (int64_t t = 0; t < c->n_tok; t++)
-            c->y[t * c->n_out + r] = llmk_f32_dot(row, c->x + t * c->n_in, c->n_in);
+            c->y[t * c->n_out + r] = k_dot(row, c->x + t * c->n_in, c->n_in);
     }
 }
 
@@ -155,6 +187,7 @@ int llmk_f32_matmul(llmk_pool *pool, const llmk_tensor_info *w, const float *x, 
     if (llmk_row_bytes(w->type, w->ne[0], &c.row_bytes) != LLMK_OK)
         return llmk_fail(LLMK_TENSOR_TYPE_UNSUPPORTED, "matmul: tensor %s: bad row type %u", w->name, w->type);
     atomic_init(&c.status, LLMK_OK);
+    pthread_once(&k_once, choose_kernels);
     llmk_pool_run(pool, matmul_worker, &c);
     int st = atomic_load(&c.status);
     if (st != LLMK_OK)

@@ -44,4 +44,14 @@ int llmk_f32_dequant_row(uint32_t type, const void *src, float *dst, int64_t n);
 int llmk_f32_matmul(llmk_pool *pool, const llmk_tensor_info *w, const float *x, int64_t n_tok,
                     float *y, float *scratch, int64_t scratch_stride);
 
+/* AVX2 kernels (src/kernels/ops_f32_avx2.c, x86-64 only), bitwise equal to
+ * the baseline ones; the matmul and attention choose them at start-up when
+ * the CPU has AVX2 (LLMK_CPU_MASK=none forces the baseline). rowdot: the dot
+ * of one Q4_0/Q4_1/Q8_0 row with x, decoded on the fly; returns 0 for other
+ * types. */
+float llmk_f32_dot_avx2(const float *a, const float *b, int64_t n);
+int llmk_f32_rowdot_avx2(uint32_t type, const void *row, const float *x, int64_t n, float *out);
+/* Which kernels this process uses: "avx2" or "scalar". */
+const char *llmk_f32_kernels(void);
+
 #endif

@@ -1,0 +1,79 @@
+/* AVX2 versions of the f32 path's row dot products (src/kernels/ops_f32.c).
+ * Bitwise equal to the baseline code by construction: the 8 lanes of one
+ * __m256 accumulator are the 8 partial sums of llmk_f32_dot (lane k takes
+ * elements k, k+8, k+16, ...), every weight is decoded with the same f32
+ * multiply and add as the scalar decoders (separate mul and add, never FMA),
+ * and the lanes are combined in llmk_f32_dot's order. */
+#include "kernels/ops_f32.h"
+
+#include "codec/blocks.h"
+#include "codec/half.h"
+
+#include <immintrin.h>
+
+static inline float combine(__m256 acc) {
+    float s[8];
+    _mm256_storeu_ps(s, acc);
+    return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+}
+
+/* Bytes 0..7 of v widened to 8 floats. */
+static inline __m256 u8x8_to_ps(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)); }
+static inline __m256 i8x8_to_ps(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)); }
+
+float llmk_f32_dot_avx2(const float *a, const float *b, int64_t n) {
+    __m256 acc = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
+    float s = combine(acc);
+    for (; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+int llmk_f32_rowdot_avx2(uint32_t type, const void *row, const float *x, int64_t n, float *out) {
+    __m256 acc = _mm256_setzero_ps();
+    int64_t nb = n / LLMK_QK;
+    if (type == LLMK_TYPE_Q4_1) {
+        const llmk_block_q4_1 *b = row;
+        const __m128i low = _mm_set1_epi8(0xf);
+        for (int64_t ib = 0; ib < nb; ib++, x += LLMK_QK) {
+            __m256 d = _mm256_set1_ps(llmk_fp16_to_fp32(b[ib].d)), m = _mm256_set1_ps(llmk_fp16_to_fp32(b[ib].m));
+            __m128i qs = _mm_loadu_si128((const __m128i *)b[ib].qs);
+            __m128i lo = _mm_and_si128(qs, low), hi = _mm_and_si128(_mm_srli_epi16(qs, 4), low);
+            __m256 w0 = _mm256_add_ps(_mm256_mul_ps(d, u8x8_to_ps(lo)), m);
+            __m256 w1 = _mm256_add_ps(_mm256_mul_ps(d, u8x8_to_ps(_mm_srli_si128(lo, 8))), m);
+            __m256 w2 = _mm256_add_ps(_mm256_mul_ps(d, u8x8_to_ps(hi)), m);
+            __m256 w3 = _mm256_add_ps(_mm256_mul_ps(d, u8x8_to_ps(_mm_srli_si128(hi, 8))), m);
+            acc = _mm256_add_ps(acc, _mm256_mul_ps(w0, _mm256_loadu_ps(x)));
+            acc = _mm256_add_ps(acc, _mm256_mul_ps(w1, _mm256_loadu_ps(x + 8)));
+            acc = _mm256_add_ps(acc, _mm256_mul_ps(w2, _mm256_loadu_ps(x + 16)));
+            acc = _mm256_add_ps(acc, _mm256_mul_ps(w3, _mm256_loadu_ps(x + 24)));
+        }
+    } else if (type == LLMK_TYPE_Q4_0) {
+        const llmk_block_q4_0 *b = row;
+        const __m128i low = _mm_set1_epi8(0xf), eight = _mm_set1_epi8(8);
+        for (int64_t ib = 0; ib < nb; ib++, x += LLMK_QK) {
+            __m256 d = _mm256_set1_ps(llmk_fp16_to_fp32(b[ib].d));
+            __m128i qs = _mm_loadu_si128((const __m128i *)b[ib].qs);
+            __m128i lo = _mm_sub_epi8(_mm_and_si128(qs, low), eight);
+            __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(qs, 4), low), eight);
+            acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_mul_ps(d, i8x8_to_ps(lo)), _mm256_loadu_ps(x)));
+            acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_mul_ps(d, i8x8_to_ps(_mm_srli_si128(lo, 8))), _mm256_loadu_ps(x + 8)));
+            acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_mul_ps(d, i8x8_to_ps(hi)), _mm256_loadu_ps(x + 16)));
+            acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_mul_ps(d, i8x8_to_ps(_mm_srli_si128(hi, 8))), _mm256_loadu_ps(x + 24)));
+        }
+    } else if (type == LLMK_TYPE_Q8_0) {
+        const llmk_block_q8_0 *b = row;
+        for (int64_t ib = 0; ib < nb; ib++, x += LLMK_QK) {
+            __m256 d = _mm256_set1_ps(llmk_fp16_to_fp32(b[ib].d));
+            for (int r = 0; r < 4; r++) {
+                __m128i q = _mm_loadl_epi64((const __m128i *)(b[ib].qs + 8 * r));
+                acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_mul_ps(d, i8x8_to_ps(q)), _mm256_loadu_ps(x + 8 * r)));
+            }
+        }
+    } else {
+        return 0;
+    }
+    *out = combine(acc);
+    return 1;
+}

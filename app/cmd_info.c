@@ -3,6 +3,7 @@
  * metadata and tensor infos as one JSON object (what the tests compare with
  * gguf-py). */
 #include "cli.h"
+#include "exec_cpu.h"
 
 #include <cjson/cJSON.h>
 #include <inttypes.h>
@@ -25,6 +26,7 @@ static void usage(FILE *to) {
             "  --json             print every metadata value and tensor info as JSON\n"
             "  --system           print the CPU features detected, the dot kernel chosen per\n"
             "                     codec, and the codecs this build implements (no model)\n"
+            "  --program          print the phase program the fast path runs for the model\n"
             "  -h, --help         this help\n",
             cli_default_model());
 }
@@ -300,9 +302,25 @@ static int print_json(const char *path, const llmk_gguf *g) {
     return LLMK_OK;
 }
 
+/* --program: the phase program the fast path's executor runs for this model
+ * (src/program.c), with the activation forms the executor chose. */
+static int print_program(const char *model) {
+    llmk_model *m = NULL;
+    struct llmk_exec *ex = NULL;
+    int st = llmk_model_load(model, &m);
+    if (st == LLMK_OK) st = llmk_exec_init(m, &(struct llmk_exec_params){.n_ctx = 16, .n_threads = 1}, &ex);
+    if (st == LLMK_OK) {
+        llmk_program_dump(llmk_exec_program(ex), stdout);
+        printf("attention/activation kernels: %s\n", llmk_exec_kernels(ex));
+    }
+    llmk_exec_free(ex);
+    if (m) llmk_model_free(m);
+    return st == LLMK_OK ? CLI_EXIT_OK : cli_report("info", st);
+}
+
 int cmd_info(int argc, char **argv) {
     const char *model = NULL;
-    bool tensors = false, json = false;
+    bool tensors = false, json = false, program = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -330,6 +348,9 @@ int cmd_info(int argc, char **argv) {
             fprintf(stderr, "llmk info: error: %s: writing stdout failed\n", llmk_status_name(LLMK_IO_ERROR));
             return CLI_EXIT_FAIL;
         }
+        else if (!strcmp(a, "--program")) {
+            program = true;
+        }
         else if (a[0] == '-' && a[1]) {
             return cli_usage_error("info", "unknown option '%s'", a);
         } else if (!model) {
@@ -339,6 +360,7 @@ int cmd_info(int argc, char **argv) {
         }
     }
     if (!model) model = cli_default_model();
+    if (program) return print_program(model);
     llmk_gguf *g;
     int st = llmk_gguf_open(model, &g);
     if (st != LLMK_OK) return cli_report("info", st);

@@ -94,3 +94,13 @@ def test_bench_phases_and_refusals():
     assert r.returncode == 2
     r = subprocess.run([LLMK, "bench", "--kv-type", "q4_0"], capture_output=True)
     assert r.returncode == 2
+
+
+def test_info_program():
+    txt = run("info", "--program", "-m", str(MODEL)).decode()
+    lines = txt.splitlines()
+    assert lines[0].startswith("program: 244 phases (1 + 30 layers x 8 + 3 final)")
+    ops = [ln.split()[1] for ln in lines[1:245]]
+    assert ops[:9] == ["embed", "norm_quant", "matmul", "rope_kv", "attn", "matmul", "norm_quant", "matmul", "matmul"]
+    assert ops[-3:] == ["norm_quant", "matmul", "argmax"]
+    assert "blk.29.ffn_down" in txt and "token_embd.weight[q8_0 49152x576] -> logits" in txt

@@ -25,6 +25,7 @@ static void usage(FILE *to) {
             "  --ctx N      context size in tokens (default min(4096, the model's))\n"
             "  --path P     decode path: ref, f32, fast (default fast)\n"
             "  --save FILE  write the conversation as a JSON messages array after each turn\n"
+            "  --messages FILE  start from this conversation (e.g. one written by --save)\n"
             "  --verbose    per-turn token counts (reused / prefilled / generated) on stderr\n",
             cli_default_model());
     gen_opts_usage(to);
@@ -55,7 +56,7 @@ static int conv_add(struct conv *c, const char *role, const char *content, size_
     if (!s) return llmk_fail(LLMK_OUT_OF_MEMORY, "message of %zu bytes", len);
     memcpy(s, content, len);
     s[len] = 0;
-    c->m[c->n].role = role; /* a string literal */
+    c->m[c->n].role = role; /* a literal, or a role of --messages (kept to the end) */
     c->m[c->n].content = s;
     c->n++;
     return LLMK_OK;
@@ -93,7 +94,7 @@ static void print_ids(const char *what, int turn, const int32_t *ids, size_t n) 
 }
 
 int cmd_chat(int argc, char **argv) {
-    const char *cmd = "chat", *model_path = NULL, *save = NULL;
+    const char *cmd = "chat", *model_path = NULL, *save = NULL, *history = NULL;
     long n_predict = 1024, threads = 0, n_ctx_arg = 0;
     int path = LLMK_PATH_FAST;
     bool verbose = false;
@@ -118,6 +119,8 @@ int cmd_chat(int argc, char **argv) {
             model_path = v;
         } else if (!strcmp(a, "--save")) {
             save = v;
+        } else if (!strcmp(a, "--messages")) {
+            history = v;
         } else if (!strcmp(a, "-n")) {
             if (!cli_parse_long(cmd, a, v, 1, 1 << 24, &n_predict)) return CLI_EXIT_USAGE;
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
@@ -142,7 +145,8 @@ int cmd_chat(int argc, char **argv) {
     struct conv conv = {0};
     int32_t *hist = NULL, *ids = NULL;
     float *logits = NULL;
-    char *line = NULL, *text = NULL, *reply = NULL;
+    char *line = NULL, *text = NULL, *reply = NULL, *hist_json = NULL;
+    llmk_chat_message *loaded = NULL; /* --messages: roles point into it */
     size_t line_cap = 0, reply_len = 0;
     FILE *reply_f = NULL;
 
@@ -167,6 +171,15 @@ int cmd_chat(int argc, char **argv) {
     }
     if ((st = gen_ctx_init(&gc, cmd, &o, n_vocab)) != LLMK_OK) goto fail;
     if (o.system && (st = conv_add(&conv, "system", o.system, strlen(o.system))) != LLMK_OK) goto fail;
+    if (history) {
+        size_t hl = 0, hn = 0;
+        if ((rc = gen_read_file(cmd, history, &hist_json, &hl)) != CLI_EXIT_OK) goto done;
+        if ((st = llmk_chat_parse_messages(hist_json, hl, &loaded, &hn)) != LLMK_OK) goto fail;
+        for (size_t k = 0; k < hn; k++)
+            if ((st = conv_add(&conv, loaded[k].role, loaded[k].content,
+                               strlen(loaded[k].content))) != LLMK_OK)
+                goto fail;
+    }
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -299,6 +312,8 @@ fail:
 done:
     if (reply_f) fclose(reply_f);
     free(reply);
+    free(loaded);
+    free(hist_json);
     free(line);
     free(text);
     free(hist);

@@ -238,3 +238,21 @@ def test_chat_context_full():
     assert turns[1]["why"] == "context full", p.stderr
     assert len(turns[1]["ids"]) + turns[1]["evaluated"] == 40
     assert b"context of 40 tokens is full" in p.stderr
+
+
+@pytest.mark.skipif(not os.path.exists(DEFAULT_MODEL), reason="default model not present")
+def test_chat_prompt_matches_jinja_for_longer_conversations(tmp_path):
+    """Conversations from the fixtures (system + user; user/assistant/user),
+    the earlier turns loaded with --messages and the last typed in: the
+    prompt chat prefills is token-identical to the jinja2 rendering
+    tokenized by the reference tokenizer."""
+    cases = [c for c in load("smollm2")["cases"]
+             if c["add_generation_prompt"] and len(c["messages"]) in (2, 3)
+             and "\n" not in c["messages"][-1]["content"]]
+    assert len(cases) == 2
+    for case in cases:
+        hist = tmp_path / "h.json"
+        hist.write_text(json.dumps(case["messages"][:-1]), encoding="utf-8")
+        p = run("chat", "-m", DEFAULT_MODEL, "--temp", "0", "-n", "1", "--verbose", "--messages",
+                str(hist), input_bytes=case["messages"][-1]["content"].encode() + b"\n")
+        assert verbose_turns(p.stderr)[1]["ids"] == case["ids"], case["messages"]

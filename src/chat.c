@@ -132,6 +132,13 @@ int llmk_chat_template_init(const char *name, const char *text, size_t text_len,
     } else {
         for (int i = 0; i < T_COUNT && kind < 0; i++)
             if (contains(text, text_len, kinds[i].marker)) kind = i;
+        /* Llama-3.1+ templates always inject a dated system header (and
+         * tool sections) that the 3.0 renderer does not write: refuse rather
+         * than build a prompt that differs from the model's own. */
+        if (kind == T_LLAMA3 && contains(text, text_len, "Cutting Knowledge Date"))
+            return llmk_fail(LLMK_TEMPLATE_UNKNOWN,
+                             "tokenizer.chat_template is the Llama-3.1 form (dated system header), "
+                             "which llmk does not render; --chat-template llama3 uses the 3.0 form");
         if (kind < 0)
             return llmk_fail(LLMK_TEMPLATE_UNKNOWN,
                              "tokenizer.chat_template (%zu bytes) has none of the markers of "

@@ -60,6 +60,13 @@ static void test_recognise(void) {
            "<|start_header_id|>assistant<|end_header_id|>\n\n");
     llmk_chat_template_free(t);
 
+    const char *l31 = "{{- '<|start_header_id|>system<|end_header_id|>' }}{{- 'Cutting Knowledge Date: "
+                      "December 2023' }}";
+    CHECK_STATUS(llmk_chat_template_init(NULL, l31, strlen(l31), "", "", &t), LLMK_TEMPLATE_UNKNOWN);
+    CHECK(strstr(llmk_last_error(), "3.1") != NULL);
+    CHECK_STATUS(llmk_chat_template_init("llama3", l31, strlen(l31), "", "", &t), LLMK_OK);
+    llmk_chat_template_free(t);
+
     const char *z = "{{ '<|user|>\\n' }}";
     CHECK_STATUS(llmk_chat_template_init(NULL, z, strlen(z), "<s>", "</s>", &t), LLMK_OK);
     CHECK(!strcmp(llmk_chat_template_name(t), "zephyr"));

@@ -260,20 +260,52 @@ static int better(const llmk_token_prob *a, const llmk_token_prob *b) {
     return a->logit > b->logit || (a->logit == b->logit && a->id < b->id);
 }
 
-static int cmp_desc(const void *x, const void *y) {
-    const llmk_token_prob *a = x, *b = y;
-    return better(a, b) ? -1 : better(b, a) ? 1 : 0;
+/* Typical-p order: the score (stored in .p) ascending, then the logit order. */
+static int more_typical(const llmk_token_prob *a, const llmk_token_prob *b) {
+    if (a->p != b->p) return a->p < b->p;
+    return better(a, b);
 }
 
-/* Typical-p order: the score (stored in .p) ascending, then the logit order. */
-static int cmp_score(const void *x, const void *y) {
-    const llmk_token_prob *a = x, *b = y;
-    if (a->p != b->p) return a->p < b->p ? -1 : 1;
-    return cmp_desc(x, y);
+typedef int (*before_fn)(const llmk_token_prob *, const llmk_token_prob *);
+
+/* Heap over h[0..n) whose root is the element that sorts LAST under
+ * `before`. Sorting is an in-place heapsort on these, not qsort: glibc's
+ * qsort may malloc a merge buffer, and the sampler allocates nothing per
+ * token. The order is total, so the result does not depend on the method. */
+static void sift_down(llmk_token_prob *h, size_t n, size_t i, before_fn before) {
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < n && before(&h[m], &h[l])) m = l;
+        if (r < n && before(&h[m], &h[r])) m = r;
+        if (m == i) return;
+        llmk_token_prob t = h[i];
+        h[i] = h[m];
+        h[m] = t;
+        i = m;
+    }
+}
+
+static void heapify(llmk_token_prob *h, size_t n, before_fn before) {
+    for (size_t i = n / 2; i-- > 0;) sift_down(h, n, i, before);
+}
+
+/* h[0..n) must already be a heap: pop the last-sorting element to the end. */
+static void heap_drain(llmk_token_prob *h, size_t n, before_fn before) {
+    for (size_t end = n; end-- > 1;) {
+        llmk_token_prob t = h[0];
+        h[0] = h[end];
+        h[end] = t;
+        sift_down(h, end, 0, before);
+    }
+}
+
+static void sort_by(llmk_token_prob *h, size_t n, before_fn before) {
+    heapify(h, n, before);
+    heap_drain(h, n, before);
 }
 
 static void sort_desc(llmk_sampler *s) {
-    if (!s->sorted) qsort(s->cand, s->n_cand, sizeof *s->cand, cmp_desc);
+    if (!s->sorted) sort_by(s->cand, s->n_cand, better);
     s->sorted = true;
 }
 
@@ -341,33 +373,19 @@ static void stage_temperature(llmk_sampler *s) {
         s->cand[i].logit = llmk_temperature_scale(s->cand[i].logit, t);
 }
 
-/* Min-heap on `better` over cand[0..k): the root is the weakest kept token. */
-static void sift_down(llmk_token_prob *h, size_t k, size_t i) {
-    for (;;) {
-        size_t l = 2 * i + 1, r = l + 1, m = i;
-        if (l < k && better(&h[m], &h[l])) m = l;
-        if (r < k && better(&h[m], &h[r])) m = r;
-        if (m == i) return;
-        llmk_token_prob t = h[i];
-        h[i] = h[m];
-        h[m] = t;
-        i = m;
-    }
-}
-
 static void stage_top_k(llmk_sampler *s) {
     int32_t k = s->p.top_k;
     if (k <= 0 || (size_t)k >= s->n_cand) return; /* off, or keeps everything */
     if (!s->sorted) {
         /* Select the k best in O(n log k), then sort just those. */
         llmk_token_prob *h = s->cand;
-        for (size_t i = k / 2; i-- > 0;) sift_down(h, (size_t)k, i);
+        heapify(h, (size_t)k, better); /* root: the weakest kept token */
         for (size_t i = (size_t)k; i < s->n_cand; i++)
             if (better(&h[i], &h[0])) {
                 h[0] = h[i];
-                sift_down(h, (size_t)k, 0);
+                sift_down(h, (size_t)k, 0, better);
             }
-        qsort(h, (size_t)k, sizeof *h, cmp_desc);
+        heap_drain(h, (size_t)k, better);
         s->sorted = true;
     }
     /* The cut is the first rank llmk_top_k_accept refuses. */
@@ -415,7 +433,7 @@ static void stage_typical_p(llmk_sampler *s) {
         /* a zero-probability token is the least typical of all */
         s->cand[i].p = pr > 0 ? llmk_typical_p_score(log(pr), h) : INFINITY;
     }
-    qsort(s->cand, s->n_cand, sizeof *s->cand, cmp_score);
+    sort_by(s->cand, s->n_cand, more_typical);
     s->sorted = false;
     softmax(s);
     cumulative_cut(s, s->p.typical_p);

@@ -112,7 +112,8 @@ def quants(base):
         g = base["dir"] / f"{q}.gguf"
         r = run("quantize", MODEL, g, q)
         assert r.returncode == 0, r.stderr
-        r = pp("-m", g, "-f", TEXT, "-t", "2", "--kl-base", base["file"])
+        save = ["--save-logits", base["dir"] / "q8_0.logp"] if q == "q8_0" else []
+        r = pp("-m", g, "-f", TEXT, "-t", "2", "--kl-base", base["file"], *save)
         assert r.returncode == 0, r.stderr
         res[q] = parse(r.stdout)
     return res
@@ -146,6 +147,8 @@ def test_saved_file_is_what_an_independent_evaluation_gives(base):
     tgt = f["ids"][:, FIRST + 1:].ravel()
     nll = -f["lp"][np.arange(f["npos"]), tgt].astype(np.float64)
     assert math.exp(nll.mean()) == pytest.approx(base["out"]["ppl"], rel=1e-4)
+    se = nll.std(ddof=1) / math.sqrt(len(nll))
+    assert se == pytest.approx(base["out"]["nll_se"], rel=1e-4)
     # The second window from a fresh session (llmk logits), scored at positions
     # FIRST..CTX-2: equal to the saved rows only if perplexity emptied the
     # session between windows and saved exactly those positions.
@@ -306,3 +309,32 @@ def test_sanitizer_build(tmp_path):
     assert pp("-m", MODEL, "-f", TEXT, "--kl-base", f, binary=SAN_BIN).returncode == 1
     f.write_bytes(b"LLMKLOGP")
     assert pp("-m", MODEL, "-f", TEXT, "--kl-base", f, binary=SAN_BIN).returncode == 1
+
+
+@needs_model
+def test_kl_figures_match_a_numpy_computation(base, quants):
+    """Every figure of the Q8_0 run recomputed from the two saved files:
+    KL(base||this) = sum_i p_base(i) (log p_base(i) - log p_this(i)) per
+    position (the direction matters: KL(this||base) differs in the 3rd digit)."""
+    b = read_logp(base["file"])
+    t = read_logp(base["dir"] / "q8_0.logp")
+    assert (t["ids"] == b["ids"]).all()
+    lb, lt = b["lp"].astype(np.float64), t["lp"].astype(np.float64)
+    kl = (np.exp(lb) * (lb - lt)).sum(1)
+    o = quants["q8_0"]
+    n = len(kl)
+    assert o["n"] == n
+    assert o["kl"] == pytest.approx(kl.mean(), rel=1e-5)
+    assert o["kl_se"] == pytest.approx(kl.std(ddof=1) / math.sqrt(n), rel=1e-4)
+    ks = np.sort(kl)
+    assert o["kl_median"] == pytest.approx(ks[math.ceil(0.5 * n) - 1], rel=1e-5)
+    assert o["kl_p99"] == pytest.approx(ks[math.ceil(0.99 * n) - 1], rel=1e-5)
+    assert o["kl_max"] == pytest.approx(ks[-1], rel=1e-5)
+    reverse = (np.exp(lt) * (lt - lb)).sum(1).mean()
+    assert abs(reverse - kl.mean()) > 1e-4 * kl.mean()  # the check above can tell them apart
+    agree = int((lb.argmax(1) == lt.argmax(1)).sum())
+    assert o["agree"] == agree
+    tgt = b["ids"][:, FIRST + 1:].ravel()
+    d = (lb[np.arange(n), tgt] - lt[np.arange(n), tgt])  # nll_this - nll_base
+    assert o["dln"] == pytest.approx(d.mean(), rel=1e-4, abs=1e-7)
+    assert o["dln_se"] == pytest.approx(d.std(ddof=1) / math.sqrt(n), rel=1e-4)

@@ -18,43 +18,59 @@ static inline float hsum8(__m256 v) {
 #define PAIR(q, a) _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(_mm256_and_si256((q), m4), _mm256_loadu_si256((const __m256i *)(a))), \
                                      _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16((q), 4), m4), _mm256_loadu_si256((const __m256i *)(a) + 1))), ones)
 
-/* NA activation rows against one weight row: the weight pair is unpacked
- * once per load and used by every activation row; each row's sequence of
- * operations is the same for NA = 1 and NA = 2. */
-static inline void dot_rows(const struct llmk_xq4_1 *w, int64_t r, const unsigned char *act, size_t as, int na,
-                            float *y, int64_t ys) {
-    const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1), z = _mm256_setzero_si256();
-    const uint8_t *q = w->qs + (size_t)r * (size_t)w->nb * 16;
-    const uint16_t *d = w->d + (size_t)r * (size_t)w->ng * 8, *m = w->m + (size_t)r * (size_t)w->ng * 8;
-    int64_t nb = w->nb, np = nb / 2;
-    const unsigned char *a0 = act, *a1 = act + as;
-    const float *da0 = (const float *)(a0 + nb * 32), *da1 = (const float *)(a1 + nb * 32);
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, mac0 = acc0, mac1 = acc0;
-    for (int64_t g = 0; g < w->ng; g++) {
-        int64_t p0 = g * 4, npg = np - p0 < 4 ? np - p0 : 4;
-        __m256i s0[4], s1[4];
-        for (int i = 0; i < 4; i++) {
-            if (i < npg) {
-                __m256i qv = _mm256_loadu_si256((const __m256i *)(q + (p0 + i) * 32));
-                s0[i] = PAIR(qv, a0 + (p0 + i) * 64);
-                s1[i] = na > 1 ? PAIR(qv, a1 + (p0 + i) * 64) : z;
-            } else {
-                s0[i] = z, s1[i] = z;
-            }
-        }
-        __m256 wd = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(d + g * 8)));
-        __m256 wm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(m + g * 8)));
-        __m256i h0 = _mm256_hadd_epi32(_mm256_hadd_epi32(s0[0], s0[1]), _mm256_hadd_epi32(s0[2], s0[3]));
-        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h0), _mm256_mul_ps(wd, _mm256_loadu_ps(da0 + g * 8)), acc0);
-        mac0 = _mm256_fmadd_ps(wm, _mm256_loadu_ps(da0 + w->ng * 8 + g * 8), mac0);
-        if (na > 1) {
-            __m256i h1 = _mm256_hadd_epi32(_mm256_hadd_epi32(s1[0], s1[1]), _mm256_hadd_epi32(s1[2], s1[3]));
-            acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h1), _mm256_mul_ps(wd, _mm256_loadu_ps(da1 + g * 8)), acc1);
-            mac1 = _mm256_fmadd_ps(wm, _mm256_loadu_ps(da1 + w->ng * 8 + g * 8), mac1);
-        }
-    }
-    y[0] = hsum8(acc0) + hsum8(mac0);
-    if (na > 1) y[ys] = hsum8(acc1) + hsum8(mac1);
+/* Block sums of pair p of one activation row (a points at the row's pairs). */
+#define SUMS(qv, a, p) PAIR(qv, (a) + (p) * 64)
+#define FOLD(s0, s1, s2, s3) _mm256_hadd_epi32(_mm256_hadd_epi32(s0, s1), _mm256_hadd_epi32(s2, s3))
+
+/* One weight row against one (NA = 1) or two (NA = 2) activation rows. The
+ * weight pairs are loaded and unpacked once for both rows; each row's
+ * sequence of operations is the same for NA = 1 and NA = 2, and a tail group
+ * (fewer than 4 pairs) folds zero vectors in place of the missing pairs. */
+#define DOT_BODY(NA)                                                                                           \
+    const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1), z = _mm256_setzero_si256();       \
+    const uint8_t *q = w->qs + (size_t)r * (size_t)w->nb * 16;                                                 \
+    const uint16_t *d = w->d + (size_t)r * (size_t)w->ng * 8, *m = w->m + (size_t)r * (size_t)w->ng * 8;       \
+    int64_t nb = w->nb, np = nb / 2, ng = w->ng, nfull = np / 4;                                               \
+    const unsigned char *a1 = a0 + as;                                                                         \
+    const float *da0 = (const float *)(a0 + nb * 32), *da1 = (const float *)(a1 + nb * 32);                   \
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, mac0 = acc0, mac1 = acc0;                                   \
+    for (int64_t g = 0; g < ng; g++) {                                                                         \
+        int64_t p0 = g * 4;                                                                                    \
+        __m256i x0, x1, x2, x3, y0 = z, y1 = z, y2 = z, y3 = z;                                                \
+        if (g < nfull) {                                                                                       \
+            __m256i q0 = _mm256_loadu_si256((const __m256i *)(q + p0 * 32));                                  \
+            __m256i q1 = _mm256_loadu_si256((const __m256i *)(q + p0 * 32 + 32));                             \
+            __m256i q2 = _mm256_loadu_si256((const __m256i *)(q + p0 * 32 + 64));                             \
+            __m256i q3 = _mm256_loadu_si256((const __m256i *)(q + p0 * 32 + 96));                             \
+            x0 = SUMS(q0, a0, p0), x1 = SUMS(q1, a0, p0 + 1), x2 = SUMS(q2, a0, p0 + 2), x3 = SUMS(q3, a0, p0 + 3); \
+            if (NA > 1) y0 = SUMS(q0, a1, p0), y1 = SUMS(q1, a1, p0 + 1), y2 = SUMS(q2, a1, p0 + 2), y3 = SUMS(q3, a1, p0 + 3); \
+        } else {                                                                                               \
+            __m256i xs[4] = {z, z, z, z}, xt[4] = {z, z, z, z};                                                \
+            for (int64_t i = 0; p0 + i < np; i++) {                                                            \
+                __m256i qv = _mm256_loadu_si256((const __m256i *)(q + (p0 + i) * 32));                        \
+                xs[i] = SUMS(qv, a0, p0 + i);                                                                  \
+                if (NA > 1) xt[i] = SUMS(qv, a1, p0 + i);                                                      \
+            }                                                                                                  \
+            x0 = xs[0], x1 = xs[1], x2 = xs[2], x3 = xs[3], y0 = xt[0], y1 = xt[1], y2 = xt[2], y3 = xt[3];     \
+        }                                                                                                      \
+        __m256 wd = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(d + g * 8)));                          \
+        __m256 wm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(m + g * 8)));                           \
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(FOLD(x0, x1, x2, x3)), _mm256_mul_ps(wd, _mm256_loadu_ps(da0 + g * 8)), acc0); \
+        mac0 = _mm256_fmadd_ps(wm, _mm256_loadu_ps(da0 + ng * 8 + g * 8), mac0);                              \
+        if (NA > 1) {                                                                                          \
+            acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(FOLD(y0, y1, y2, y3)), _mm256_mul_ps(wd, _mm256_loadu_ps(da1 + g * 8)), acc1); \
+            mac1 = _mm256_fmadd_ps(wm, _mm256_loadu_ps(da1 + ng * 8 + g * 8), mac1);                          \
+        }                                                                                                      \
+    }                                                                                                          \
+    y[0] = hsum8(acc0) + hsum8(mac0);                                                                          \
+    if (NA > 1) y[ys] = hsum8(acc1) + hsum8(mac1);
+
+static void dot1(const struct llmk_xq4_1 *w, int64_t r, const unsigned char *a0, size_t as, float *y, int64_t ys) {
+    (void)ys;
+    DOT_BODY(1)
+}
+static void dot2(const struct llmk_xq4_1 *w, int64_t r, const unsigned char *a0, size_t as, float *y, int64_t ys) {
+    DOT_BODY(2)
 }
 
 void llmk_xq4_1_mm_avx2(const struct llmk_xq4_1 *w, int64_t r0, int64_t r1, const void *act, size_t act_stride,
@@ -62,7 +78,7 @@ void llmk_xq4_1_mm_avx2(const struct llmk_xq4_1 *w, int64_t r0, int64_t r1, cons
     const unsigned char *a = act;
     int64_t i = 0;
     for (; i + 2 <= na; i += 2)
-        for (int64_t r = r0; r < r1; r++) dot_rows(w, r, a + (size_t)i * act_stride, act_stride, 2, y + i * y_stride + r, y_stride);
+        for (int64_t r = r0; r < r1; r++) dot2(w, r, a + (size_t)i * act_stride, act_stride, y + i * y_stride + r, y_stride);
     for (; i < na; i++)
-        for (int64_t r = r0; r < r1; r++) dot_rows(w, r, a + (size_t)i * act_stride, act_stride, 1, y + i * y_stride + r, y_stride);
+        for (int64_t r = r0; r < r1; r++) dot1(w, r, a + (size_t)i * act_stride, act_stride, y + i * y_stride + r, y_stride);
 }

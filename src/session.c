@@ -207,9 +207,9 @@ static int f32_forward(llmk_session *s, const int32_t *ids, int64_t n_tok, int32
     for (int il = 0; il < hp->n_layer; il++) {
         const struct llmk_layer *L = &m->layers[il];
         for (int64_t t = 0; t < n_tok; t++) llmk_f32_rmsnorm(s->xn + t * E, s->x + t * E, L->attn_norm_f, E, eps);
-        if ((st = llmk_f32_matmul(s->pool, L->wq, s->xn, n_tok, s->q, s->row_scratch, s->row_stride)) != LLMK_OK ||
-            (st = llmk_f32_matmul(s->pool, L->wk, s->xn, n_tok, s->k, s->row_scratch, s->row_stride)) != LLMK_OK ||
-            (st = llmk_f32_matmul(s->pool, L->wv, s->xn, n_tok, s->v, s->row_scratch, s->row_stride)) != LLMK_OK)
+        const llmk_tensor_info *qkv[3] = {L->wq, L->wk, L->wv};
+        float *const qkv_out[3] = {s->q, s->k, s->v};
+        if ((st = llmk_f32_matmul_multi(s->pool, 3, qkv, s->xn, n_tok, qkv_out, s->row_scratch, s->row_stride)) != LLMK_OK)
             return st;
         add_bias(s->q, L->bq_f, n_tok, qd);
         add_bias(s->k, L->bk_f, n_tok, kvd);
@@ -233,8 +233,9 @@ static int f32_forward(llmk_session *s, const int32_t *ids, int64_t n_tok, int32
             return st;
         for (int64_t i = 0; i < n_tok * E; i++) s->x[i] += s->o[i];
         for (int64_t t = 0; t < n_tok; t++) llmk_f32_rmsnorm(s->xn + t * E, s->x + t * E, L->ffn_norm_f, E, eps);
-        if ((st = llmk_f32_matmul(s->pool, L->w_gate, s->xn, n_tok, s->g, s->row_scratch, s->row_stride)) != LLMK_OK ||
-            (st = llmk_f32_matmul(s->pool, L->w_up, s->xn, n_tok, s->u, s->row_scratch, s->row_stride)) != LLMK_OK)
+        const llmk_tensor_info *gu[2] = {L->w_gate, L->w_up};
+        float *const gu_out[2] = {s->g, s->u};
+        if ((st = llmk_f32_matmul_multi(s->pool, 2, gu, s->xn, n_tok, gu_out, s->row_scratch, s->row_stride)) != LLMK_OK)
             return st;
         llmk_f32_swiglu(s->g, s->u, n_tok * F);
         if ((st = llmk_f32_matmul(s->pool, L->w_down, s->g, n_tok, s->o, s->row_scratch, s->row_stride)) != LLMK_OK)

@@ -145,12 +145,21 @@ int llmk_f32_dequant_row(uint32_t type, const void *src, float *dst, int64_t n) 
     }
 }
 
+enum { MATMUL_MAX = 4 };
+
+/* Up to MATMUL_MAX matrices sharing one input, run as one pool region: their
+ * rows are numbered one after another and that joint range is split, so a
+ * Q/K/V or gate/up group costs one region instead of several. Each output
+ * element is computed exactly as by a single-matrix call. */
 struct matmul_ctx {
-    const llmk_tensor_info *w;
+    int n_mat;
+    const llmk_tensor_info *w[MATMUL_MAX];
+    float *y[MATMUL_MAX];
+    int64_t n_out[MATMUL_MAX], first[MATMUL_MAX + 1]; /* first[i]: joint index of matrix i's row 0 */
+    uint64_t row_bytes[MATMUL_MAX];
     const float *x;
-    int64_t n_tok, n_in, n_out;
-    uint64_t row_bytes;
-    float *y, *scratch;
+    int64_t n_tok, n_in;
+    float *scratch;
     int64_t scratch_stride;
     atomic_int status;
 };
@@ -158,39 +167,61 @@ struct matmul_ctx {
 static void matmul_worker(void *arg, int ith, int nth) {
     struct matmul_ctx *c = arg;
     int64_t lo, hi;
-    llmk_split_range(c->n_out, ith, nth, &lo, &hi);
+    llmk_split_range(c->first[c->n_mat], ith, nth, &lo, &hi);
     float *row = c->scratch + (int64_t)ith * c->scratch_stride;
-    const unsigned char *base = c->w->data;
-    /* One activation row: decode-and-dot in registers when a kernel has it
-     * (bitwise equal to decoding the row and calling the dot). */
-    if (c->n_tok == 1 && k_rowdot && lo < hi && k_rowdot(c->w->type, base + (uint64_t)lo * c->row_bytes, c->x, c->n_in, &c->y[lo])) {
-        for (int64_t r = lo + 1; r < hi; r++) k_rowdot(c->w->type, base + (uint64_t)r * c->row_bytes, c->x, c->n_in, &c->y[r]);
-        return;
-    }
-    for (int64_t r = lo; r < hi; r++) {
-        int st = llmk_f32_dequant_row(c->w->type, base + (uint64_t)r * c->row_bytes, row, c->n_in);
-        if (st != LLMK_OK) {
-            atomic_store(&c->status, st);
-            return;
+    for (int im = 0; im < c->n_mat; im++) {
+        int64_t r0 = lo > c->first[im] ? lo - c->first[im] : 0;
+        int64_t r1 = (hi < c->first[im + 1] ? hi : c->first[im + 1]) - c->first[im];
+        if (r0 >= r1) continue;
+        const llmk_tensor_info *w = c->w[im];
+        const unsigned char *base = w->data;
+        uint64_t rb = c->row_bytes[im];
+        float *y = c->y[im];
+        /* One activation row: decode-and-dot in registers when a kernel has
+         * it (bitwise equal to decoding the row and calling the dot). */
+        if (c->n_tok == 1 && k_rowdot && k_rowdot(w->type, base + (uint64_t)r0 * rb, c->x, c->n_in, &y[r0])) {
+            for (int64_t r = r0 + 1; r < r1; r++) k_rowdot(w->type, base + (uint64_t)r * rb, c->x, c->n_in, &y[r]);
+            continue;
         }
-        for (int64_t t = 0; t < c->n_tok; t++)
-            c->y[t * c->n_out + r] = k_dot(row, c->x + t * c->n_in, c->n_in);
+        for (int64_t r = r0; r < r1; r++) {
+            int st = llmk_f32_dequant_row(w->type, base + (uint64_t)r * rb, row, c->n_in);
+            if (st != LLMK_OK) {
+                atomic_store(&c->status, st);
+                return;
+            }
+            for (int64_t t = 0; t < c->n_tok; t++)
+                y[t * c->n_out[im] + r] = k_dot(row, c->x + t * c->n_in, c->n_in);
+        }
     }
 }
 
-int llmk_f32_matmul(llmk_pool *pool, const llmk_tensor_info *w, const float *x, int64_t n_tok,
-                    float *y, float *scratch, int64_t scratch_stride) {
-    struct matmul_ctx c = {.w = w, .x = x, .n_tok = n_tok, .n_in = (int64_t)w->ne[0],
-                           .n_out = (int64_t)w->ne[1], .y = y, .scratch = scratch,
+int llmk_f32_matmul_multi(llmk_pool *pool, int n_mat, const llmk_tensor_info *const *w, const float *x,
+                          int64_t n_tok, float *const *y, float *scratch, int64_t scratch_stride) {
+    struct matmul_ctx c = {.n_mat = n_mat, .x = x, .n_tok = n_tok, .scratch = scratch,
                            .scratch_stride = scratch_stride};
+    LLMK_CHECK(n_mat >= 1 && n_mat <= MATMUL_MAX);
+    c.n_in = (int64_t)w[0]->ne[0];
     LLMK_CHECK(scratch_stride >= c.n_in);
-    if (llmk_row_bytes(w->type, w->ne[0], &c.row_bytes) != LLMK_OK)
-        return llmk_fail(LLMK_TENSOR_TYPE_UNSUPPORTED, "matmul: tensor %s: bad row type %u", w->name, w->type);
+    for (int i = 0; i < n_mat; i++) {
+        LLMK_CHECK((int64_t)w[i]->ne[0] == c.n_in);
+        c.w[i] = w[i];
+        c.y[i] = y[i];
+        c.n_out[i] = (int64_t)w[i]->ne[1];
+        c.first[i + 1] = c.first[i] + c.n_out[i];
+        if (llmk_row_bytes(w[i]->type, w[i]->ne[0], &c.row_bytes[i]) != LLMK_OK)
+            return llmk_fail(LLMK_TENSOR_TYPE_UNSUPPORTED, "matmul: tensor %s: bad row type %u", w[i]->name,
+                             w[i]->type);
+    }
     atomic_init(&c.status, LLMK_OK);
     pthread_once(&k_once, choose_kernels);
     llmk_pool_run(pool, matmul_worker, &c);
     int st = atomic_load(&c.status);
     if (st != LLMK_OK)
-        return llmk_fail(st, "matmul: tensor %s: row decode failed (%s)", w->name, llmk_status_name(st));
+        return llmk_fail(st, "matmul: tensor %s: row decode failed (%s)", w[0]->name, llmk_status_name(st));
     return LLMK_OK;
+}
+
+int llmk_f32_matmul(llmk_pool *pool, const llmk_tensor_info *w, const float *x, int64_t n_tok,
+                    float *y, float *scratch, int64_t scratch_stride) {
+    return llmk_f32_matmul_multi(pool, 1, &w, x, n_tok, &y, scratch, scratch_stride);
 }

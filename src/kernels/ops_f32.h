@@ -44,6 +44,11 @@ int llmk_f32_dequant_row(uint32_t type, const void *src, float *dst, int64_t n);
 int llmk_f32_matmul(llmk_pool *pool, const llmk_tensor_info *w, const float *x, int64_t n_tok,
                     float *y, float *scratch, int64_t scratch_stride);
 
+/* The same for n_mat (1..4) matrices sharing x and n_in, in one pool region:
+ * y[i] receives matrix i's rows. Bitwise equal to n_mat separate calls. */
+int llmk_f32_matmul_multi(llmk_pool *pool, int n_mat, const llmk_tensor_info *const *w, const float *x,
+                          int64_t n_tok, float *const *y, float *scratch, int64_t scratch_stride);
+
 /* AVX2 kernels (src/kernels/ops_f32_avx2.c, x86-64 only), bitwise equal to
  * the baseline ones; the matmul and attention choose them at start-up when
  * the CPU has AVX2 (LLMK_CPU_MASK=none forces the baseline). rowdot: the dot

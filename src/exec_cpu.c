@@ -50,6 +50,10 @@ struct llmk_exec {
     uint32_t form_block[LLMK_ACT_FORMS];
     const struct llmk_xkernels *xk;
     bool xq;                  /* Q4_1 weights repacked for the AVX2 kernel */
+    bool f32act;              /* LLMK_EXEC_F32ACT=1: dequantized weight rows . f32 activations (a check) */
+    const char *f32act_only;  /* LLMK_EXEC_F32ACT=qkv,lm_head,...: only these phases */
+    float *wrow;              /* f32act: [nth][wrow_stride] */
+    int64_t wrow_stride;
     struct llmk_xq4_1 *xw;    /* [n_phases][3]: repacked weights (qs NULL when not) */
     float *parts;             /* split attention: [SPLIT_ROWS][n_head][max_chunks][hd + 2] */
     float *wparts, *wscores;  /* per worker: [max_chunks][hd + 2], [LLMK_ATTN_CHUNK] */
@@ -162,10 +166,20 @@ static void ph_norm(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, 
 
 /* out[t][r] for r in [r0, r1) and t in [t0, t1): one dot per element. */
 static void mm_rows(struct llmk_exec *ex, const struct llmk_phase *ph, int wi, int64_t r0, int64_t r1, int32_t t0,
-                    int32_t t1, float *out, int64_t out_stride) {
+                    int32_t t1, float *out, int64_t out_stride, int ith) {
     const llmk_tensor_info *w = ph->w[wi];
     int in = ph->in;
     int64_t k = ph->k;
+    if (ex->f32act && (!ex->f32act_only || strstr(ex->f32act_only, strchr(ph->name, '.') ? strrchr(ph->name, '.') + 1 : ph->name))) {
+        size_t ws = (size_t)(w->n_bytes / w->ne[1]);
+        float *row = ex->wrow + (int64_t)ith * ex->wrow_stride;
+        for (int64_t r = r0; r < r1; r++) {
+            LLMK_CHECK(llmk_f32_dequant_row(w->type, (const char *)w->data + (size_t)r * ws, row, k) == LLMK_OK);
+            for (int32_t t = t0; t < t1; t++)
+                out[(int64_t)(t - t0) * out_stride + r] = llmk_f32_dot(row, ex->buf[in] + (int64_t)t * ex->width[in], k);
+        }
+        return;
+    }
     int f = form_of_weight(ex, w->type);
     const struct llmk_xq4_1 *xw = &ex->xw[(ph - ex->prog.ph) * 3 + wi];
     if (f == LLMK_ACT_Q8_1X) {
@@ -205,8 +219,8 @@ static void ph_matmul(struct llmk_exec *ex, const struct llmk_phase *ph, int ith
         int64_t r0 = lo * unit, r1 = hi * unit < F ? hi * unit : F;
         if (r0 >= r1) return;
         float *g = ex->buf[ph->out[0]], *u = ex->buf[ph->out[1]];
-        mm_rows(ex, ph, 0, r0, r1, t0, t1, g, F);
-        mm_rows(ex, ph, 1, r0, r1, t0, t1, u, F);
+        mm_rows(ex, ph, 0, r0, r1, t0, t1, g, F, ith);
+        mm_rows(ex, ph, 1, r0, r1, t0, t1, u, F, ith);
         for (int32_t t = t0; t < t1; t++) {
             ex->xk->swiglu(g + (int64_t)t * F + r0, u + (int64_t)t * F + r0, r1 - r0);
             quantize_part(ex, ph->out[0], ph->qmask, t, r0, r1);
@@ -227,7 +241,7 @@ static void ph_matmul(struct llmk_exec *ex, const struct llmk_phase *ph, int ith
         base += n;
         if (r0 >= r1) continue;
         float *out = ph->out[i] == LLMK_BUF_LOGITS ? ex->logits : ex->buf[ph->out[i]];
-        mm_rows(ex, ph, i, r0, r1, t0, t1, out, n);
+        mm_rows(ex, ph, i, r0, r1, t0, t1, out, n, ith);
         if (ph->epilogue == LLMK_EPI_BIAS && ph->vec[i]) {
             for (int32_t t = t0; t < t1; t++)
                 for (int64_t r = r0; r < r1; r++) out[(int64_t)t * n + r] += ph->vec[i][r];
@@ -523,6 +537,14 @@ int llmk_exec_init(const struct llmk_model *m, const struct llmk_exec_params *p,
     ex->row_seq = xalloc(rc, sizeof(int32_t), &st);
     ex->row_pos = xalloc(rc, sizeof(int32_t), &st);
     ex->phase_ns = xalloc((uint64_t)ex->prog.n_phases, sizeof(double), &st);
+    {
+        const char *e = getenv("LLMK_EXEC_F32ACT");
+        ex->f32act = e && *e && strcmp(e, "0") != 0;
+        ex->f32act_only = ex->f32act && strcmp(e, "1") != 0 ? e : NULL;
+        int64_t mk = hp->n_embd > hp->n_ff ? hp->n_embd : hp->n_ff;
+        ex->wrow_stride = (ex->qd > mk ? ex->qd : mk) + 16;
+        if (ex->f32act) ex->wrow = xalloc((uint64_t)ex->nth * (uint64_t)ex->wrow_stride, sizeof(float), &st);
+    }
     if (st != LLMK_OK) goto fail;
     for (int32_t ps_ = 0; ps_ < n_ctx; ps_++)
         for (int i = 0; i < half; i++) {
@@ -550,7 +572,7 @@ void llmk_exec_free(struct llmk_exec *ex) {
     }
     free(ex->parts), free(ex->wparts), free(ex->wscores);
     free(ex->amax_v), free(ex->amax_i), free(ex->argmax);
-    free(ex->row_id), free(ex->row_seq), free(ex->row_pos), free(ex->phase_ns);
+    free(ex->row_id), free(ex->row_seq), free(ex->row_pos), free(ex->phase_ns), free(ex->wrow);
     free(ex);
 }
 

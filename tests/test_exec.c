@@ -208,6 +208,20 @@ static void vs_f32(const llmk_model *m, size_t n, double max_rel) {
     CHECK_STATUS(llmk_session_init(m, &sp, &s), LLMK_OK);
     CHECK_STATUS(llmk_session_eval(s, ids, n, ref, n * V, true), LLMK_OK);
     llmk_session_free(s);
+    /* the same program with f32 activations (LLMK_EXEC_F32ACT=1: dequantized
+     * weight rows, the f32 path's dot) must match the f32 path to rounding:
+     * this isolates the executor's logic from the 8-bit activations */
+    setenv("LLMK_EXEC_F32ACT", "1", 1);
+    float *exact = run(m, 2, 512, LLMK_TYPE_F32, false, ids, n, n);
+    unsetenv("LLMK_EXEC_F32ACT");
+    double en = 0, ed = 0;
+    for (size_t i = 0; exact && i < n * V; i++) {
+        double d = (double)exact[i] - ref[i];
+        en += d * d, ed += (double)ref[i] * ref[i];
+    }
+    fprintf(stderr, "  fast with f32 activations vs f32 path: rel l2 %.3g\n", sqrt(en / ed));
+    CHECK(exact && sqrt(en / ed) < 1e-5);
+    free(exact);
     double num = 0, den = 0, num16 = 0;
     size_t agree = 0;
     for (size_t t = 0; t < n; t++) {

@@ -104,6 +104,7 @@ int cmd_run(int argc, char **argv) {
     llmk_session *s = NULL;
     int32_t *ids = NULL, *gen = NULL;
     float *logits = NULL;
+    char *text = NULL;
     struct gen_ctx ch = {0};
     char *chat_text = NULL;
     size_t n_prompt = 0;
@@ -176,6 +177,18 @@ int cmd_run(int argc, char **argv) {
         goto done;
     }
 
+    /* A token's text is at most its stored piece (byte-level and SentencePiece
+     * pieces only shrink when decoded) plus bytes held back from earlier tokens. */
+    size_t text_cap = 64;
+    for (int32_t i = 0; tok && i < (int32_t)llmk_tokenizer_n_vocab(tok); i++) {
+        size_t len = 0;
+        if (llmk_tokenizer_piece(tok, i, &len) && len + 16 > text_cap) text_cap = len + 16;
+    }
+    if (!(text = malloc(text_cap))) {
+        rc = cli_report(cmd, llmk_fail(LLMK_OUT_OF_MEMORY, "text buffer of %zu bytes", text_cap));
+        goto done;
+    }
+
     double t0 = now_s();
     if ((st = llmk_session_eval(s, ids, n_prompt, logits, (size_t)hp->n_vocab, false)) != LLMK_OK) {
         rc = cli_report(cmd, st);
@@ -183,7 +196,6 @@ int cmd_run(int argc, char **argv) {
     }
     double t1 = now_s();
     llmk_detok_state ds = {0};
-    char text[256];
     size_t n_gen = 0, n_decoded = 0;
     while ((long)n_gen < n_predict) {
         int32_t id;
@@ -195,9 +207,11 @@ int cmd_run(int argc, char **argv) {
         if (tok && llmk_tokenizer_is_eog(tok, id)) break;
         if (!print_ids) {
             size_t nt = 0;
-            if (llmk_detok_feed(tok, &ds, id, false, text, sizeof text, &nt) == LLMK_OK &&
-                gen_write(&ch, stdout, text, nt))
-                break; /* a stop string: it and what follows are not printed */
+            if ((st = llmk_detok_feed(tok, &ds, id, false, text, text_cap, &nt)) != LLMK_OK) {
+                rc = cli_report(cmd, st);
+                goto done;
+            }
+            if (gen_write(&ch, stdout, text, nt)) break; /* a stop string: it and what follows are not printed */
         }
         if ((long)n_gen >= n_predict) break;
         if (llmk_session_pos(s) >= llmk_session_n_ctx(s)) {
@@ -217,7 +231,7 @@ int cmd_run(int argc, char **argv) {
         printf("]\n");
     } else {
         size_t nt = 0;
-        if (!ch.stopped && llmk_detok_flush(tok, &ds, text, sizeof text, &nt) == LLMK_OK)
+        if (!ch.stopped && llmk_detok_flush(tok, &ds, text, text_cap, &nt) == LLMK_OK)
             gen_write(&ch, stdout, text, nt);
         gen_finish(&ch, stdout);
         printf("\n");
@@ -230,6 +244,7 @@ int cmd_run(int argc, char **argv) {
             n_prompt, (double)n_prompt / (t1 - t0), n_decoded ? (double)n_decoded / (t2 - t1) : 0.0, n_gen,
             path_names[path], sp.n_threads);
 done:
+    free(text);
     free(ids);
     free(gen);
     free(logits);

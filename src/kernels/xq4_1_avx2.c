@@ -15,12 +15,17 @@ static inline float hsum8(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-#define PAIR(q, a) _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(_mm256_and_si256((q), m4), _mm256_loadu_si256((const __m256i *)(a))), \
-                                     _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16((q), 4), m4), _mm256_loadu_si256((const __m256i *)(a) + 1))), ones)
+/* i16 sums of a pair (|.| <= 2 * 2 * 15 * 127 = 7620): lanes 0-7 block 2p, 8-15 block 2p+1 */
+#define PAIR(q, a) _mm256_add_epi16(_mm256_maddubs_epi16(_mm256_and_si256((q), m4), _mm256_loadu_si256((const __m256i *)(a))), \
+                                    _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16((q), 4), m4), _mm256_loadu_si256((const __m256i *)(a) + 1)))
 
 /* Block sums of pair p of one activation row (a points at the row's pairs). */
 #define SUMS(qv, a, p) PAIR(qv, (a) + (p) * 64)
-#define FOLD(s0, s1, s2, s3) _mm256_hadd_epi32(_mm256_hadd_epi32(s0, s1), _mm256_hadd_epi32(s2, s3))
+/* Four pairs' i16 sums -> the 8 block sums in lanes {0,2,4,6,1,3,5,7}: adjacent
+ * i16 adds (|.| <= 15240, no overflow), widening adds to i32, then one i32
+ * horizontal add. Integer sums are exact, so the grouping does not matter. */
+#define FOLD(s0, s1, s2, s3) _mm256_hadd_epi32(_mm256_madd_epi16(_mm256_hadd_epi16(s0, s1), ones), \
+                                               _mm256_madd_epi16(_mm256_hadd_epi16(s2, s3), ones))
 
 /* One weight row against one (NA = 1) or two (NA = 2) activation rows. The
  * weight pairs are loaded and unpacked once for both rows; each row's

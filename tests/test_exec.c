@@ -47,9 +47,10 @@ static void tensor(llmk_gguf_writer *w, struct arena *a, const char *name, uint3
     llmk_gguf_writer_add_tensor(w, name, type, ne1 > 1 ? 2 : 1, ne, data, rb * ne1);
 }
 
-/* qk_norm: qwen3 (per-head Q/K norms); otherwise llama. */
-static llmk_model *tiny_model(int qk_norm) {
-    const char *arch = qk_norm ? "qwen3" : "llama";
+/* variant 0: llama; 1: qwen3 (per-head Q/K norms); 2: qwen2 (Q/K/V biases). */
+static llmk_model *tiny_model(int variant) {
+    int qk_norm = variant == 1, bias = variant == 2;
+    const char *arch = variant == 1 ? "qwen3" : variant == 2 ? "qwen2" : "llama";
     char path[] = "/tmp/llmk_test_exec_XXXXXX", key[96], n[64];
     int fd = mkstemp(path);
     if (fd < 0) return NULL;
@@ -79,6 +80,11 @@ static llmk_model *tiny_model(int qk_norm) {
         T("attn_k.weight", LLMK_TYPE_Q8_0, T_EMBD, T_HEAD_KV * T_HD);
         T("attn_v.weight", LLMK_TYPE_F16, T_EMBD, T_HEAD_KV * T_HD);
         T("attn_output.weight", LLMK_TYPE_Q4_1, T_HEAD * T_HD, T_EMBD);
+        if (bias) {
+            T("attn_q.bias", LLMK_TYPE_F32, T_HEAD * T_HD, 1);
+            T("attn_k.bias", LLMK_TYPE_F32, T_HEAD_KV * T_HD, 1);
+            T("attn_v.bias", LLMK_TYPE_F32, T_HEAD_KV * T_HD, 1);
+        }
         if (qk_norm) {
             T("attn_q_norm.weight", LLMK_TYPE_F32, T_HD, 1);
             T("attn_k_norm.weight", LLMK_TYPE_F32, T_HD, 1);
@@ -300,11 +306,11 @@ static const char *default_model(void) {
 }
 
 int main(void) {
-    for (int qk = 0; qk < 2; qk++) {
+    for (int qk = 0; qk < 3; qk++) {
         llmk_model *m = tiny_model(qk);
         CHECK(m != NULL);
         if (!m) continue;
-        fprintf(stderr, "tiny %s model\n", qk ? "qwen3" : "llama");
+        fprintf(stderr, "tiny %s model\n", llmk_model_hparams(m)->arch);
         determinism(m, 300, LLMK_TYPE_F32, "tiny"); /* crosses key chunks at 128, 256 */
         determinism(m, 150, LLMK_TYPE_F16, "tiny");
         batch(m, 2, 6);

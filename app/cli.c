@@ -4,7 +4,9 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 const char *cli_default_model(void) {
     static char path[4096];
@@ -61,4 +63,95 @@ int cli_parse_double(const char *cmd, const char *flag, const char *s, double lo
     }
     *out = v;
     return 1;
+}
+
+int cli_read_file(const char *cmd, const char *path, char **out, size_t *len) {
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "llmk %s: error: llmk_io_error: cannot open %s: %s\n", cmd, path,
+                strerror(errno));
+        return CLI_EXIT_FAIL;
+    }
+    size_t cap = 1 << 12, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        if (n + 1 >= cap) {
+            char *nb = cap > ((size_t)1 << 30) ? NULL : realloc(buf, cap * 2);
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        size_t got = fread(buf + n, 1, cap - n - 1, f);
+        n += got;
+        if (got == 0) break;
+    }
+    bool err = ferror(f);
+    if (f != stdin) fclose(f);
+    if (!buf || err) {
+        fprintf(stderr, "llmk %s: error: %s: cannot read %s\n", cmd,
+                buf ? "llmk_io_error" : "llmk_out_of_memory", path);
+        free(buf);
+        return CLI_EXIT_FAIL;
+    }
+    buf[n] = 0;
+    *out = buf;
+    *len = n;
+    return CLI_EXIT_OK;
+}
+
+static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+int cli_parse_ids(const char *cmd, const char *flag, const char *s, int32_t **ids, size_t *n) {
+    size_t cap = 16, k = 0;
+    int32_t *v = malloc(cap * sizeof *v);
+    if (!v) return cli_usage_error(cmd, "%s: out of memory", flag);
+    const char *p = s;
+    while (is_space(*p)) p++;
+    bool bracket = *p == '[';
+    if (bracket) p++;
+    for (;;) {
+        while (is_space(*p) || *p == ',') p++;
+        if (!*p || (bracket && *p == ']')) break;
+        char *end;
+        errno = 0;
+        long x = strtol(p, &end, 10);
+        if (end == p || errno || x < 0 || x > INT32_MAX) {
+            free(v);
+            return cli_usage_error(cmd, "%s: '%.20s' is not a token id", flag, p);
+        }
+        if (k == cap) {
+            int32_t *nv = realloc(v, 2 * cap * sizeof *v);
+            if (!nv) {
+                free(v);
+                return cli_usage_error(cmd, "%s: out of memory", flag);
+            }
+            v = nv;
+            cap *= 2;
+        }
+        v[k++] = (int32_t)x;
+        p = end;
+        if (*p && *p != ',' && !is_space(*p) && !(bracket && *p == ']')) {
+            free(v);
+            return cli_usage_error(cmd, "%s: unexpected '%c' after %ld", flag, *p, x);
+        }
+    }
+    if (bracket) {
+        if (*p != ']') {
+            free(v);
+            return cli_usage_error(cmd, "%s: the JSON array is not closed", flag);
+        }
+        for (p++; is_space(*p); p++) {
+        }
+        if (*p) {
+            free(v);
+            return cli_usage_error(cmd, "%s: text after the JSON array", flag);
+        }
+    }
+    *ids = v;
+    *n = k;
+    return CLI_EXIT_OK;
 }

@@ -24,35 +24,6 @@ static void usage(FILE *to) {
             cli_default_model());
 }
 
-/* Parse "1,2,3" into a malloc'd array. Returns 0 after printing a usage error. */
-int cmd_logits_parse_ids(const char *cmd, const char *flag, const char *s, int32_t **ids, size_t *n);
-int cmd_logits_parse_ids(const char *cmd, const char *flag, const char *s, int32_t **ids, size_t *n) {
-    size_t cap = 1;
-    for (const char *p = s; *p; p++) cap += *p == ',';
-    int32_t *v = malloc(cap * sizeof *v);
-    if (!v) {
-        cli_usage_error(cmd, "%s: out of memory for %zu ids", flag, cap);
-        return 0;
-    }
-    size_t k = 0;
-    const char *p = s;
-    while (1) {
-        char *end;
-        errno = 0;
-        long x = strtol(p, &end, 10);
-        if (end == p || errno || x < 0 || x > INT32_MAX || (*end != ',' && *end != '\0')) {
-            cli_usage_error(cmd, "%s expects comma-separated non-negative token ids, got '%s'", flag, s);
-            free(v);
-            return 0;
-        }
-        v[k++] = (int32_t)x;
-        if (*end == '\0') break;
-        p = end + 1;
-    }
-    *ids = v;
-    *n = k;
-    return 1;
-}
 
 static int write_le_f32(FILE *f, const float *v, size_t n) {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
@@ -98,7 +69,11 @@ int cmd_logits(int argc, char **argv) {
     if (!ids_arg) return cli_usage_error(cmd, "--ids is required");
     int32_t *ids = NULL;
     size_t n = 0;
-    if (!cmd_logits_parse_ids(cmd, "--ids", ids_arg, &ids, &n)) return CLI_EXIT_USAGE;
+    if (cli_parse_ids(cmd, "--ids", ids_arg, &ids, &n) != CLI_EXIT_OK) return CLI_EXIT_USAGE;
+    if (n == 0) {
+        free(ids);
+        return cli_usage_error(cmd, "--ids: no token ids given");
+    }
     if (!model_path) model_path = cli_default_model();
 
     llmk_model *m = NULL;

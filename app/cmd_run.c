@@ -12,7 +12,6 @@
 #include <time.h>
 
 /* In app/cmd_logits.c. */
-int cmd_logits_parse_ids(const char *cmd, const char *flag, const char *s, int32_t **ids, size_t *n);
 
 static void usage(FILE *to) {
     fprintf(to,
@@ -108,8 +107,14 @@ int cmd_run(int argc, char **argv) {
     struct gen_ctx ch = {0};
     char *chat_text = NULL;
     size_t n_prompt = 0;
-    if (prompt_ids && !cmd_logits_parse_ids(cmd, "--prompt-ids", prompt_ids, &ids, &n_prompt))
-        return CLI_EXIT_USAGE;
+    if (prompt_ids) {
+        if (cli_parse_ids(cmd, "--prompt-ids", prompt_ids, &ids, &n_prompt) != CLI_EXIT_OK)
+            return CLI_EXIT_USAGE;
+        if (n_prompt == 0) {
+            free(ids);
+            return cli_usage_error(cmd, "--prompt-ids: no token ids given");
+        }
+    }
 
     if ((st = llmk_model_load(model_path, &m)) != LLMK_OK) {
         rc = cli_report(cmd, st);

@@ -20,43 +20,6 @@ static int open_tokenizer(const char *cmd, const char *model, llmk_gguf **g,
 }
 
 /* Whole file into memory (NUL-terminated for convenience; the length rules). */
-static int read_file(const char *cmd, const char *path, char **out, size_t *len) {
-    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "llmk %s: error: llmk_io_error: cannot open %s: %s\n", cmd, path,
-                strerror(errno));
-        return CLI_EXIT_FAIL;
-    }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        if (n + 1 >= cap) {
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-        size_t got = fread(buf + n, 1, cap - n - 1, f);
-        n += got;
-        if (got == 0) break;
-    }
-    bool err = ferror(f);
-    if (f != stdin) fclose(f);
-    if (!buf || err) {
-        free(buf);
-        fprintf(stderr, "llmk %s: error: %s: cannot read %s\n", cmd,
-                buf ? "llmk_io_error" : "llmk_out_of_memory", path);
-        return CLI_EXIT_FAIL;
-    }
-    buf[n] = 0;
-    *out = buf;
-    *len = n;
-    return CLI_EXIT_OK;
-}
 
 static void usage_tokenize(void) {
     printf("usage: llmk tokenize [-m MODEL] [--special] [--no-bos] [--pieces] [-f FILE | TEXT]\n"
@@ -109,7 +72,7 @@ int cmd_tokenize(int argc, char **argv) {
     char *owned = NULL;
     size_t len = 0;
     if (file) {
-        int rc = read_file(cmd, file, &owned, &len);
+        int rc = cli_read_file(cmd, file, &owned, &len);
         if (rc != CLI_EXIT_OK) return rc;
         text = owned;
     } else {
@@ -187,58 +150,6 @@ static void usage_detokenize(void) {
            cli_default_model());
 }
 
-/* Parse "1,2,3", "1 2 3" or "[1, 2, 3]" into ids. */
-static int parse_ids(const char *cmd, const char *s, int32_t **ids, size_t *n) {
-    size_t cap = 16, k = 0;
-    int32_t *v = malloc(cap * sizeof *v);
-    if (!v) return cli_usage_error(cmd, "out of memory");
-    const char *p = s;
-    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
-    bool bracket = *p == '[';
-    if (bracket) p++;
-    for (;;) {
-        while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == ',') p++;
-        if (!*p || (bracket && *p == ']')) break;
-        char *end;
-        errno = 0;
-        long x = strtol(p, &end, 10);
-        if (end == p || errno || x < INT32_MIN || x > INT32_MAX) {
-            free(v);
-            return cli_usage_error(cmd, "IDS: '%.20s' is not a token id", p);
-        }
-        if (k == cap) {
-            int32_t *nv = realloc(v, 2 * cap * sizeof *v);
-            if (!nv) {
-                free(v);
-                return cli_usage_error(cmd, "out of memory");
-            }
-            v = nv;
-            cap *= 2;
-        }
-        v[k++] = (int32_t)x;
-        p = end;
-        if (*p && *p != ',' && *p != ' ' && *p != '\t' && *p != '\n' && *p != '\r' &&
-            !(bracket && *p == ']')) {
-            free(v);
-            return cli_usage_error(cmd, "IDS: unexpected '%c' after %ld", *p, x);
-        }
-    }
-    if (bracket) {
-        if (*p != ']') {
-            free(v);
-            return cli_usage_error(cmd, "IDS: the JSON array is not closed");
-        }
-        p++;
-        while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
-        if (*p) {
-            free(v);
-            return cli_usage_error(cmd, "IDS: text after the JSON array");
-        }
-    }
-    *ids = v;
-    *n = k;
-    return CLI_EXIT_OK;
-}
 
 int cmd_detokenize(int argc, char **argv) {
     const char *cmd = "detokenize", *model = NULL, *arg = NULL;
@@ -264,13 +175,13 @@ int cmd_detokenize(int argc, char **argv) {
     char *owned = NULL;
     if (!strcmp(arg, "-")) {
         size_t len;
-        int rc = read_file(cmd, "-", &owned, &len);
+        int rc = cli_read_file(cmd, "-", &owned, &len);
         if (rc != CLI_EXIT_OK) return rc;
         arg = owned;
     }
     int32_t *ids = NULL;
     size_t n = 0;
-    int rc = parse_ids(cmd, arg, &ids, &n);
+    int rc = cli_parse_ids(cmd, "IDS", arg, &ids, &n);
     free(owned);
     if (rc != CLI_EXIT_OK) return rc;
     llmk_gguf *g = NULL;

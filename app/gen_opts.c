@@ -147,43 +147,6 @@ int gen_opts_parse(const char *cmd, struct gen_opts *o, int argc, char **argv, i
     return 1;
 }
 
-int gen_read_file(const char *cmd, const char *path, char **out, size_t *len) {
-    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "llmk %s: error: llmk_io_error: cannot open %s: %s\n", cmd, path,
-                strerror(errno));
-        return CLI_EXIT_FAIL;
-    }
-    size_t cap = 1 << 12, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        if (n + 1 >= cap) {
-            char *nb = cap > ((size_t)1 << 30) ? NULL : realloc(buf, cap * 2);
-            if (!nb) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-        size_t got = fread(buf + n, 1, cap - n - 1, f);
-        n += got;
-        if (got == 0) break;
-    }
-    bool err = ferror(f);
-    if (f != stdin) fclose(f);
-    if (!buf || err) {
-        fprintf(stderr, "llmk %s: error: %s: cannot read %s\n", cmd,
-                buf ? "llmk_io_error" : "llmk_out_of_memory", path);
-        free(buf);
-        return CLI_EXIT_FAIL;
-    }
-    buf[n] = 0;
-    *out = buf;
-    *len = n;
-    return CLI_EXIT_OK;
-}
 
 /* --typical-p / --eta without --samplers: the default order has no such
  * stage, so the flag would do nothing; append the stage instead. */

@@ -35,8 +35,6 @@ int gen_opts_parse(const char *cmd, struct gen_opts *o, int argc, char **argv, i
 /* The flags' help text. */
 void gen_opts_usage(FILE *to);
 
-/* Whole file (or "-" for stdin) into a NUL-terminated buffer; CLI exit code. */
-int gen_read_file(const char *cmd, const char *path, char **out, size_t *len);
 
 /* One generation: the sampler and the stop-string matcher. */
 struct gen_ctx {

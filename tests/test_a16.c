@@ -1,0 +1,253 @@
+/* 16-bit activation kernels (src/kernels/a16.h): the AVX2 kernels equal the
+ * scalar reference bit for bit (random data, extreme scales, zero blocks,
+ * ragged block and row counts); the multi-row kernels equal the row kernels;
+ * quantization round-trips within half a step and is the same whether a row
+ * is quantized at once or in parts; and the dot is within 1e-4 (relative to
+ * sum |w x|) of an f64 dot of the dequantized weights with the f32 inputs. */
+#include "check.h"
+#include "codec/blocks.h"
+#include "codec/codec.h"
+#include "codec/half.h"
+#include "kernels/a16.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static uint32_t rnd(void) {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (uint32_t)(rng >> 16);
+}
+static float unif(void) { return (float)rnd() / 4294967296.0f * 2.0f - 1.0f; } /* [-1, 1) */
+
+/* an activation block scale: mostly ordinary, sometimes extreme or zero */
+static float act_scale(int extreme) {
+    if (!extreme) return 0.5f + 4.0f * (unif() + 1.0f);
+    static const float s[] = {0.0f, 1e-37f, 1e-30f, 1e-12f, 3e-5f, 1e6f, 1e15f, 1e20f};
+    return s[rnd() % (sizeof s / sizeof s[0])];
+}
+
+/* Activations: k floats, per block a scale; some blocks all zero, some with
+ * one outlier of `outlier` times the scale. */
+static void fill_x(float *x, int64_t k, int extreme, float outlier) {
+    for (int64_t b = 0; b < k / 32; b++) {
+        float s = rnd() % 7 == 0 ? 0.0f : act_scale(extreme);
+        for (int j = 0; j < 32; j++) x[b * 32 + j] = s * unif();
+        if (rnd() % 5 == 0) x[b * 32 + rnd() % 32] = s * outlier;
+    }
+}
+
+static uint16_t f16_of(float f) { return llmk_fp32_to_fp16(f); }
+
+/* weight scale as f16: ordinary, subnormal, large, negative or zero */
+static uint16_t w_scale(int extreme) {
+    if (!extreme) return f16_of(0.001f + 0.02f * (unif() + 1.0f));
+    switch (rnd() % 6) {
+    case 0: return 0;
+    case 1: return (uint16_t)(1 + rnd() % 0x3ff); /* subnormal */
+    case 2: return f16_of(100.0f * unif());
+    case 3: return (uint16_t)(0x8000u | f16_of(0.01f));
+    default: return f16_of(0.05f * unif());
+    }
+}
+
+static void fill_q4_1(unsigned char *w, int64_t nb, int extreme) {
+    for (int64_t b = 0; b < nb; b++) {
+        llmk_block_q4_1 blk;
+        blk.d = w_scale(extreme), blk.m = w_scale(extreme);
+        for (int j = 0; j < 16; j++) blk.qs[j] = (uint8_t)rnd();
+        memcpy(w + b * sizeof blk, &blk, sizeof blk);
+    }
+}
+static void fill_q8_0(unsigned char *w, int64_t nb, int extreme) {
+    for (int64_t b = 0; b < nb; b++) {
+        llmk_block_q8_0 blk;
+        blk.d = w_scale(extreme);
+        for (int j = 0; j < 32; j++) blk.qs[j] = (int8_t)rnd(); /* -128 included */
+        memcpy(w + b * sizeof blk, &blk, sizeof blk);
+    }
+}
+
+static const int64_t ks[] = {32, 64, 96, 224, 256, 288, 544, 576, 608, 1536, 2080};
+
+static int bits_equal(const float *a, const float *b, int64_t n) { return memcmp(a, b, (size_t)n * sizeof *a) == 0; }
+
+static void test_quantize(void) {
+    for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
+        int64_t k = ks[ki], nb = k / 32;
+        size_t rb = llmk_a16_row_bytes(k);
+        CHECK_EQ_INT(rb, (size_t)nb * 72);
+        float *x = malloc((size_t)k * sizeof *x);
+        unsigned char *q1 = malloc(rb), *q2 = malloc(rb);
+        for (int rep = 0; rep < 20; rep++) {
+            fill_x(x, k, rep % 2, 40.0f);
+            llmk_a16_quantize_row(x, k, 0, k, q1);
+            memset(q2, 0xa5, rb);
+            for (int64_t e0 = 0; e0 < k;) { /* in random parts of whole blocks */
+                int64_t e1 = e0 + 32 * (1 + rnd() % 3);
+                if (e1 > k) e1 = k;
+                llmk_a16_quantize_row(x, k, e0, e1, q2);
+                e0 = e1;
+            }
+            CHECK(memcmp(q1, q2, rb) == 0);
+            const int16_t *q = (const int16_t *)q1;
+            const float *d = (const float *)(q1 + k * 2), *s = d + nb;
+            int ok = 1;
+            for (int64_t b = 0; b < nb; b++) {
+                float amax = 0;
+                int32_t sum = 0;
+                for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[b * 32 + j]));
+                if (d[b] != amax / 32767.0f) ok = 0;
+                for (int j = 0; j < 32; j++) {
+                    double err = fabs((double)x[b * 32 + j] - (double)q[b * 32 + j] * d[b]);
+                    /* half a step, plus the rounding of x / d and of d itself
+                     * (absolute 2^-150 when d is subnormal, times |q| <= 32767) */
+                    if (err > 0.5 * d[b] * (1 + 1e-5) + 1e-6 * amax + 32768 * 0x1p-150) ok = 0;
+                    if (q[b * 32 + j] < -32767) ok = 0;
+                    sum += q[b * 32 + j];
+                }
+                if (amax == 0 && (d[b] != 0 || s[b] != 0)) ok = 0;
+                if (s[b] != d[b] * (float)sum) ok = 0;
+            }
+            CHECK(ok);
+        }
+        free(x), free(q1), free(q2);
+    }
+    /* an all-zero block: d = 0, s = 0, q = 0 */
+    float z[32] = {0};
+    unsigned char q[72];
+    memset(q, 0xff, sizeof q);
+    llmk_a16_quantize_row(z, 32, 0, 32, q);
+    int allz = 1;
+    for (size_t i = 0; i < sizeof q; i++) allz &= q[i] == 0;
+    CHECK(allz);
+}
+
+typedef void (*mk_fn)(unsigned char *w, int64_t nb, int extreme);
+
+struct wtype {
+    const char *name;
+    size_t bs;
+    mk_fn fill;
+    llmk_dot_fn ref, fast;
+    llmk_dotm_fn refm, fastm;
+};
+
+/* worst |y - f64 dot| / sum |w x| seen by the accuracy checks, per weight type */
+static double worst_rel[2];
+
+static void test_dots(const struct wtype *t, int have_avx2, float outlier) {
+    const struct llmk_a16_kernels *kk = llmk_a16_kernels();
+    for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
+        int64_t k = ks[ki], nb = k / 32;
+        for (int extreme = 0; extreme < 2; extreme++) {
+            int64_t nrows = 1 + rnd() % 19, m = 1 + rnd() % 9;
+            size_t ws = (size_t)nb * t->bs + 2 * (rnd() % 3), rb = llmk_a16_row_bytes(k), as = rb + 8 * (rnd() % 3);
+            unsigned char *w = malloc(ws * (size_t)nrows), *a = malloc(as * (size_t)m);
+            float *x = malloc((size_t)k * m * sizeof *x);
+            float *y_ref = malloc((size_t)nrows * m * sizeof(float)), *y_fast = malloc((size_t)nrows * m * sizeof(float));
+            float *y_m = malloc((size_t)nrows * m * sizeof(float)), *y_km = malloc((size_t)nrows * m * sizeof(float));
+            float *y_d = malloc((size_t)nrows * m * sizeof(float));
+            for (int64_t r = 0; r < nrows; r++) t->fill(w + r * ws, nb, extreme);
+            for (int64_t i = 0; i < m; i++) {
+                fill_x(x + i * k, k, extreme, outlier);
+                llmk_a16_quantize_row(x + i * k, k, 0, k, a + i * as);
+            }
+            for (int64_t i = 0; i < m; i++) {
+                t->ref(k, w, ws, nrows, a + i * as, y_ref + i * nrows);
+                if (have_avx2) t->fast(k, w, ws, nrows, a + i * as, y_fast + i * nrows);
+                /* the dispatched row kernel, one weight row at a time */
+                for (int64_t r = 0; r < nrows; r++)
+                    (strcmp(t->name, "q4_1") == 0 ? kk->dot_q4_1 : kk->dot_q8_0)(k, w + r * ws, ws, 1, a + i * as,
+                                                                                 y_d + i * nrows + r);
+            }
+            if (have_avx2) {
+                CHECK(bits_equal(y_ref, y_fast, nrows * m));
+                t->fastm(k, w, ws, nrows, a, as, m, y_m, (size_t)nrows);
+                CHECK(bits_equal(y_ref, y_m, nrows * m));
+            }
+            t->refm(k, w, ws, nrows, a, as, m, y_km, (size_t)nrows);
+            CHECK(bits_equal(y_ref, y_km, nrows * m));
+            CHECK(bits_equal(y_ref, y_d, nrows * m));
+            if (!extreme) {
+                /* accuracy against f64 of the dequantized weights and the f32
+                 * inputs: within the activation rounding bound sum |w| d / 2
+                 * (+ f32 accumulation), and the relative error recorded */
+                int q41 = strcmp(t->name, "q4_1") == 0;
+                const struct llmk_codec *c = llmk_codec_get(q41 ? LLMK_TYPE_Q4_1 : LLMK_TYPE_Q8_0);
+                float *wf = malloc((size_t)k * sizeof *wf);
+                int ok = 1;
+                for (int64_t r = 0; r < nrows; r++) {
+                    c->dequantize(w + r * ws, wf, k);
+                    for (int64_t i = 0; i < m; i++) {
+                        const float *da = (const float *)(a + i * as + k * 2);
+                        double dot = 0, mag = 0, bound = 0;
+                        for (int64_t j = 0; j < k; j++) {
+                            dot += (double)wf[j] * x[i * k + j], mag += fabs((double)wf[j] * x[i * k + j]);
+                            bound += fabs((double)wf[j]) * da[j / 32] * 0.5;
+                        }
+                        double err = fabs(y_ref[i * nrows + r] - dot);
+                        if (err > bound * (1 + 1e-4) + 1e-5 * mag) ok = 0;
+                        double rel = mag > 0 ? err / mag : 0;
+                        if (rel > worst_rel[!q41]) worst_rel[!q41] = rel;
+                    }
+                }
+                CHECK(ok);
+                free(wf);
+            }
+            free(w), free(a), free(x), free(y_ref), free(y_fast), free(y_m), free(y_km), free(y_d);
+        }
+    }
+}
+
+/* Exact small case: Q4_1 with d = 1, m = 0 and activations that quantize
+ * exactly (amax 32767): the dot is the integer sum. */
+static void test_exact(void) {
+    llmk_block_q4_1 blk = {f16_of(1.0f), f16_of(0.5f), {0}};
+    float x[32];
+    for (int j = 0; j < 16; j++) blk.qs[j] = (uint8_t)(j | (15 - j) << 4);
+    for (int j = 0; j < 32; j++) x[j] = (float)(j - 16) * 1000.0f;
+    x[0] = -32767.0f;
+    unsigned char a[72];
+    llmk_a16_quantize_row(x, 32, 0, 32, a);
+    double want = 0;
+    for (int j = 0; j < 32; j++) want += ((j < 16 ? j : 31 - j) + 0.5) * x[j];
+    float y;
+    llmk_a16_dot_q4_1_ref(32, &blk, sizeof blk, 1, a, &y);
+    CHECK_EQ_DBL(y, want);
+}
+
+int main(void) {
+    int have_avx2 = (llmk_cpu_detect() & LLMK_CPU_AVX2) != 0;
+    if (!have_avx2) fprintf(stderr, "test_a16: no AVX2, reference only\n");
+    test_quantize();
+    test_exact();
+    struct wtype q41 = {"q4_1", sizeof(llmk_block_q4_1), fill_q4_1, llmk_a16_dot_q4_1_ref, NULL,
+                        llmk_a16_dotm_q4_1_ref, NULL};
+    struct wtype q80 = {"q8_0", sizeof(llmk_block_q8_0), fill_q8_0, llmk_a16_dot_q8_0_ref, NULL,
+                        llmk_a16_dotm_q8_0_ref, NULL};
+#if defined(__x86_64__)
+    q41.fast = llmk_a16_dot_q4_1_avx2, q41.fastm = llmk_a16_dotm_q4_1_avx2;
+    q80.fast = llmk_a16_dot_q8_0_avx2, q80.fastm = llmk_a16_dotm_q8_0_avx2;
+#else
+    have_avx2 = 0;
+#endif
+    /* blocks with 40x outliers (coarse steps for the other elements) */
+    for (int rep = 0; rep < 8; rep++) {
+        test_dots(&q41, have_avx2, 40.0f);
+        test_dots(&q80, have_avx2, 40.0f);
+    }
+    fprintf(stderr, "test_a16: 40x outliers: worst relative error q4_1 %.2g, q8_0 %.2g\n", worst_rel[0], worst_rel[1]);
+    /* milder data (4x outliers): the relative error stays below 1e-4 */
+    worst_rel[0] = worst_rel[1] = 0;
+    for (int rep = 0; rep < 8; rep++) {
+        test_dots(&q41, have_avx2, 4.0f);
+        test_dots(&q80, have_avx2, 4.0f);
+    }
+    fprintf(stderr, "test_a16: 4x outliers: worst relative error q4_1 %.2g, q8_0 %.2g\n", worst_rel[0], worst_rel[1]);
+    CHECK(worst_rel[0] < 1e-4 && worst_rel[1] < 1e-4);
+    return check_summary("a16");
+}

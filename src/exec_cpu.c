@@ -315,9 +315,14 @@ static void ph_attn(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, 
     bool head_quant = true; /* each head's output is whole blocks of every form */
     for (int f = 0; f < LLMK_ACT_FORMS; f++)
         if ((ph->qmask & (1u << f)) && HD % (int)ex->form_block[f] != 0) head_quant = false;
-    if (ex->n_rows <= SPLIT_ROWS) {
-        /* few rows: items are (row, head, chunk), strided over workers, then
-         * a merge per (row, head) in chunk order */
+    int64_t most = 1; /* the largest chunk count of any row: with one chunk each there is nothing to split */
+    for (int32_t t = 0; t < ex->n_rows && ex->n_rows <= SPLIT_ROWS; t++)
+        if (n_chunks(ex, t) > most) most = n_chunks(ex, t);
+    if (ex->n_rows <= SPLIT_ROWS && most > 1) {
+        /* few rows with long caches: items are (row, head, chunk), strided
+         * over workers, then a merge per (row, head) in chunk order (the
+         * other branch computes the same partials and merge on one worker,
+         * so the choice never changes a bit) */
         int64_t item = 0;
         for (int32_t t = 0; t < ex->n_rows; t++) {
             int64_t nc = n_chunks(ex, t);

@@ -1,5 +1,7 @@
 #include "cli.h"
 
+#include "internal.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -65,21 +67,21 @@ int cli_parse_double(const char *cmd, const char *flag, const char *s, double lo
     return 1;
 }
 
-int cli_read_file(const char *cmd, const char *path, char **out, size_t *len) {
+int cli_read_file(const char *path, char **out, size_t *len) {
+    *out = NULL;
+    *len = 0;
     FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "llmk %s: error: llmk_io_error: cannot open %s: %s\n", cmd, path,
-                strerror(errno));
-        return CLI_EXIT_FAIL;
-    }
+    if (!f) return llmk_fail(LLMK_IO_ERROR, "cannot open %s: %s", path, strerror(errno));
     size_t cap = 1 << 12, n = 0;
     char *buf = malloc(cap);
-    while (buf) {
+    int st = buf ? LLMK_OK : llmk_fail(LLMK_OUT_OF_MEMORY, "reading %s", path);
+    while (st == LLMK_OK) {
         if (n + 1 >= cap) {
-            char *nb = cap > ((size_t)1 << 30) ? NULL : realloc(buf, cap * 2);
+            char *nb = cap >= ((size_t)1 << 30) ? NULL : realloc(buf, cap * 2);
             if (!nb) {
-                free(buf);
-                buf = NULL;
+                st = cap >= ((size_t)1 << 30)
+                         ? llmk_fail(LLMK_INVALID_ARGUMENT, "%s is larger than 1 GiB", path)
+                         : llmk_fail(LLMK_OUT_OF_MEMORY, "reading %s: %zu bytes", path, cap * 2);
                 break;
             }
             buf = nb;
@@ -87,20 +89,20 @@ int cli_read_file(const char *cmd, const char *path, char **out, size_t *len) {
         }
         size_t got = fread(buf + n, 1, cap - n - 1, f);
         n += got;
-        if (got == 0) break;
+        if (got == 0) {
+            if (ferror(f)) st = llmk_fail(LLMK_IO_ERROR, "reading %s: %s", path, strerror(errno));
+            break;
+        }
     }
-    bool err = ferror(f);
     if (f != stdin) fclose(f);
-    if (!buf || err) {
-        fprintf(stderr, "llmk %s: error: %s: cannot read %s\n", cmd,
-                buf ? "llmk_io_error" : "llmk_out_of_memory", path);
+    if (st != LLMK_OK) {
         free(buf);
-        return CLI_EXIT_FAIL;
+        return st;
     }
     buf[n] = 0;
     *out = buf;
     *len = n;
-    return CLI_EXIT_OK;
+    return LLMK_OK;
 }
 
 static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }

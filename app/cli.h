@@ -26,9 +26,9 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
 int cli_parse_long(const char *cmd, const char *flag, const char *s, long lo, long hi, long *out);
 int cli_parse_double(const char *cmd, const char *flag, const char *s, double lo, double hi, double *out);
 
-/* Read a whole file ("-" is stdin) into a NUL-terminated malloc'd buffer
- * (at most 1 GiB). Prints the error and returns CLI_EXIT_FAIL on failure. */
-int cli_read_file(const char *cmd, const char *path, char **out, size_t *len);
+/* Read a whole file ("-" is stdin) into a NUL-terminated malloc'd buffer of
+ * at most 1 GiB. Returns a status (LLMK_IO_ERROR naming the file, ...). */
+int cli_read_file(const char *path, char **out, size_t *len);
 
 /* Parse token ids written "1,2,3", "1 2 3" or as a JSON array "[1, 2, 3]"
  * into a malloc'd array (possibly empty; each id in [0, INT32_MAX]). On bad

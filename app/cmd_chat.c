@@ -189,7 +189,7 @@ int cmd_chat(int argc, char **argv) {
     if (o.system && (st = conv_add(&conv, "system", o.system, strlen(o.system))) != LLMK_OK) goto fail;
     if (history) {
         size_t hl = 0, hn = 0;
-        if ((rc = cli_read_file(cmd, history, &hist_json, &hl)) != CLI_EXIT_OK) goto done;
+        if ((st = cli_read_file(history, &hist_json, &hl)) != LLMK_OK) goto fail;
         if ((st = llmk_chat_parse_messages(hist_json, hl, &loaded, &hn)) != LLMK_OK) goto fail;
         for (size_t k = 0; k < hn; k++)
             if ((st = conv_add(&conv, loaded[k].role, loaded[k].content,

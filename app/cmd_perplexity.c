@@ -221,44 +221,6 @@ struct opts {
     int path;
 };
 
-static int read_text(const char *path, char **buf, size_t *len) {
-    *buf = NULL;
-    *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return llmk_fail(LLMK_IO_ERROR, "cannot open text %s: %s", path, strerror(errno));
-    size_t cap = 1 << 16, n = 0;
-    char *b = malloc(cap);
-    int st = b ? LLMK_OK : llmk_fail(LLMK_OUT_OF_MEMORY, "text buffer of %zu bytes", cap);
-    while (st == LLMK_OK) {
-        if (n == cap) {
-            if (cap >= ((size_t)1 << 30)) {
-                st = llmk_fail(LLMK_INVALID_ARGUMENT, "text %s is larger than 1 GiB", path);
-                break;
-            }
-            char *nb = realloc(b, cap * 2);
-            if (!nb) {
-                st = llmk_fail(LLMK_OUT_OF_MEMORY, "text buffer of %zu bytes", cap * 2);
-                break;
-            }
-            b = nb;
-            cap *= 2;
-        }
-        size_t r = fread(b + n, 1, cap - n, f);
-        n += r;
-        if (r == 0) {
-            if (ferror(f)) st = llmk_fail(LLMK_IO_ERROR, "reading text %s: %s", path, strerror(errno));
-            break;
-        }
-    }
-    fclose(f);
-    if (st != LLMK_OK) {
-        free(b);
-        return st;
-    }
-    *buf = b;
-    *len = n;
-    return LLMK_OK;
-}
 
 static int tokenize_text(const llmk_model *m, const char *path, int32_t **ids, size_t *n, bool *bos) {
     const llmk_tokenizer *tok;
@@ -266,7 +228,7 @@ static int tokenize_text(const llmk_model *m, const char *path, int32_t **ids, s
     if (st != LLMK_OK) return st;
     char *text;
     size_t len;
-    if ((st = read_text(path, &text, &len)) != LLMK_OK) return st;
+    if ((st = cli_read_file(path, &text, &len)) != LLMK_OK) return st;
     *bos = llmk_tokenizer_add_bos(tok) && llmk_tokenizer_bos(tok) >= 0;
     size_t need = 0;
     st = llmk_tokenize(tok, text, len, *bos, false, NULL, 0, &need);

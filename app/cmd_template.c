@@ -62,8 +62,8 @@ int cmd_template(int argc, char **argv) {
                sys ? sys : "(none)");
         goto done;
     }
-    if ((rc = cli_read_file(cmd, messages, &json, &len)) != CLI_EXIT_OK) goto done;
-    if ((st = llmk_chat_parse_messages(json, len, &msgs, &n)) != LLMK_OK ||
+    if ((st = cli_read_file(messages, &json, &len)) != LLMK_OK ||
+        (st = llmk_chat_parse_messages(json, len, &msgs, &n)) != LLMK_OK ||
         (st = llmk_chat_render(t, msgs, n, gen, &out, &out_len)) != LLMK_OK) {
         rc = cli_report(cmd, st);
         goto done;

@@ -72,8 +72,8 @@ int cmd_tokenize(int argc, char **argv) {
     char *owned = NULL;
     size_t len = 0;
     if (file) {
-        int rc = cli_read_file(cmd, file, &owned, &len);
-        if (rc != CLI_EXIT_OK) return rc;
+        int st = cli_read_file(file, &owned, &len);
+        if (st != LLMK_OK) return cli_report(cmd, st);
         text = owned;
     } else {
         len = strlen(text);
@@ -175,8 +175,8 @@ int cmd_detokenize(int argc, char **argv) {
     char *owned = NULL;
     if (!strcmp(arg, "-")) {
         size_t len;
-        int rc = cli_read_file(cmd, "-", &owned, &len);
-        if (rc != CLI_EXIT_OK) return rc;
+        int st = cli_read_file("-", &owned, &len);
+        if (st != LLMK_OK) return cli_report(cmd, st);
         arg = owned;
     }
     int32_t *ids = NULL;

@@ -36,101 +36,139 @@ INLINE int16_t ld16(const void *p) {
     return v;
 }
 
-/* The 32 weights of block b as int16: elements 0..15 in *lo, 16..31 in *hi. */
-INLINE void unpack_q4_1(const unsigned char *w, int64_t b, __m256i *lo, __m256i *hi) {
-    __m256i x = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(w + b * 20 + 4)));
-    *lo = _mm256_and_si256(x, _mm256_set1_epi16(0x0f));
-    *hi = _mm256_srli_epi16(x, 4);
-}
-INLINE void unpack_q8_0(const unsigned char *w, int64_t b, __m256i *lo, __m256i *hi) {
-    *lo = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(w + b * 34 + 2)));
-    *hi = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(w + b * 34 + 18)));
-}
+/* The 32 weights of block b of a group as int16: elements 0..15 in lo, 16..31 in hi. */
+#define UNPACK(b, lo, hi)                                                                                  \
+    do {                                                                                                   \
+        if (Q41) {                                                                                         \
+            __m256i x_ = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(wg + (b) * 20 + 4)));      \
+            lo = _mm256_and_si256(x_, m4), hi = _mm256_srli_epi16(x_, 4);                                 \
+        } else {                                                                                           \
+            lo = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(wg + (b) * 34 + 2)));             \
+            hi = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(wg + (b) * 34 + 18)));            \
+        }                                                                                                  \
+    } while (0)
 
-/* 8 i32 partial sums of block b's products with one activation row */
-INLINE __m256i bsum(__m256i lo, __m256i hi, const int16_t *q, int64_t b) {
-    const __m256i *a = (const __m256i *)(q + b * LLMK_QK);
-    return _mm256_add_epi32(_mm256_madd_epi16(lo, _mm256_loadu_si256(a)),
-                            _mm256_madd_epi16(hi, _mm256_loadu_si256(a + 1)));
-}
+/* 8 i32 partial sums of block b's products with activation row i */
+#define BSUM(i, b, lo, hi)                                                                                 \
+    _mm256_add_epi32(_mm256_madd_epi16(lo, _mm256_loadu_si256((const __m256i *)(q##i + (b) * LLMK_QK))),  \
+                     _mm256_madd_epi16(hi, _mm256_loadu_si256((const __m256i *)(q##i + (b) * LLMK_QK + 16))))
 
-/* Scales of blocks g*8 .. g*8+7 (zero past nb): Q4_1 d and m, Q8_0 d. */
-INLINE void scales_q4_1(const unsigned char *w, int64_t b0, int64_t nb, __m256 *dw, __m256 *mw) {
-    int32_t v[8];
-    for (int l = 0; l < 8; l++) v[l] = b0 + l < nb ? ld32(w + (b0 + l) * 20) : 0;
-    __m256i x = _mm256_loadu_si256((const __m256i *)v);
-    /* per 128-bit lane (d0 m0 d1 m1 d2 m2 d3 m3) -> (d0 d1 d2 d3 m0 m1 m2 m3) */
-    x = _mm256_shuffle_epi8(x, _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,
-                                                 0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15));
-    x = _mm256_permute4x64_epi64(x, 0xd8); /* d0..d7 | m0..m7 */
-    *dw = _mm256_cvtph_ps(_mm256_castsi256_si128(x));
-    *mw = _mm256_cvtph_ps(_mm256_extracti128_si256(x, 1));
-}
-INLINE __m256 scales_q8_0(const unsigned char *w, int64_t b0, int64_t nb) {
-    int16_t v[8];
-    for (int l = 0; l < 8; l++) v[l] = b0 + l < nb ? ld16(w + (b0 + l) * 34) : 0;
-    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)v));
-}
+/* blocks b, b+1 of every row (a block at or past NB counts as zero): their
+ * partial sums hadded into p0..p3 */
+#define PAIR(b, p0, p1, p2, p3)                                                                            \
+    do {                                                                                                   \
+        __m256i e0_ = z, e1_ = z, e2_ = z, e3_ = z, f0_ = z, f1_ = z, f2_ = z, f3_ = z, lo_, hi_;          \
+        if ((b) < NB) {                                                                                    \
+            UNPACK(b, lo_, hi_);                                                                           \
+            e0_ = BSUM(0, b, lo_, hi_);                                                                    \
+            if (NA > 1) e1_ = BSUM(1, b, lo_, hi_);                                                        \
+            if (NA > 2) e2_ = BSUM(2, b, lo_, hi_);                                                        \
+            if (NA > 3) e3_ = BSUM(3, b, lo_, hi_);                                                        \
+        }                                                                                                  \
+        if ((b) + 1 < NB) {                                                                                \
+            UNPACK((b) + 1, lo_, hi_);                                                                     \
+            f0_ = BSUM(0, (b) + 1, lo_, hi_);                                                              \
+            if (NA > 1) f1_ = BSUM(1, (b) + 1, lo_, hi_);                                                  \
+            if (NA > 2) f2_ = BSUM(2, (b) + 1, lo_, hi_);                                                  \
+            if (NA > 3) f3_ = BSUM(3, (b) + 1, lo_, hi_);                                                  \
+        }                                                                                                  \
+        p0 = _mm256_hadd_epi32(e0_, f0_);                                                                  \
+        if (NA > 1) p1 = _mm256_hadd_epi32(e1_, f1_);                                                      \
+        if (NA > 2) p2 = _mm256_hadd_epi32(e2_, f2_);                                                      \
+        if (NA > 3) p3 = _mm256_hadd_epi32(e3_, f3_);                                                      \
+    } while (0)
 
-/* 8 floats at p, or the first n of them and zeros */
-INLINE __m256 ld8(const float *p, int64_t n) {
-    if (n >= 8) return _mm256_loadu_ps(p);
-    float t[8] = {0};
-    for (int64_t l = 0; l < n; l++) t[l] = p[l];
-    return _mm256_loadu_ps(t);
-}
+/* blocks b..b+3: pairs hadded again, so each 128-bit lane holds (b b+1 b+2 b+3) */
+#define QUAD(b, u0, u1, u2, u3)                                                                            \
+    do {                                                                                                   \
+        __m256i a0_ = z, a1_ = z, a2_ = z, a3_ = z, c0_ = z, c1_ = z, c2_ = z, c3_ = z;                    \
+        PAIR(b, a0_, a1_, a2_, a3_);                                                                       \
+        PAIR((b) + 2, c0_, c1_, c2_, c3_);                                                                 \
+        u0 = _mm256_hadd_epi32(a0_, c0_);                                                                  \
+        if (NA > 1) u1 = _mm256_hadd_epi32(a1_, c1_);                                                      \
+        if (NA > 2) u2 = _mm256_hadd_epi32(a2_, c2_);                                                      \
+        if (NA > 3) u3 = _mm256_hadd_epi32(a3_, c3_);                                                      \
+    } while (0)
+
+/* 8 floats of a group's scales or sums; past NB (a last, partial group)
+ * masked to zero without reading them */
+#define LD8(p) (NB >= 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, tailmask))
+
+/* row i: the 8 block sums (quads lo, hi), scaled and accumulated */
+#define ACC(i, lo, hi)                                                                                     \
+    do {                                                                                                   \
+        __m256i s_ = _mm256_add_epi32(_mm256_permute2x128_si256(lo, hi, 0x20),                             \
+                                      _mm256_permute2x128_si256(lo, hi, 0x31));                            \
+        acc##i = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s_), _mm256_mul_ps(dw, LD8(d##i)), acc##i);            \
+        if (Q41) mac##i = _mm256_fmadd_ps(mw, LD8(s##i), mac##i);                                          \
+    } while (0)
+
+/* the weight block field at byte offset o of block l of the group, or 0 past NB */
+#define WF32(l) ((l) < NB ? ld32(wg + (l) * 20) : 0)
+#define WF16(l) ((l) < NB ? ld16(wg + (l) * 34) : 0)
+
+/* One group of NB (<= 8) blocks: weights at wg, activation row i's values at
+ * q<i>, its scales and sums at d<i>, s<i>. Lanes past NB are zeros. */
+#define GROUP()                                                                                            \
+    do {                                                                                                   \
+        __m256i x0 = z, x1 = z, x2 = z, x3 = z, v0 = z, v1 = z, v2 = z, v3 = z;                            \
+        QUAD(0, x0, x1, x2, x3);                                                                           \
+        QUAD(4, v0, v1, v2, v3);                                                                           \
+        __m256 dw, mw = _mm256_setzero_ps();                                                               \
+        if (Q41) {                                                                                         \
+            /* (d, m) pairs; per 128-bit lane (d0 m0 .. d3 m3) -> (d0..d3 m0..m3), then d0..d7 | m0..m7 */ \
+            /* built by inserts (a set of 8 ints goes through the stack and stalls) */                   \
+            __m128i l_ = _mm_insert_epi32(_mm_insert_epi32(_mm_insert_epi32(_mm_cvtsi32_si128(WF32(0)),    \
+                                                                            WF32(1), 1), WF32(2), 2), WF32(3), 3); \
+            __m128i h_ = _mm_insert_epi32(_mm_insert_epi32(_mm_insert_epi32(_mm_cvtsi32_si128(WF32(4)),    \
+                                                                            WF32(5), 1), WF32(6), 2), WF32(7), 3); \
+            __m256i dm_ = _mm256_set_m128i(h_, l_);                                                        \
+            dm_ = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(dm_, dsel), 0xd8);                         \
+            dw = _mm256_cvtph_ps(_mm256_castsi256_si128(dm_));                                             \
+            mw = _mm256_cvtph_ps(_mm256_extracti128_si256(dm_, 1));                                        \
+        } else {                                                                                           \
+            dw = _mm256_cvtph_ps(_mm_setr_epi16(WF16(0), WF16(1), WF16(2), WF16(3), WF16(4), WF16(5),      \
+                                                WF16(6), WF16(7)));                                        \
+        }                                                                                                  \
+        ACC(0, x0, v0);                                                                                    \
+        if (NA > 1) ACC(1, x1, v1);                                                                        \
+        if (NA > 2) ACC(2, x2, v2);                                                                        \
+        if (NA > 3) ACC(3, x3, v3);                                                                        \
+    } while (0)
 
 /* One weight row (w) x NA activation rows (a[i]): y[i * ys]. */
 INLINE void row_dot(int Q41, int NA, int64_t k, const unsigned char *w, const unsigned char *const *a, float *y,
                     size_t ys) {
-    int64_t nb = k / LLMK_QK, ng = (nb + 7) / 8;
-    const int16_t *q[4];
-    const float *da[4], *sa[4];
-    __m256 acc[4], mac[4];
-    for (int i = 0; i < NA; i++) {
-        q[i] = (const int16_t *)a[i];
-        da[i] = (const float *)(a[i] + (size_t)k * 2), sa[i] = da[i] + nb;
-        acc[i] = _mm256_setzero_ps(), mac[i] = _mm256_setzero_ps();
-    }
-    for (int64_t g = 0; g < ng; g++) {
-        int64_t b0 = g * 8, n = nb - b0 < 8 ? nb - b0 : 8;
-        /* per row: pairs of blocks hadded, pairs of pairs hadded, so the
-         * block sums of quads 0-3 and 4-7 end as (b0 b1 b2 b3) in each lane */
-        __m256i quad[2][4];
-        for (int h = 0; h < 2; h++) {
-            __m256i pair[2][4];
-            for (int pp = 0; pp < 2; pp++) {
-                __m256i s0[4], s1[4];
-                int64_t b = b0 + h * 4 + pp * 2;
-                for (int i = 0; i < NA; i++) s0[i] = s1[i] = _mm256_setzero_si256();
-                if (b < b0 + n) {
-                    __m256i lo, hi;
-                    if (Q41) unpack_q4_1(w, b, &lo, &hi);
-                    else unpack_q8_0(w, b, &lo, &hi);
-                    for (int i = 0; i < NA; i++) s0[i] = bsum(lo, hi, q[i], b);
-                }
-                if (b + 1 < b0 + n) {
-                    __m256i lo, hi;
-                    if (Q41) unpack_q4_1(w, b + 1, &lo, &hi);
-                    else unpack_q8_0(w, b + 1, &lo, &hi);
-                    for (int i = 0; i < NA; i++) s1[i] = bsum(lo, hi, q[i], b + 1);
-                }
-                for (int i = 0; i < NA; i++) pair[pp][i] = _mm256_hadd_epi32(s0[i], s1[i]);
-            }
-            for (int i = 0; i < NA; i++) quad[h][i] = _mm256_hadd_epi32(pair[0][i], pair[1][i]);
-        }
-        __m256 dw, mw = _mm256_setzero_ps();
-        if (Q41) scales_q4_1(w, b0, nb, &dw, &mw);
-        else dw = scales_q8_0(w, b0, nb);
-        for (int i = 0; i < NA; i++) {
-            __m256i s = _mm256_add_epi32(_mm256_permute2x128_si256(quad[0][i], quad[1][i], 0x20),
-                                         _mm256_permute2x128_si256(quad[0][i], quad[1][i], 0x31));
-            __m256 p = _mm256_mul_ps(dw, ld8(da[i] + b0, n));
-            acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), p, acc[i]);
-            if (Q41) mac[i] = _mm256_fmadd_ps(mw, ld8(sa[i] + b0, n), mac[i]);
+    const __m256i m4 = _mm256_set1_epi16(0x0f), z = _mm256_setzero_si256();
+    const __m256i dsel = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,
+                                          0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+    const size_t bs = Q41 ? 20 : 34;
+    int64_t nb = k / LLMK_QK, nfull = nb / 8, rest = nb - nfull * 8;
+    const unsigned char *a0 = a[0], *a1 = a[NA > 1 ? 1 : 0], *a2 = a[NA > 2 ? 2 : 0], *a3 = a[NA > 3 ? 3 : 0];
+    const float *D0 = (const float *)(a0 + (size_t)k * 2), *D1 = (const float *)(a1 + (size_t)k * 2);
+    const float *D2 = (const float *)(a2 + (size_t)k * 2), *D3 = (const float *)(a3 + (size_t)k * 2);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+    __m256 mac0 = acc0, mac1 = acc0, mac2 = acc0, mac3 = acc0;
+    __m256i tailmask = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)rest), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    for (int64_t g = 0; g <= nfull; g++) {
+        if (g == nfull && !rest) break;
+        const unsigned char *wg = w + (size_t)g * 8 * bs;
+        const int16_t *q0 = (const int16_t *)a0 + g * 256, *q1 = (const int16_t *)a1 + g * 256;
+        const int16_t *q2 = (const int16_t *)a2 + g * 256, *q3 = (const int16_t *)a3 + g * 256;
+        const float *d0 = D0 + g * 8, *d1 = D1 + g * 8, *d2 = D2 + g * 8, *d3 = D3 + g * 8;
+        const float *s0 = d0 + nb, *s1 = d1 + nb, *s2 = d2 + nb, *s3 = d3 + nb;
+        if (g < nfull) {
+            const int64_t NB = 8;
+            GROUP();
+        } else {
+            const int64_t NB = rest;
+            GROUP();
         }
     }
-    for (int i = 0; i < NA; i++) y[(size_t)i * ys] = hsum8(Q41 ? _mm256_add_ps(acc[i], mac[i]) : acc[i]);
+    y[0] = hsum8(Q41 ? _mm256_add_ps(acc0, mac0) : acc0);
+    if (NA > 1) y[ys] = hsum8(Q41 ? _mm256_add_ps(acc1, mac1) : acc1);
+    if (NA > 2) y[2 * ys] = hsum8(Q41 ? _mm256_add_ps(acc2, mac2) : acc2);
+    if (NA > 3) y[3 * ys] = hsum8(Q41 ? _mm256_add_ps(acc3, mac3) : acc3);
 }
 
 static void dot1_q4_1(int64_t k, const unsigned char *w, const unsigned char *const *a, float *y, size_t ys) {

@@ -1,0 +1,142 @@
+/* 16-bit activation kernels (src/kernels/a16.h) against the 8-bit ones, one
+ * thread: microseconds per matvec (M = 1) and per activation row at M = 8
+ * (the multi-row kernels), for Q4_1 and Q8_0 weights at the default model's
+ * shapes (n x k: n weight rows of k). Columns: a16 (dispatched kernels), q8
+ * (llmk_codec_dot / llmk_codec_dotm with the codec's 8-bit activations) and,
+ * for Q4_1 with AVX2, xq4_1 (the executor's repacked kernel with q8_1x
+ * activations). Each figure is the minimum over repeated calls (the machine
+ * is shared; the minimum measures the kernel). Prints; asserts nothing.
+ * Levers: LLMK_KERNELS=ref, LLMK_CPU_MASK=none. */
+#include "codec/codec.h"
+#include "internal.h"
+#include "kernels/a16.h"
+#include "kernels/matmul.h"
+#include "kernels/xq4_1.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+enum { M_ROWS = 8 };
+
+struct job {
+    int kind; /* 0 a16, 1 q8 codec, 2 xq4_1 */
+    uint32_t t;
+    int64_t n, k, m;
+    const void *w;
+    size_t ws;
+    const void *act;
+    size_t as;
+    const struct llmk_xq4_1 *xw;
+    float *y;
+};
+
+static void run(const struct job *j) {
+    if (j->kind == 2) {
+        llmk_xq4_1_mm_avx2(j->xw, 0, j->n, j->act, j->as, j->m, j->y, j->n);
+        return;
+    }
+    if (j->kind == 0) {
+        const struct llmk_a16_kernels *kk = llmk_a16_kernels();
+        if (j->m == 1) (j->t == LLMK_TYPE_Q4_1 ? kk->dot_q4_1 : kk->dot_q8_0)(j->k, j->w, j->ws, j->n, j->act, j->y);
+        else (j->t == LLMK_TYPE_Q4_1 ? kk->dotm_q4_1 : kk->dotm_q8_0)(j->k, j->w, j->ws, j->n, j->act, j->as, j->m, j->y, (size_t)j->n);
+        return;
+    }
+    llmk_dotm_fn dm = llmk_codec_dotm(j->t);
+    if (j->m > 1 && dm) {
+        dm(j->k, j->w, j->ws, j->n, j->act, j->as, j->m, j->y, (size_t)j->n);
+        return;
+    }
+    llmk_dot_fn d = llmk_codec_dot(j->t, NULL);
+    for (int64_t i = 0; i < j->m; i++) d(j->k, j->w, j->ws, j->n, (const char *)j->act + (size_t)i * j->as, j->y + i * j->n);
+}
+
+/* minimum seconds per call over ~0.1 s of calls */
+static double best(const struct job *j) {
+    double t0 = now();
+    run(j);
+    double one = now() - t0, m = one;
+    int reps = (int)(0.1 / (one > 1e-7 ? one : 1e-7));
+    reps = reps < 5 ? 5 : reps > 5000 ? 5000 : reps;
+    for (int r = 0; r < reps; r++) {
+        double a = now();
+        run(j);
+        a = now() - a;
+        if (a < m) m = a;
+    }
+    return m;
+}
+
+int main(void) {
+    static const int64_t shapes[][2] = {{576, 576}, {1536, 576}, {576, 1536}, {49152, 576}};
+    static const uint32_t types[] = {LLMK_TYPE_Q4_1, LLMK_TYPE_Q8_0};
+    int avx2 = (llmk_cpu_detect() & LLMK_CPU_AVX2) != 0;
+    const char *q8name;
+    printf("a16 kernels: %s; 1 thread; minimum us per matvec (M=1) and per activation row at M=%d\n",
+           llmk_a16_kernels()->name, M_ROWS);
+    printf("%-6s %-11s %9s %9s %9s   %9s %9s %9s  %s\n", "type", "n x k", "a16 M=1", "q8 M=1", "xq4_1",
+           "a16 M=8", "q8 M=8", "xq4_1", "8-bit kernel");
+    srand(7);
+    for (size_t ti = 0; ti < LLMK_ARRAY_LEN(types); ti++) {
+        uint32_t t = types[ti];
+        llmk_codec_dot(t, &q8name);
+        const struct llmk_codec *c = llmk_codec_get(t), *ac = llmk_codec_get(c->act_type);
+        for (size_t si = 0; si < LLMK_ARRAY_LEN(shapes); si++) {
+            int64_t n = shapes[si][0], k = shapes[si][1];
+            uint64_t rb, arb;
+            llmk_row_bytes(t, (uint64_t)k, &rb);
+            llmk_row_bytes(c->act_type, (uint64_t)k, &arb);
+            unsigned char *w = aligned_alloc(64, ((size_t)rb * (size_t)n + 63) / 64 * 64);
+            float *x = malloc((size_t)k * M_ROWS * sizeof *x), *y = malloc((size_t)n * M_ROWS * sizeof *y);
+            int64_t proto = n < 64 ? n : 64; /* 64 random rows, tiled */
+            for (int64_t r = 0; r < proto; r++) {
+                for (int64_t i = 0; i < k; i++) x[i] = (float)((rand() % 2001) - 1000) / 1000.0f;
+                llmk_quantize_row(t, x, w + (size_t)r * rb, k);
+            }
+            for (int64_t r = proto; r < n; r++) memcpy(w + (size_t)r * rb, w + (size_t)(r % proto) * rb, rb);
+            for (int64_t i = 0; i < k * M_ROWS; i++) x[i] = (float)((rand() % 2001) - 1000) / 1000.0f;
+            size_t as16 = llmk_a16_row_bytes(k), asx = llmk_xq8_1_row_bytes(k);
+            unsigned char *a16 = malloc(as16 * M_ROWS), *a8 = malloc((size_t)arb * M_ROWS), *ax = malloc(asx * M_ROWS);
+            for (int i = 0; i < M_ROWS; i++) {
+                llmk_a16_quantize_row(x + (int64_t)i * k, k, 0, k, a16 + (size_t)i * as16);
+                ac->quantize(x + (int64_t)i * k, a8 + (size_t)i * arb, k);
+                llmk_xq8_1_quantize(x + (int64_t)i * k, k, 0, k, ax + (size_t)i * asx);
+            }
+            struct llmk_xq4_1 xw = {0};
+            int have_x = 0;
+            if (t == LLMK_TYPE_Q4_1 && avx2) {
+                llmk_tensor_info ti_ = {.name = "w", .type = t, .n_dims = 2, .ne = {(uint64_t)k, (uint64_t)n, 1, 1},
+                                        .n_elements = (uint64_t)k * (uint64_t)n, .n_bytes = rb * (uint64_t)n, .data = w};
+                have_x = llmk_xq4_1_repack(&ti_, &xw) == LLMK_OK;
+            }
+            double us[2][3] = {{0}};
+            for (int mi = 0; mi < 2; mi++) {
+                int64_t m = mi ? M_ROWS : 1;
+                struct job a = {0, t, n, k, m, w, (size_t)rb, a16, as16, NULL, y};
+                struct job b = {1, t, n, k, m, w, (size_t)rb, a8, (size_t)arb, NULL, y};
+                struct job xj = {2, t, n, k, m, w, (size_t)rb, ax, asx, &xw, y};
+                us[mi][0] = best(&a) * 1e6 / (double)m;
+                us[mi][1] = best(&b) * 1e6 / (double)m;
+                us[mi][2] = have_x ? best(&xj) * 1e6 / (double)m : 0;
+            }
+            char shape[32], xs[2][16];
+            snprintf(shape, sizeof shape, "%lldx%lld", (long long)n, (long long)k);
+            for (int mi = 0; mi < 2; mi++)
+                if (have_x) snprintf(xs[mi], sizeof xs[mi], "%.1f", us[mi][2]);
+                else snprintf(xs[mi], sizeof xs[mi], "-");
+            printf("%-6s %-11s %9.1f %9.1f %9s   %9.1f %9.1f %9s  %s\n", llmk_type_name(t), shape, us[0][0], us[0][1],
+                   xs[0], us[1][0], us[1][1], xs[1], q8name);
+            fflush(stdout);
+            if (have_x) llmk_xq4_1_free(&xw);
+            free(w), free(x), free(y), free(a16), free(a8), free(ax);
+        }
+    }
+    return 0;
+}

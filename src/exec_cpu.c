@@ -16,6 +16,7 @@
 #include "internal.h"
 #include "kernels/attn.h"
 #include "kernels/ops_f32.h"
+#include "kernels/a16.h"
 #include "kernels/xq4_1.h"
 
 #include <math.h>
@@ -50,6 +51,8 @@ struct llmk_exec {
     uint32_t form_block[LLMK_ACT_FORMS];
     const struct llmk_xkernels *xk;
     bool xq;                  /* Q4_1 weights repacked for the AVX2 kernel */
+    bool a16;                 /* int16 activations for Q4_1/Q8_0 (src/kernels/a16.h); LLMK_ACT=q8: off */
+    const struct llmk_a16_kernels *a16k;
     bool f32act;              /* LLMK_EXEC_F32ACT=1: dequantized weight rows . f32 activations (a check) */
     const char *f32act_only;  /* LLMK_EXEC_F32ACT=qkv,lm_head,...: only these phases */
     float *wrow;              /* f32act: [nth][wrow_stride] */
@@ -76,10 +79,12 @@ static int form_of_act(uint32_t act_type) {
     return act_type == LLMK_TYPE_Q8_0 ? LLMK_ACT_Q8_0 : act_type == LLMK_TYPE_Q8_1 ? LLMK_ACT_Q8_1
          : act_type == LLMK_TYPE_Q8_K ? LLMK_ACT_Q8_K : -1;
 }
-static const uint32_t form_type[LLMK_ACT_FORMS] = {LLMK_TYPE_Q8_0, LLMK_TYPE_Q8_1, LLMK_TYPE_Q8_K, LLMK_TYPE_Q8_1};
+static const uint32_t form_type[LLMK_ACT_FORMS] = {LLMK_TYPE_Q8_0, LLMK_TYPE_Q8_1, LLMK_TYPE_Q8_K, LLMK_TYPE_Q8_1,
+                                                   LLMK_TYPE_Q8_0};
 
 /* The activation form a weight is multiplied with in this executor (-1: f32). */
 static int form_of_weight(const struct llmk_exec *ex, uint32_t wtype) {
+    if (ex->a16 && llmk_a16_supports(wtype)) return LLMK_ACT_A16;
     if (ex->xq && wtype == LLMK_TYPE_Q4_1) return LLMK_ACT_Q8_1X;
     const struct llmk_codec *c = llmk_codec_get(wtype);
     return form_of_act(c->act_type);
@@ -146,6 +151,10 @@ static void quantize_part(struct llmk_exec *ex, int b, unsigned qmask, int64_t t
             llmk_xq8_1_quantize(src, ex->width[b], e0, e1, ex->qbuf[b][f] + (size_t)t * ex->qrow[b][f]);
             continue;
         }
+        if (f == LLMK_ACT_A16) {
+            llmk_a16_quantize_row(src, ex->width[b], e0, e1, ex->qbuf[b][f] + (size_t)t * ex->qrow[b][f]);
+            continue;
+        }
         uint32_t be = ex->form_block[f];
         unsigned char *dst = ex->qbuf[b][f] + (size_t)t * ex->qrow[b][f] + (size_t)(e0 / be) * llmk_type_block_bytes(form_type[f]);
         ex->quant[f](src + e0, dst, e1 - e0);
@@ -182,6 +191,17 @@ static void mm_rows(struct llmk_exec *ex, const struct llmk_phase *ph, int wi, i
     }
     int f = form_of_weight(ex, w->type);
     const struct llmk_xq4_1 *xw = &ex->xw[(ph - ex->prog.ph) * 3 + wi];
+    if (f == LLMK_ACT_A16) {
+        size_t as = ex->qrow[in][f], ws = (size_t)(w->n_bytes / w->ne[1]);
+        const unsigned char *act = ex->qbuf[in][f] + (size_t)t0 * as;
+        llmk_dotm_fn dotm = w->type == LLMK_TYPE_Q4_1 ? ex->a16k->dotm_q4_1 : ex->a16k->dotm_q8_0;
+        for (int64_t c0 = r0; c0 < r1; c0 += MM_UNIT) {
+            int64_t c1 = c0 + MM_UNIT < r1 ? c0 + MM_UNIT : r1;
+            dotm(k, (const char *)w->data + (size_t)c0 * ws, ws, c1 - c0, act, as, t1 - t0, out + c0,
+                 (size_t)out_stride);
+        }
+        return;
+    }
     if (f == LLMK_ACT_Q8_1X) {
         size_t as = ex->qrow[in][f];
         const unsigned char *act = ex->qbuf[in][f] + (size_t)t0 * as;
@@ -489,6 +509,9 @@ int llmk_exec_init(const struct llmk_model *m, const struct llmk_exec_params *p,
     {
         const char *e = getenv("LLMK_KERNELS"), *r = getenv("LLMK_REPACK");
         ex->xq = (llmk_cpu_detect() & LLMK_CPU_AVX2) && !(e && strcmp(e, "ref") == 0) && !(r && strcmp(r, "0") == 0);
+        const char *act = getenv("LLMK_ACT");
+        ex->a16 = !(act && strcmp(act, "q8") == 0); /* LLMK_ACT=q8: the 8-bit activation path */
+        ex->a16k = llmk_a16_kernels();
     }
     ex->xw = xalloc((uint64_t)ex->prog.n_phases * 3, sizeof *ex->xw, &st);
     if (st != LLMK_OK) goto fail;
@@ -496,7 +519,7 @@ int llmk_exec_init(const struct llmk_model *m, const struct llmk_exec_params *p,
         struct llmk_phase *ph = &ex->prog.ph[i];
         if (ph->op != LLMK_OP_MATMUL) continue;
         for (int w = 0; w < ph->n_w; w++)
-            if (ph->w[w]->type == LLMK_TYPE_Q4_1 && (st = llmk_xq4_1_repack(ph->w[w], &ex->xw[i * 3 + w])) != LLMK_OK)
+            if (!ex->a16 && ph->w[w]->type == LLMK_TYPE_Q4_1 && (st = llmk_xq4_1_repack(ph->w[w], &ex->xw[i * 3 + w])) != LLMK_OK)
                 goto fail;
     }
     /* each producer quantizes into the forms its consumer (the next phase) reads */
@@ -527,6 +550,7 @@ int llmk_exec_init(const struct llmk_model *m, const struct llmk_exec_params *p,
             if (need[b] & (1u << f)) {
                 uint64_t rb;
                 if (f == LLMK_ACT_Q8_1X) rb = llmk_xq8_1_row_bytes(ex->width[b]);
+                else if (f == LLMK_ACT_A16) rb = llmk_a16_row_bytes(ex->width[b]);
                 else if ((st = llmk_row_bytes(form_type[f], (uint64_t)ex->width[b], &rb)) != LLMK_OK) goto fail;
                 ex->qrow[b][f] = (size_t)rb;
                 ex->qbuf[b][f] = xalloc(rc, rb, &st);

@@ -47,8 +47,9 @@ enum llmk_buf {
 
 /* Activation forms a quantized matmul can consume (a bit each in qmask). */
 /* Q8_1X is the executor's rearranged Q8_1 for repacked Q4_1 weights
- * (src/kernels/xq4_1.h); the program itself never asks for it. */
-enum { LLMK_ACT_Q8_0 = 0, LLMK_ACT_Q8_1 = 1, LLMK_ACT_Q8_K = 2, LLMK_ACT_Q8_1X = 3, LLMK_ACT_FORMS = 4 };
+ * (src/kernels/xq4_1.h), A16 the int16 activations of src/kernels/a16.h
+ * (the default; LLMK_ACT=q8 turns it off); the program itself never asks for them. */
+enum { LLMK_ACT_Q8_0 = 0, LLMK_ACT_Q8_1 = 1, LLMK_ACT_Q8_K = 2, LLMK_ACT_Q8_1X = 3, LLMK_ACT_A16 = 4, LLMK_ACT_FORMS = 5 };
 
 struct llmk_phase {
     uint8_t op;       /* enum llmk_op */

@@ -306,11 +306,14 @@ static const char *default_model(void) {
 }
 
 int main(void) {
-    for (int qk = 0; qk < 3; qk++) {
-        llmk_model *m = tiny_model(qk);
+    /* every promise for both activation paths: int16 (default) and 8-bit
+     * (LLMK_ACT=q8, with the repacked Q4_1 kernel) */
+    for (int qk = 0; qk < 4; qk++) {
+        if (qk == 3) setenv("LLMK_ACT", "q8", 1);
+        llmk_model *m = tiny_model(qk % 3);
         CHECK(m != NULL);
         if (!m) continue;
-        fprintf(stderr, "tiny %s model\n", llmk_model_hparams(m)->arch);
+        fprintf(stderr, "tiny %s model, %s activations\n", llmk_model_hparams(m)->arch, qk == 3 ? "q8" : "a16");
         determinism(m, 300, LLMK_TYPE_F32, "tiny"); /* crosses key chunks at 128, 256 */
         determinism(m, 150, LLMK_TYPE_F16, "tiny");
         batch(m, 2, 6);
@@ -319,10 +322,14 @@ int main(void) {
         if (!qk) refusals(m), no_alloc(m);
         llmk_model_free(m);
     }
+    unsetenv("LLMK_ACT");
     llmk_model *m = NULL;
     if (access(default_model(), R_OK) == 0 && llmk_model_load(default_model(), &m) == LLMK_OK) {
         fprintf(stderr, "default model\n");
         determinism(m, 20, LLMK_TYPE_F32, "smollm2");
+        setenv("LLMK_ACT", "q8", 1);
+        determinism(m, 12, LLMK_TYPE_F32, "smollm2 q8");
+        unsetenv("LLMK_ACT");
         batch(m, 2, 2);
         vs_f32(m, 16, 0.1);
         llmk_model_free(m);

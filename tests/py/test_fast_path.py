@@ -1,7 +1,7 @@
 """The fast path (fused-phase executor, Q8 activations) against the f32 path
 on the default model, through `llmk logits`: teacher-forced logits over a few
-sequences, argmax agreement and KL(f32 || fast), with the bounds stated at
-the assertion (issue 5 aims at >= 99% and <= 1e-3). The figures are printed
+sequences, argmax agreement and KL(f32 || fast): issue 5's acceptance,
+argmax identical on >= 99% of positions, mean KL <= 1e-3. The figures are printed
 (pytest -s). Also: the fast path's logits do not depend on the thread count,
 and --path/-t are accepted by the compute subcommands."""
 import json
@@ -66,12 +66,11 @@ def test_fast_matches_f32(pairs):
     kl = np.array(kls)
     print(f"\nfast vs f32: {len(pairs)} sequences, {total} positions: argmax agree {agree}/{total} "
           f"({100.0 * agree / total:.2f}%), KL mean {kl.mean():.3g}, max {kl.max():.3g}")
-    # Measured: 95.0-96.5% / KL 2.8-3.2e-3 depending on the Q4_1 kernel (8-bit
-    # activations through 30 layers; with LLMK_EXEC_F32ACT=1 the same program
-    # gives KL 2.5e-12). The issue's target is 99% / 1e-3 (docs/executor.md).
-    # These bounds catch a broken phase (KL > 0.1, agreement < 50%).
-    assert agree >= 0.92 * total
-    assert kl.mean() <= 6e-3
+    # Issue 5's acceptance. Measured with the default int16 activations
+    # (src/kernels/a16.h): 100% / KL ~1e-7; the 8-bit path (LLMK_ACT=q8)
+    # gives 95-96.5% / 3e-3 and would fail here.
+    assert agree >= 0.99 * total
+    assert kl.mean() <= 1e-3
 
 
 def test_fast_thread_count_bitwise(pairs):

@@ -104,3 +104,11 @@ def test_info_program():
     assert ops[:9] == ["embed", "norm_quant", "matmul", "rope_kv", "attn", "matmul", "norm_quant", "matmul", "matmul"]
     assert ops[-3:] == ["norm_quant", "matmul", "argmax"]
     assert "blk.29.ffn_down" in txt and "token_embd.weight[q8_0 49152x576] -> logits" in txt
+
+
+def test_greedy_text_matches_f32():
+    # issue 5: greedy text identical to the f32 path for at least 32 tokens
+    prompt = "The three most useful things to know about the ocean are"
+    outs = [run("run", "-m", str(MODEL), "-p", prompt, "-n", "32", "--temp", "0", "-t", "2", "--path", p)
+            for p in ("fast", "f32")]
+    assert outs[0] == outs[1] and len(outs[0]) > 40

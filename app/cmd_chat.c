@@ -24,6 +24,7 @@ static void usage(FILE *to) {
             "  -t N         worker threads (default: number of cores)\n"
             "  --ctx N      context size in tokens (default min(4096, the model's))\n"
             "  --path P     decode path: ref, f32, fast (default fast)\n"
+            "  --kv-type T  KV cache type: f32 (default) or f16 (fast path only)\n"
             "  --save FILE  write the conversation as a JSON messages array after each turn\n"
             "  --messages FILE  start from this conversation (e.g. one written by --save)\n"
             "  --verbose    per-turn token counts (reused / prefilled / generated) on stderr\n",
@@ -114,6 +115,7 @@ int cmd_chat(int argc, char **argv) {
     const char *cmd = "chat", *model_path = NULL, *save = NULL, *history = NULL;
     long n_predict = 1024, threads = 0, n_ctx_arg = 0;
     int path = LLMK_PATH_FAST;
+    uint32_t kv_type = LLMK_TYPE_F32;
     bool verbose = false;
     struct gen_opts o;
     gen_opts_default(&o, 0.8);
@@ -147,6 +149,8 @@ int cmd_chat(int argc, char **argv) {
         } else if (!strcmp(a, "--path")) {
             if (llmk_path_from_name(v, &path) != LLMK_OK)
                 return cli_usage_error(cmd, "--path expects ref, f32 or fast, got '%s'", v);
+        } else if (!strcmp(a, "--kv-type")) {
+            if (!cli_parse_kv_type(cmd, v, &kv_type)) return CLI_EXIT_USAGE;
         } else {
             return cli_usage_error(cmd, "unknown option: %s", a);
         }
@@ -173,7 +177,7 @@ int cmd_chat(int argc, char **argv) {
     if ((st = llmk_chat_template_from_gguf(llmk_model_gguf(m), o.chat_template, &tp)) != LLMK_OK)
         goto fail;
     int64_t n_ctx = n_ctx_arg ? n_ctx_arg : (hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096);
-    llmk_session_params sp = {.n_ctx = (int32_t)n_ctx, .path = path,
+    llmk_session_params sp = {.n_ctx = (int32_t)n_ctx, .path = path, .kv_type = kv_type,
                               .n_threads = threads > 0 ? (int32_t)threads : llmk_cpu_count()};
     if ((st = llmk_session_init(m, &sp, &s)) != LLMK_OK) goto fail;
     n_ctx = llmk_session_n_ctx(s);

@@ -12,13 +12,14 @@
 
 static void usage(FILE *to) {
     fprintf(to,
-            "usage: llmk logits [-m MODEL] --ids 1,2,3 [--path ref|f32|fast] [-t THREADS] [--out FILE]\n"
+            "usage: llmk logits [-m MODEL] --ids 1,2,3 [--path ref|f32|fast] [--kv-type f32|f16] [-t THREADS] [--out FILE]\n"
             "  Evaluates the ids as one sequence (no BOS added) and writes the logits of\n"
             "  every position as little-endian f32 rows [n_ids x n_vocab] to FILE (stdout\n"
             "  when absent).\n"
             "  -m MODEL     GGUF model (default %s)\n"
             "  --ids LIST   comma-separated token ids\n"
             "  --path P     decode path: ref (f64 reference), f32, fast (default fast)\n"
+            "  --kv-type T  KV cache type: f32 (default) or f16 (fast path only)\n"
             "  -t N         worker threads (default: number of cores)\n"
             "  --out FILE   output file\n",
             cli_default_model());
@@ -42,6 +43,7 @@ static int write_le_f32(FILE *f, const float *v, size_t n) {
 int cmd_logits(int argc, char **argv) {
     const char *cmd = "logits", *model_path = NULL, *ids_arg = NULL, *out_path = NULL;
     int path = LLMK_PATH_FAST;
+    uint32_t kv_type = LLMK_TYPE_F32;
     long threads = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -60,6 +62,8 @@ int cmd_logits(int argc, char **argv) {
         } else if (!strcmp(a, "--path")) {
             if (llmk_path_from_name(v, &path) != LLMK_OK)
                 return cli_usage_error(cmd, "--path expects ref, f32 or fast, got '%s'", v);
+        } else if (!strcmp(a, "--kv-type")) {
+            if (!cli_parse_kv_type(cmd, v, &kv_type)) return CLI_EXIT_USAGE;
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
             if (!cli_parse_long(cmd, a, v, 1, 1024, &threads)) return CLI_EXIT_USAGE;
         } else {
@@ -101,7 +105,7 @@ int cmd_logits(int argc, char **argv) {
         goto done;
     }
     llmk_session_params sp = {.n_ctx = (int32_t)n, .n_threads = threads > 0 ? (int32_t)threads : llmk_cpu_count(),
-                              .path = path};
+                              .path = path, .kv_type = kv_type};
     if ((st = llmk_session_init(m, &sp, &s)) != LLMK_OK) {
         rc = cli_report(cmd, st);
         goto done;

@@ -16,7 +16,7 @@
 static void usage(FILE *to) {
     fprintf(to,
             "usage: llmk run [-m MODEL] -p PROMPT [-n N] [--temp T] [--seed S] [-t THREADS]\n"
-            "                [--path ref|f32|fast] [--ctx N] [--special]\n"
+            "                [--path ref|f32|fast] [--kv-type f32|f16] [--ctx N] [--special]\n"
             "  Streams a completion of PROMPT to stdout; a stats line goes to stderr.\n"
             "  -m MODEL        GGUF model (default %s)\n"
             "  -p PROMPT       prompt text (BOS added when the model asks for it)\n"
@@ -25,6 +25,7 @@ static void usage(FILE *to) {
             "  --chat          format PROMPT as one user turn with the model's chat template\n"
             "  -t N            worker threads (default: number of cores)\n"
             "  --path P        decode path: ref (f64 reference), f32, fast (default fast)\n"
+            "  --kv-type T     KV cache type: f32 (default) or f16 (fast path only)\n"
             "  --ctx N         context size (default: prompt + N, at most the model's)\n"
             "  --special       recognise special-token texts (<|im_start|>) in the prompt\n"
             "  --prompt-ids L  use these comma-separated ids as the prompt (no BOS added)\n"
@@ -54,6 +55,7 @@ int cmd_run(int argc, char **argv) {
     struct gen_opts go;
     gen_opts_default(&go, 0.0);
     int path = LLMK_PATH_FAST;
+    uint32_t kv_type = LLMK_TYPE_F32;
     bool print_ids = false, special = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -89,6 +91,8 @@ int cmd_run(int argc, char **argv) {
         } else if (!strcmp(a, "--path")) {
             if (llmk_path_from_name(v, &path) != LLMK_OK)
                 return cli_usage_error(cmd, "--path expects ref, f32 or fast, got '%s'", v);
+        } else if (!strcmp(a, "--kv-type")) {
+            if (!cli_parse_kv_type(cmd, v, &kv_type)) return CLI_EXIT_USAGE;
         } else {
             return cli_usage_error(cmd, "unknown option: %s", a);
         }
@@ -165,7 +169,7 @@ int cmd_run(int argc, char **argv) {
                                        n_prompt, (long long)n_ctx));
         goto done;
     }
-    llmk_session_params sp = {.n_ctx = (int32_t)n_ctx, .path = path,
+    llmk_session_params sp = {.n_ctx = (int32_t)n_ctx, .path = path, .kv_type = kv_type,
                               .n_threads = threads > 0 ? (int32_t)threads : llmk_cpu_count()};
     if ((st = llmk_session_init(m, &sp, &s)) != LLMK_OK) {
         rc = cli_report(cmd, st);

@@ -92,6 +92,11 @@ int llmk_session_init(const llmk_model *m, const llmk_session_params *p, llmk_se
     if (!p) p = &dp;
     if (p->path < LLMK_PATH_REF || p->path > LLMK_PATH_FAST)
         return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_session_init: path %d is not ref/f32/fast", p->path);
+    if (p->kv_type != LLMK_TYPE_F32 && p->kv_type != LLMK_TYPE_F16)
+        return llmk_fail(LLMK_UNSUPPORTED, "llmk_session_init: KV cache type %u (%s) is not f32 or f16",
+                         p->kv_type, llmk_type_name(p->kv_type) ? llmk_type_name(p->kv_type) : "unknown");
+    if (p->kv_type == LLMK_TYPE_F16 && p->path != LLMK_PATH_FAST)
+        return llmk_fail(LLMK_UNSUPPORTED, "llmk_session_init: an f16 KV cache needs the fast path");
     int32_t n_ctx = p->n_ctx > 0 ? p->n_ctx : m->hp.n_ctx_train;
     if (n_ctx > (1 << 22))
         return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_session_init: n_ctx %d exceeds the limit %d", n_ctx, 1 << 22);
@@ -103,7 +108,7 @@ int llmk_session_init(const llmk_model *m, const llmk_session_params *p, llmk_se
     s->n_batch = p->n_batch > 0 ? (p->n_batch < 4096 ? p->n_batch : 4096) : 32;
     int st;
     if (s->path == LLMK_PATH_FAST) { /* the executor brings its own workers */
-        st = llmk_exec_init(m, &(struct llmk_exec_params){n_ctx, p->n_threads, p->n_batch, 1, 0}, &s->ex);
+        st = llmk_exec_init(m, &(struct llmk_exec_params){n_ctx, p->n_threads, p->n_batch, 1, p->kv_type}, &s->ex);
     } else if ((st = llmk_pool_create(p->n_threads, &s->pool)) == LLMK_OK) {
         s->n_threads = llmk_pool_size(s->pool);
         if (s->path == LLMK_PATH_REF)

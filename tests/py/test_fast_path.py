@@ -1,4 +1,4 @@
-"""The fast path (fused-phase executor, Q8 activations) against the f32 path
+"""The fast path (fused-phase executor, int16 activations by default) against the f32 path
 on the default model, through `llmk logits`: teacher-forced logits over a few
 sequences, argmax agreement and KL(f32 || fast): issue 5's acceptance,
 argmax identical on >= 99% of positions, mean KL <= 1e-3. The figures are printed
@@ -112,3 +112,23 @@ def test_greedy_text_matches_f32():
     outs = [run("run", "-m", str(MODEL), "-p", prompt, "-n", "32", "--temp", "0", "-t", "2", "--path", p)
             for p in ("fast", "f32")]
     assert outs[0] == outs[1] and len(outs[0]) > 40
+
+
+def test_kv_type_flag(pairs):
+    """--kv-type f16 halves the KV cache: close to the f32 cache, not equal to it
+    (so the flag really reaches the executor); refused off the fast path and
+    for types the cache does not support."""
+    ids, _, fast = pairs[1]
+    raw = run("logits", "-m", str(MODEL), "--ids", ",".join(map(str, ids)), "--path", "fast",
+              "--kv-type", "f16", "-t", "2")
+    half = np.frombuffer(raw, dtype="<f4").reshape(len(ids), -1).astype(np.float64)
+    rel = np.linalg.norm(half - fast, axis=1) / np.linalg.norm(fast, axis=1)
+    print(f"f16 KV vs f32 KV: max rel L2 {rel.max():.2e}")
+    assert not np.array_equal(half[1:], fast[1:])
+    assert rel.max() < 1e-2
+    assert (half.argmax(1) == fast.argmax(1)).mean() >= 0.9
+    bad = subprocess.run([LLMK, "logits", "-m", str(MODEL), "--ids", "1,2", "--path", "f32", "--kv-type", "f16"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 1 and "llmk_unsupported" in bad.stderr
+    bad = subprocess.run([LLMK, "run", "-m", str(MODEL), "-p", "x", "--kv-type", "q4_0"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "--kv-type" in bad.stderr

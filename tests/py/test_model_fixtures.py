@@ -139,19 +139,9 @@ def test_smollm2_logits(name, path, smol_logits):
     check_logits(SMOL, p["ids"], smol_logits[name], path, SMOL_DOC["n_vocab"], p["fp32_vs_fp64_rel_l2_max"])
 
 
-# Greedy runs dominate this file's time (64 decode steps each on a 135M model;
-# ~17 s per run on 2 cores with the scalar f32 kernels of the first version).
-# By default each path runs on a fixed, disjoint subset of the prompts, so that
-# every script family is decoded by one of them; LLMK_SLOW_TESTS=1 runs every
-# prompt on both paths. (Deselected at collection, not skipped.)
-QUICK_GREEDY = {"f32": ("english", "chat", "cjk_cyrillic", "whitespace"),
-                "default": ("code", "emoji", "digits", "french_german")}
-SLOW = os.environ.get("LLMK_SLOW_TESTS", "") not in ("", "0")
-
-
+# Every prompt's greedy continuation on both paths (about 20 s on 2 cores).
 def greedy_cases():
-    return [pytest.param(n, path, id=f"{n}-{path}") for path in ("f32", "default") for n in SMOL_PROMPTS
-            if SLOW or n in QUICK_GREEDY[path]]
+    return [pytest.param(n, path, id=f"{n}-{path}") for path in ("f32", "default") for n in SMOL_PROMPTS]
 
 
 @pytest.mark.parametrize("name,path", greedy_cases())

@@ -33,7 +33,7 @@ static void usage(FILE *to) {
             "                  as one JSON array on one line instead of text\n",
             cli_default_model());
     gen_opts_usage(to);
-    fprintf(to, "  (run's default temperature is 0: greedy)\n");
+    fprintf(to, "  (defaults as llama-cli: temperature 0.8, a random seed that is reported; --temp 0 is greedy)\n");
 }
 
 static double now_s(void) {
@@ -53,7 +53,7 @@ int cmd_run(int argc, char **argv) {
     const char *cmd = "run", *model_path = NULL, *prompt = NULL, *prompt_ids = NULL;
     long n_predict = 128, threads = 0, n_ctx_arg = 0;
     struct gen_opts go;
-    gen_opts_default(&go, 0.0);
+    gen_opts_default(&go, 0.8);
     int path = LLMK_PATH_FAST;
     uint32_t kv_type = LLMK_TYPE_F32;
     bool print_ids = false, special = false;

@@ -39,8 +39,8 @@ def test_seeded_sampling_repeats_across_runs_and_threads():
 
 @pytest.fixture(scope="module")
 def greedy():
-    """Greedy ids and text for PROMPT (the default temperature is 0)."""
-    return ids("-p", PROMPT, "-n", N), run("-p", PROMPT, "-n", N).stdout.decode()
+    """Greedy ids and text for PROMPT (--temp 0)."""
+    return ids("-p", PROMPT, "-n", N, "--temp", "0"), run("-p", PROMPT, "-n", N, "--temp", "0").stdout.decode()
 
 
 def test_seed_changes_and_random_seed_is_reported():
@@ -65,20 +65,20 @@ def test_typical_p_flag_takes_effect():
 
 
 def test_greedy_paths_agree(greedy):
-    # --temp 0 (default) and top-k 1 at any temperature pick the argmax.
+    # --temp 0 and top-k 1 at any temperature pick the argmax.
     k1 = ids("-p", PROMPT, "-n", N, "--temp", "1.3", "--top-k", "1", "--seed", "9")
     assert greedy[0] == k1
 
 
 def test_logit_bias_bans_a_token(greedy):
     banned = greedy[0][0]
-    b = ids("-p", PROMPT, "-n", "4", "--logit-bias", f"{banned}=-inf")
+    b = ids("-p", PROMPT, "-n", "4", "--temp", "0", "--logit-bias", f"{banned}=-inf")
     assert banned not in b
 
 
 def test_repeat_penalty_changes_greedy_choice():
-    base = ids("-p", "one one one one one one", "-n", "4")
-    pen = ids("-p", "one one one one one one", "-n", "4", "--repeat-penalty", "100",
+    base = ids("-p", "one one one one one one", "-n", "4", "--temp", "0")
+    pen = ids("-p", "one one one one one one", "-n", "4", "--temp", "0", "--repeat-penalty", "100",
               "--presence-penalty", "50")
     assert base != pen
 
@@ -88,7 +88,7 @@ def test_stop_string_not_printed(greedy):
     words = full.split()
     assert len(words) >= 3, full
     stop = words[2]
-    cut = run("-p", PROMPT, "-n", N, "--stop", stop).stdout.decode()
+    cut = run("-p", PROMPT, "-n", N, "--temp", "0", "--stop", stop).stdout.decode()
     assert stop not in cut
     assert cut.rstrip("\n") == full[:full.index(stop)]
 
@@ -96,7 +96,7 @@ def test_stop_string_not_printed(greedy):
 def test_chat_flag_formats_prompt():
     # With the template the model answers. (The f32 path: this checks the
     # prompt formatting, not the fast kernels, which have their own tests.)
-    chat = run("--chat", "-p", "What is the capital of France?", "-n", "8", "--path", "f32",
+    chat = run("--chat", "-p", "What is the capital of France?", "-n", "8", "--temp", "0", "--path", "f32",
                "-t", "1").stdout.decode()
     assert "Paris" in chat
 

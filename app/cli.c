@@ -164,3 +164,9 @@ int cli_parse_kv_type(const char *cmd, const char *s, uint32_t *out) {
     else return cli_usage_error(cmd, "--kv-type expects f32 or f16, got '%s'", s), 0;
     return 1;
 }
+
+int cli_parse_path(const char *cmd, const char *s, int *out) {
+    if (llmk_path_from_name(s, out) != LLMK_OK)
+        return cli_usage_error(cmd, "--path expects ref, f32 or fast, got '%s'", s), 0;
+    return 1;
+}

@@ -35,6 +35,9 @@ int cli_read_file(const char *path, char **out, size_t *len);
  * input prints a usage error naming `flag` and returns CLI_EXIT_USAGE. */
 int cli_parse_ids(const char *cmd, const char *flag, const char *s, int32_t **ids, size_t *n);
 
+/* --path ref|f32|fast -> enum llmk_path; prints a usage error and returns 0 otherwise. */
+int cli_parse_path(const char *cmd, const char *s, int *out);
+
 /* --kv-type f32|f16 -> LLMK_TYPE_F32 / LLMK_TYPE_F16; prints a usage error and returns 0 otherwise. */
 int cli_parse_kv_type(const char *cmd, const char *s, uint32_t *out);
 

@@ -141,13 +141,9 @@ int cmd_bench(int argc, char **argv) {
         } else if (!strcmp(a, "-b")) {
             if (!cli_parse_long("bench", a, argv[++i], 1, 8192, &n_batch)) return CLI_EXIT_USAGE;
         } else if (!strcmp(a, "--path")) {
-            if (llmk_path_from_name(argv[++i], &path) != LLMK_OK)
-                return cli_usage_error("bench", "--path must be ref, f32 or fast, not '%s'", argv[i]);
+            if (!cli_parse_path("bench", argv[++i], &path)) return CLI_EXIT_USAGE;
         } else if (!strcmp(a, "--kv-type")) {
-            ++i;
-            if (!strcmp(argv[i], "f32")) kv_type = LLMK_TYPE_F32;
-            else if (!strcmp(argv[i], "f16")) kv_type = LLMK_TYPE_F16;
-            else return cli_usage_error("bench", "--kv-type must be f32 or f16, not '%s'", argv[i]);
+            if (!cli_parse_kv_type("bench", argv[++i], &kv_type)) return CLI_EXIT_USAGE;
         } else {
             return cli_usage_error("bench", "unknown option '%s'", a);
         }

@@ -60,8 +60,7 @@ int cmd_logits(int argc, char **argv) {
         } else if (!strcmp(a, "--out") || !strcmp(a, "-o")) {
             out_path = v;
         } else if (!strcmp(a, "--path")) {
-            if (llmk_path_from_name(v, &path) != LLMK_OK)
-                return cli_usage_error(cmd, "--path expects ref, f32 or fast, got '%s'", v);
+            if (!cli_parse_path(cmd, v, &path)) return CLI_EXIT_USAGE;
         } else if (!strcmp(a, "--kv-type")) {
             if (!cli_parse_kv_type(cmd, v, &kv_type)) return CLI_EXIT_USAGE;
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {

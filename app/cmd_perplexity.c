@@ -402,8 +402,7 @@ int cmd_perplexity(int argc, char **argv) {
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
             if (!cli_parse_long(CMD, a, v, 1, 1024, &o.threads)) return CLI_EXIT_USAGE;
         } else if (!strcmp(a, "--path")) {
-            if (llmk_path_from_name(v, &o.path) != LLMK_OK)
-                return cli_usage_error(CMD, "--path expects ref, f32 or fast, got '%s'", v);
+            if (!cli_parse_path(CMD, v, &o.path)) return CLI_EXIT_USAGE;
         } else if (!strcmp(a, "--save-logits")) {
             o.save = v;
         } else if (!strcmp(a, "--kl-base")) {

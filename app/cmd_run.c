@@ -89,8 +89,7 @@ int cmd_run(int argc, char **argv) {
         } else if (!strcmp(a, "--ctx") || !strcmp(a, "-c")) {
             if (!cli_parse_long(cmd, a, v, 1, 1 << 22, &n_ctx_arg)) return CLI_EXIT_USAGE;
         } else if (!strcmp(a, "--path")) {
-            if (llmk_path_from_name(v, &path) != LLMK_OK)
-                return cli_usage_error(cmd, "--path expects ref, f32 or fast, got '%s'", v);
+            if (!cli_parse_path(cmd, v, &path)) return CLI_EXIT_USAGE;
         } else if (!strcmp(a, "--kv-type")) {
             if (!cli_parse_kv_type(cmd, v, &kv_type)) return CLI_EXIT_USAGE;
         } else {

@@ -37,9 +37,11 @@ struct llmk_exec {
     int nth;
     int32_t n_ctx, n_batch, n_seq, rows_cap;
     uint32_t kv_type;
-    size_t kv_es;             /* bytes per cached element */
+    size_t kv_hb, kv_rb;      /* cached bytes per head's row (head_dim values) and per position (n_head_kv heads) */
+    llmk_quant_fn kv_quant;   /* q8_0 cache: the codec's reference quantizer; NULL: f32/f16 */
+    llmk_attn_chunk_fn attn;  /* the chunk kernel of the cache's type */
     int64_t kvd, qd, max_chunks;
-    unsigned char *kv_k, *kv_v; /* [seq][layer][n_ctx][kvd] */
+    unsigned char *kv_k, *kv_v; /* [seq][layer][n_ctx][kv_rb bytes] */
     int32_t *pos;             /* [n_seq] */
     float *rope_cs;           /* [n_ctx][half][cos, sin] */
     float *buf[LLMK_BUF_COUNT_];
@@ -107,8 +109,8 @@ static void *xalloc(uint64_t a, uint64_t b, int *st) {
 
 static inline unsigned char *kv_row(const struct llmk_exec *ex, unsigned char *base, int32_t seq, int layer,
                                     int32_t pos) {
-    int64_t idx = (((int64_t)seq * ex->m->hp.n_layer + layer) * ex->n_ctx + pos) * ex->kvd;
-    return base + (size_t)idx * ex->kv_es;
+    int64_t idx = ((int64_t)seq * ex->m->hp.n_layer + layer) * ex->n_ctx + pos;
+    return base + (size_t)idx * ex->kv_rb;
 }
 
 /* Phase timings use the wall clock; LLMK_PHASE_CLOCK=thread switches to the
@@ -273,8 +275,12 @@ static void ph_matmul(struct llmk_exec *ex, const struct llmk_phase *ph, int ith
     }
 }
 
+/* One head's row of n values; a q8_0 row is whole blocks (n % 32 == 0 is
+ * checked at init), each quantized on its own as the codec does. */
 static void store_kv(const struct llmk_exec *ex, unsigned char *dst, const float *src, int64_t n) {
-    if (ex->kv_type == LLMK_TYPE_F16) {
+    if (ex->kv_quant) {
+        ex->kv_quant(src, dst, n);
+    } else if (ex->kv_type == LLMK_TYPE_F16) {
         uint16_t *d = (uint16_t *)dst;
         for (int64_t i = 0; i < n; i++) d[i] = llmk_fp32_to_fp16(src[i]);
     } else {
@@ -302,7 +308,7 @@ static void ph_rope_kv(struct llmk_exec *ex, const struct llmk_phase *ph, int it
             const float *v = ex->buf[LLMK_BUF_V] + (int64_t)t * ex->kvd + (int64_t)h * HD;
             if (ph->vec[1]) llmk_f32_rmsnorm(k, k, ph->vec[1], HD, eps);
             llmk_f32_rope(k, 1, HD, cs, hp->rope_neox);
-            size_t off = (size_t)h * HD * ex->kv_es;
+            size_t off = (size_t)h * ex->kv_hb;
             store_kv(ex, kv_row(ex, ex->kv_k, ex->row_seq[t], ph->layer, ex->row_pos[t]) + off, k, HD);
             store_kv(ex, kv_row(ex, ex->kv_v, ex->row_seq[t], ph->layer, ex->row_pos[t]) + off, v, HD);
         }
@@ -315,12 +321,11 @@ static void attn_part(struct llmk_exec *ex, int layer, int32_t t, int h, int64_t
     int HD = hp->head_dim, g = h / (hp->n_head / hp->n_head_kv);
     int64_t k0 = c * LLMK_ATTN_CHUNK, n = (int64_t)ex->row_pos[t] + 1 - k0;
     if (n > LLMK_ATTN_CHUNK) n = LLMK_ATTN_CHUNK;
-    const unsigned char *K = kv_row(ex, ex->kv_k, ex->row_seq[t], layer, (int32_t)k0) + (size_t)g * HD * ex->kv_es;
-    const unsigned char *V = kv_row(ex, ex->kv_v, ex->row_seq[t], layer, (int32_t)k0) + (size_t)g * HD * ex->kv_es;
+    const unsigned char *K = kv_row(ex, ex->kv_k, ex->row_seq[t], layer, (int32_t)k0) + (size_t)g * ex->kv_hb;
+    const unsigned char *V = kv_row(ex, ex->kv_v, ex->row_seq[t], layer, (int32_t)k0) + (size_t)g * ex->kv_hb;
     const float *q = ex->buf[LLMK_BUF_Q] + (int64_t)t * ex->qd + (int64_t)h * HD;
     float scale = (float)(1.0 / sqrt((double)HD));
-    llmk_attn_chunk_fn fn = ex->kv_type == LLMK_TYPE_F16 ? ex->xk->attn_f16 : ex->xk->attn_f32;
-    fn(q, K, V, n, ex->kvd, HD, scale, part, scores);
+    ex->attn(q, K, V, n, ex->kvd, HD, scale, part, scores);
 }
 
 static int64_t n_chunks(const struct llmk_exec *ex, int32_t t) {
@@ -459,9 +464,12 @@ int llmk_exec_init(const struct llmk_model *m, const struct llmk_exec_params *p,
             return llmk_fail(LLMK_INVALID_ARGUMENT, "exec: LLMK_KV_TYPE=%s is not a type name", e);
         if (!kvt) kvt = LLMK_TYPE_F32;
     }
-    if (kvt != LLMK_TYPE_F32 && kvt != LLMK_TYPE_F16)
-        return llmk_fail(LLMK_UNSUPPORTED, "exec: KV cache type %s (f32 and f16 are implemented)",
+    if (kvt != LLMK_TYPE_F32 && kvt != LLMK_TYPE_F16 && kvt != LLMK_TYPE_Q8_0)
+        return llmk_fail(LLMK_UNSUPPORTED, "exec: KV cache type %s (f32, f16 and q8_0 are implemented)",
                          llmk_type_name(kvt) ? llmk_type_name(kvt) : "unknown");
+    if (kvt == LLMK_TYPE_Q8_0 && (hp->head_dim <= 0 || hp->head_dim % 32 != 0))
+        return llmk_fail(LLMK_UNSUPPORTED, "exec: a q8_0 KV cache stores each head's row as 32-value blocks; "
+                         "head_dim %d is not a multiple of 32", hp->head_dim);
     int32_t n_ctx = p->n_ctx > 0 ? p->n_ctx : (hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096);
     if (n_ctx < 1 || n_ctx > (1 << 22))
         return llmk_fail(LLMK_INVALID_ARGUMENT, "exec: n_ctx %d outside [1, %d]", n_ctx, 1 << 22);
@@ -474,12 +482,20 @@ int llmk_exec_init(const struct llmk_model *m, const struct llmk_exec_params *p,
     ex->n_ctx = n_ctx, ex->n_seq = n_seq, ex->n_batch = n_batch;
     ex->rows_cap = n_batch > n_seq ? n_batch : n_seq;
     ex->kv_type = kvt;
-    ex->kv_es = kvt == LLMK_TYPE_F16 ? 2 : 4;
     ex->kvd = (int64_t)hp->n_head_kv * hp->head_dim;
     ex->qd = (int64_t)hp->n_head * hp->head_dim;
     ex->max_chunks = (n_ctx + LLMK_ATTN_CHUNK - 1) / LLMK_ATTN_CHUNK;
     ex->xk = llmk_xkernels_get();
     if (hp->head_dim % 8 != 0) ex->xk = llmk_xkernels_ref();
+    if (kvt == LLMK_TYPE_Q8_0) {
+        ex->kv_hb = (size_t)(hp->head_dim / 32) * llmk_type_block_bytes(LLMK_TYPE_Q8_0);
+        ex->kv_quant = llmk_codec_get(LLMK_TYPE_Q8_0)->quantize;
+        ex->attn = ex->xk->attn_q8_0;
+    } else {
+        ex->kv_hb = (size_t)hp->head_dim * (kvt == LLMK_TYPE_F16 ? 2 : 4);
+        ex->attn = kvt == LLMK_TYPE_F16 ? ex->xk->attn_f16 : ex->xk->attn_f32;
+    }
+    ex->kv_rb = (size_t)hp->n_head_kv * ex->kv_hb;
     int st = llmk_program_build(m, &ex->prog);
     if (st == LLMK_OK) st = llmk_pool_create(p->n_threads, &ex->pool);
     if (st != LLMK_OK) goto fail;
@@ -489,8 +505,8 @@ int llmk_exec_init(const struct llmk_model *m, const struct llmk_exec_params *p,
         goto fail;
     }
     uint64_t rc = (uint64_t)ex->rows_cap, cells = (uint64_t)n_seq * hp->n_layer * (uint64_t)n_ctx;
-    ex->kv_k = xalloc(cells, (uint64_t)ex->kvd * ex->kv_es, &st);
-    ex->kv_v = xalloc(cells, (uint64_t)ex->kvd * ex->kv_es, &st);
+    ex->kv_k = xalloc(cells, ex->kv_rb, &st);
+    ex->kv_v = xalloc(cells, ex->kv_rb, &st);
     ex->pos = xalloc((uint64_t)n_seq, sizeof(int32_t), &st);
     int half = hp->head_dim / 2;
     ex->rope_cs = xalloc((uint64_t)n_ctx * 2 * half, sizeof(float), &st);

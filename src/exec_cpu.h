@@ -23,7 +23,7 @@ struct llmk_exec_params {
     int32_t n_threads; /* <= 0: one per online CPU */
     int32_t n_batch;   /* rows per forward chunk (prefill); <= 0: 512 */
     int32_t n_seq;     /* sequences with their own KV cache; <= 0: 1 */
-    uint32_t kv_type;  /* LLMK_TYPE_F32 (default when 0) or LLMK_TYPE_F16 */
+    uint32_t kv_type;  /* LLMK_TYPE_F32 (default when 0), LLMK_TYPE_F16 or LLMK_TYPE_Q8_0 (head_dim % 32 == 0) */
 };
 
 struct llmk_exec;

@@ -2,6 +2,7 @@
  * dispatch (see attn.h). */
 #include "kernels/attn.h"
 
+#include "codec/blocks.h"
 #include "codec/codec.h"
 #include "codec/half.h"
 
@@ -44,6 +45,44 @@ static void chunk_ref_f16(const float *q, const void *k, const void *v, int64_t 
     chunk_ref(q, k, v, n, stride, hd, scale, part, scores, 1);
 }
 
+/* Q8_0 rows: the scale is applied once per block, to the block's q . k sum
+ * and to the softmax weight of the block's values (p * d, then * qs). */
+static void chunk_ref_q8_0(const float *q, const void *k, const void *v, int64_t n, int64_t stride, int hd,
+                           float scale, float *part, float *scores) {
+    const size_t bb = sizeof(llmk_block_q8_0), rb = (size_t)(stride / LLMK_QK) * bb;
+    const int nb = hd / LLMK_QK;
+    float m = -INFINITY;
+    for (int64_t j = 0; j < n; j++) {
+        const unsigned char *row = (const unsigned char *)k + (size_t)j * rb;
+        float s = 0;
+        for (int b = 0; b < nb; b++) {
+            const unsigned char *blk = row + (size_t)b * bb;
+            const int8_t *qs = (const int8_t *)(blk + 2);
+            float a = 0;
+            for (int i = 0; i < LLMK_QK; i++) a += q[b * LLMK_QK + i] * (float)qs[i];
+            s += llmk_fp16_to_fp32(llmk_ld_u16(blk)) * a;
+        }
+        s *= scale;
+        scores[j] = s;
+        if (s > m) m = s;
+    }
+    float l = 0, *o = part + 2;
+    for (int d = 0; d < hd; d++) o[d] = 0;
+    for (int64_t j = 0; j < n; j++) {
+        float p = expf(scores[j] - m);
+        l += p;
+        const unsigned char *row = (const unsigned char *)v + (size_t)j * rb;
+        for (int b = 0; b < nb; b++) {
+            const unsigned char *blk = row + (size_t)b * bb;
+            const int8_t *qs = (const int8_t *)(blk + 2);
+            float c = p * llmk_fp16_to_fp32(llmk_ld_u16(blk));
+            for (int i = 0; i < LLMK_QK; i++) o[b * LLMK_QK + i] += c * (float)qs[i];
+        }
+    }
+    part[0] = m;
+    part[1] = l;
+}
+
 static void swiglu_ref(float *g, const float *u, int64_t n) {
     for (int64_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
@@ -69,7 +108,7 @@ void llmk_attn_merge(const float *parts, int nc, int hd, float *out) {
     for (int d = 0; d < hd; d++) out[d] *= inv;
 }
 
-static const struct llmk_xkernels ref_kernels = {chunk_ref_f32, chunk_ref_f16, swiglu_ref, "ref"};
+static const struct llmk_xkernels ref_kernels = {chunk_ref_f32, chunk_ref_f16, chunk_ref_q8_0, swiglu_ref, "ref"};
 static struct llmk_xkernels chosen;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 

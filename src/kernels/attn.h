@@ -16,14 +16,18 @@
 #define LLMK_ATTN_CHUNK 128
 
 /* Partial of one chunk: part = [m, l, o[0..hd)]. K/V rows are `stride`
- * elements apart, f32 (kv_f16 false) or f16. scores: LLMK_ATTN_CHUNK floats. */
+ * elements apart, stored as f32, f16 or GGUF Q8_0 blocks (34 bytes per 32
+ * elements: f16 scale, 32 int8); for Q8_0 hd and stride are multiples of 32,
+ * so row j starts at block j * stride / 32. q stays f32: Q8_0 keys and values
+ * are dequantized on the fly (scale applied once per block). scores:
+ * LLMK_ATTN_CHUNK floats. */
 typedef void (*llmk_attn_chunk_fn)(const float *q, const void *k, const void *v, int64_t n, int64_t stride,
                                    int hd, float scale, float *part, float *scores);
 /* g[i] = silu(g[i]) * u[i] */
 typedef void (*llmk_swiglu_fn)(float *g, const float *u, int64_t n);
 
 struct llmk_xkernels {
-    llmk_attn_chunk_fn attn_f32, attn_f16;
+    llmk_attn_chunk_fn attn_f32, attn_f16, attn_q8_0;
     llmk_swiglu_fn swiglu;
     const char *name; /* "ref" or "avx2" */
 };

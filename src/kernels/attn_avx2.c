@@ -5,6 +5,9 @@
  * never on where a chunk or row starts. */
 #include "kernels/attn.h"
 
+#include "codec/blocks.h"
+#include "codec/codec.h"
+
 #include <immintrin.h>
 #include <math.h>
 
@@ -38,6 +41,22 @@ static inline __m256 ld(const void *p, int64_t i, int f16) {
     return _mm256_loadu_ps((const float *)p + i);
 }
 
+/* scores[j] = exp(scores[j] - m); returns their sum, added in order. */
+static inline float exp_scores(float *scores, int64_t n, float m) {
+    __m256 vm = _mm256_set1_ps(m);
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) _mm256_storeu_ps(scores + j, vexp(_mm256_sub_ps(_mm256_loadu_ps(scores + j), vm)));
+    if (j < n) {
+        float t[8] = {0};
+        for (int64_t i = j; i < n; i++) t[i - j] = scores[i];
+        _mm256_storeu_ps(t, vexp(_mm256_sub_ps(_mm256_loadu_ps(t), vm)));
+        for (int64_t i = j; i < n; i++) scores[i] = t[i - j];
+    }
+    float l = 0;
+    for (j = 0; j < n; j++) l += scores[j];
+    return l;
+}
+
 static inline void chunk(const float *q, const void *k, const void *v, int64_t n, int64_t stride, int hd,
                          float scale, float *part, float *scores, int f16) {
     float m = -INFINITY;
@@ -53,17 +72,8 @@ static inline void chunk(const float *q, const void *k, const void *v, int64_t n
         scores[j] = s;
         if (s > m) m = s;
     }
-    __m256 vm = _mm256_set1_ps(m);
-    int64_t j = 0;
-    for (; j + 8 <= n; j += 8) _mm256_storeu_ps(scores + j, vexp(_mm256_sub_ps(_mm256_loadu_ps(scores + j), vm)));
-    if (j < n) {
-        float t[8] = {0};
-        for (int64_t i = j; i < n; i++) t[i - j] = scores[i];
-        _mm256_storeu_ps(t, vexp(_mm256_sub_ps(_mm256_loadu_ps(t), vm)));
-        for (int64_t i = j; i < n; i++) scores[i] = t[i - j];
-    }
-    float l = 0, *o = part + 2;
-    for (j = 0; j < n; j++) l += scores[j];
+    float l = exp_scores(scores, n, m), *o = part + 2;
+    int64_t j;
     if (hd == 64) {
         __m256 o0 = _mm256_setzero_ps(), o1 = o0, o2 = o0, o3 = o0, o4 = o0, o5 = o0, o6 = o0, o7 = o0;
         for (j = 0; j < n; j++) {
@@ -101,6 +111,78 @@ static void chunk_f16(const float *q, const void *k, const void *v, int64_t n, i
     chunk(q, k, v, n, stride, hd, scale, part, scores, 1);
 }
 
+/* 8 int8 -> 8 f32 (exact) */
+static inline __m256 i8f(const int8_t *p) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
+}
+static inline float q8_scale(const unsigned char *blk) { return _cvtsh_ss(llmk_ld_u16(blk)); }
+
+/* Q8_0 K/V (see attn.h): per key, each block's q . k in two 8-lane sums
+ * scaled once by the block's d; per value block, one weight p * d times the
+ * dequantized int8s. hd = 64 keeps the output in registers. */
+static void chunk_q8_0(const float *q, const void *k, const void *v, int64_t n, int64_t stride, int hd, float scale,
+                       float *part, float *scores) {
+    const size_t bb = sizeof(llmk_block_q8_0), rb = (size_t)(stride / LLMK_QK) * bb;
+    const int nb = hd / LLMK_QK;
+    const unsigned char *K = k, *V = v;
+    float m = -INFINITY;
+    for (int64_t j = 0; j < n; j++) {
+        const unsigned char *row = K + (size_t)j * rb;
+        __m256 acc = _mm256_setzero_ps();
+        for (int b = 0; b < nb; b++) {
+            const unsigned char *blk = row + (size_t)b * bb;
+            const int8_t *qs = (const int8_t *)(blk + 2);
+            const float *qb = q + b * LLMK_QK;
+            __m256 s0 = _mm256_mul_ps(_mm256_loadu_ps(qb), i8f(qs));
+            __m256 s1 = _mm256_mul_ps(_mm256_loadu_ps(qb + 8), i8f(qs + 8));
+            s0 = _mm256_fmadd_ps(_mm256_loadu_ps(qb + 16), i8f(qs + 16), s0);
+            s1 = _mm256_fmadd_ps(_mm256_loadu_ps(qb + 24), i8f(qs + 24), s1);
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(q8_scale(blk)), _mm256_add_ps(s0, s1), acc);
+        }
+        float s = hsum8(acc) * scale;
+        scores[j] = s;
+        if (s > m) m = s;
+    }
+    float l = exp_scores(scores, n, m), *o = part + 2;
+    if (hd == 64) {
+        __m256 o0 = _mm256_setzero_ps(), o1 = o0, o2 = o0, o3 = o0, o4 = o0, o5 = o0, o6 = o0, o7 = o0;
+        for (int64_t j = 0; j < n; j++) {
+            const unsigned char *b0 = V + (size_t)j * rb, *b1 = b0 + bb;
+            const int8_t *q0 = (const int8_t *)(b0 + 2), *q1 = (const int8_t *)(b1 + 2);
+            __m256 c0 = _mm256_set1_ps(scores[j] * q8_scale(b0)), c1 = _mm256_set1_ps(scores[j] * q8_scale(b1));
+            o0 = _mm256_fmadd_ps(c0, i8f(q0), o0);
+            o1 = _mm256_fmadd_ps(c0, i8f(q0 + 8), o1);
+            o2 = _mm256_fmadd_ps(c0, i8f(q0 + 16), o2);
+            o3 = _mm256_fmadd_ps(c0, i8f(q0 + 24), o3);
+            o4 = _mm256_fmadd_ps(c1, i8f(q1), o4);
+            o5 = _mm256_fmadd_ps(c1, i8f(q1 + 8), o5);
+            o6 = _mm256_fmadd_ps(c1, i8f(q1 + 16), o6);
+            o7 = _mm256_fmadd_ps(c1, i8f(q1 + 24), o7);
+        }
+        _mm256_storeu_ps(o, o0), _mm256_storeu_ps(o + 8, o1), _mm256_storeu_ps(o + 16, o2);
+        _mm256_storeu_ps(o + 24, o3), _mm256_storeu_ps(o + 32, o4), _mm256_storeu_ps(o + 40, o5);
+        _mm256_storeu_ps(o + 48, o6), _mm256_storeu_ps(o + 56, o7);
+    } else { /* the same arithmetic per element, one block of outputs at a time */
+        for (int b = 0; b < nb; b++) {
+            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+            for (int64_t j = 0; j < n; j++) {
+                const unsigned char *blk = V + (size_t)j * rb + (size_t)b * bb;
+                const int8_t *qs = (const int8_t *)(blk + 2);
+                __m256 c = _mm256_set1_ps(scores[j] * q8_scale(blk));
+                a0 = _mm256_fmadd_ps(c, i8f(qs), a0);
+                a1 = _mm256_fmadd_ps(c, i8f(qs + 8), a1);
+                a2 = _mm256_fmadd_ps(c, i8f(qs + 16), a2);
+                a3 = _mm256_fmadd_ps(c, i8f(qs + 24), a3);
+            }
+            float *ob = o + b * LLMK_QK;
+            _mm256_storeu_ps(ob, a0), _mm256_storeu_ps(ob + 8, a1), _mm256_storeu_ps(ob + 16, a2);
+            _mm256_storeu_ps(ob + 24, a3);
+        }
+    }
+    part[0] = m;
+    part[1] = l;
+}
+
 static inline __m256 silu_mul(__m256 g, __m256 u) {
     __m256 e = vexp(_mm256_sub_ps(_mm256_setzero_ps(), g));
     return _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), u);
@@ -120,6 +202,7 @@ static void swiglu(float *g, const float *u, int64_t n) {
 void llmk_xkernels_avx2(struct llmk_xkernels *k) {
     k->attn_f32 = chunk_f32;
     k->attn_f16 = chunk_f16;
+    k->attn_q8_0 = chunk_q8_0;
     k->swiglu = swiglu;
     k->name = "avx2";
 }

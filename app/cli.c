@@ -161,7 +161,8 @@ int cli_parse_ids(const char *cmd, const char *flag, const char *s, int32_t **id
 int cli_parse_kv_type(const char *cmd, const char *s, uint32_t *out) {
     if (!strcmp(s, "f32")) *out = LLMK_TYPE_F32;
     else if (!strcmp(s, "f16")) *out = LLMK_TYPE_F16;
-    else return cli_usage_error(cmd, "--kv-type expects f32 or f16, got '%s'", s), 0;
+    else if (!strcmp(s, "q8_0")) *out = LLMK_TYPE_Q8_0;
+    else return cli_usage_error(cmd, "--kv-type expects f32, f16 or q8_0, got '%s'", s), 0;
     return 1;
 }
 

@@ -38,7 +38,7 @@ int cli_parse_ids(const char *cmd, const char *flag, const char *s, int32_t **id
 /* --path ref|f32|fast -> enum llmk_path; prints a usage error and returns 0 otherwise. */
 int cli_parse_path(const char *cmd, const char *s, int *out);
 
-/* --kv-type f32|f16 -> LLMK_TYPE_F32 / LLMK_TYPE_F16; prints a usage error and returns 0 otherwise. */
+/* --kv-type f32|f16|q8_0 -> LLMK_TYPE_F32 / _F16 / _Q8_0; prints a usage error and returns 0 otherwise. */
 int cli_parse_kv_type(const char *cmd, const char *s, uint32_t *out);
 
 /* Subcommands. Declared weak so the dispatcher links while a subcommand is

@@ -15,7 +15,7 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: llmk bench [-m MODEL] [-p N] [-n N] [-t T] [-r R] [--path ref|f32|fast] [--kv-type f32|f16]\n"
+            "usage: llmk bench [-m MODEL] [-p N] [-n N] [-t T] [-r R] [--path ref|f32|fast] [--kv-type f32|f16|q8_0]\n"
             "                  [-b N] [--json] [--phases]\n"
             "  -p N         prompt tokens of the pp test (default 512; 0 skips it)\n"
             "  -n N         generated tokens of the tg test (default 128; 0 skips it)\n"

@@ -24,7 +24,7 @@ static void usage(FILE *to) {
             "  -t N         worker threads (default: number of cores)\n"
             "  --ctx N      context size in tokens (default min(4096, the model's))\n"
             "  --path P     decode path: ref, f32, fast (default fast)\n"
-            "  --kv-type T  KV cache type: f32 (default) or f16 (fast path only)\n"
+            "  --kv-type T  KV cache type: f32 (default), f16 or q8_0 (fast path only)\n"
             "  --save FILE  write the conversation as a JSON messages array after each turn\n"
             "  --messages FILE  start from this conversation (e.g. one written by --save)\n"
             "  --verbose    per-turn token counts (reused / prefilled / generated) on stderr\n",

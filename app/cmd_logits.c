@@ -12,14 +12,14 @@
 
 static void usage(FILE *to) {
     fprintf(to,
-            "usage: llmk logits [-m MODEL] --ids 1,2,3 [--path ref|f32|fast] [--kv-type f32|f16] [-t THREADS] [--out FILE]\n"
+            "usage: llmk logits [-m MODEL] --ids 1,2,3 [--path ref|f32|fast] [--kv-type f32|f16|q8_0] [-t THREADS] [--out FILE]\n"
             "  Evaluates the ids as one sequence (no BOS added) and writes the logits of\n"
             "  every position as little-endian f32 rows [n_ids x n_vocab] to FILE (stdout\n"
             "  when absent).\n"
             "  -m MODEL     GGUF model (default %s)\n"
             "  --ids LIST   comma-separated token ids\n"
             "  --path P     decode path: ref (f64 reference), f32, fast (default fast)\n"
-            "  --kv-type T  KV cache type: f32 (default) or f16 (fast path only)\n"
+            "  --kv-type T  KV cache type: f32 (default), f16 or q8_0 (fast path only)\n"
             "  -t N         worker threads (default: number of cores)\n"
             "  --out FILE   output file\n",
             cli_default_model());

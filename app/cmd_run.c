@@ -16,7 +16,7 @@
 static void usage(FILE *to) {
     fprintf(to,
             "usage: llmk run [-m MODEL] -p PROMPT [-n N] [--temp T] [--seed S] [-t THREADS]\n"
-            "                [--path ref|f32|fast] [--kv-type f32|f16] [--ctx N] [--special]\n"
+            "                [--path ref|f32|fast] [--kv-type f32|f16|q8_0] [--ctx N] [--special]\n"
             "  Streams a completion of PROMPT to stdout; a stats line goes to stderr.\n"
             "  -m MODEL        GGUF model (default %s)\n"
             "  -p PROMPT       prompt text (BOS added when the model asks for it)\n"
@@ -25,7 +25,7 @@ static void usage(FILE *to) {
             "  --chat          format PROMPT as one user turn with the model's chat template\n"
             "  -t N            worker threads (default: number of cores)\n"
             "  --path P        decode path: ref (f64 reference), f32, fast (default fast)\n"
-            "  --kv-type T     KV cache type: f32 (default) or f16 (fast path only)\n"
+            "  --kv-type T     KV cache type: f32 (default), f16 or q8_0 (fast path only)\n"
             "  --ctx N         context size (default: prompt + N, at most the model's)\n"
             "  --special       recognise special-token texts (<|im_start|>) in the prompt\n"
             "  --prompt-ids L  use these comma-separated ids as the prompt (no BOS added)\n"

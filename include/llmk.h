@@ -711,7 +711,8 @@ typedef struct llmk_session_params {
     int32_t path;      /* enum llmk_path */
     int32_t n_batch;   /* tokens per forward chunk; <= 0: 32. Results do not depend on it. */
     uint32_t kv_type;  /* KV cache element type: LLMK_TYPE_F32 (0, the default; the env
-                        * lever LLMK_KV_TYPE may change it) or LLMK_TYPE_F16 (fast path only) */
+                        * lever LLMK_KV_TYPE may change it), LLMK_TYPE_F16 or LLMK_TYPE_Q8_0
+                        * (fast path only; q8_0 needs head_dim % 32 == 0) */
 } llmk_session_params;
 typedef struct llmk_session llmk_session;
 

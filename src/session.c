@@ -92,11 +92,12 @@ int llmk_session_init(const llmk_model *m, const llmk_session_params *p, llmk_se
     if (!p) p = &dp;
     if (p->path < LLMK_PATH_REF || p->path > LLMK_PATH_FAST)
         return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_session_init: path %d is not ref/f32/fast", p->path);
-    if (p->kv_type != LLMK_TYPE_F32 && p->kv_type != LLMK_TYPE_F16)
-        return llmk_fail(LLMK_UNSUPPORTED, "llmk_session_init: KV cache type %u (%s) is not f32 or f16",
+    if (p->kv_type != LLMK_TYPE_F32 && p->kv_type != LLMK_TYPE_F16 && p->kv_type != LLMK_TYPE_Q8_0)
+        return llmk_fail(LLMK_UNSUPPORTED, "llmk_session_init: KV cache type %u (%s) is not f32, f16 or q8_0",
                          p->kv_type, llmk_type_name(p->kv_type) ? llmk_type_name(p->kv_type) : "unknown");
-    if (p->kv_type == LLMK_TYPE_F16 && p->path != LLMK_PATH_FAST)
-        return llmk_fail(LLMK_UNSUPPORTED, "llmk_session_init: an f16 KV cache needs the fast path");
+    if (p->kv_type != LLMK_TYPE_F32 && p->path != LLMK_PATH_FAST)
+        return llmk_fail(LLMK_UNSUPPORTED, "llmk_session_init: a %s KV cache needs the fast path (ref and f32 keep f32)",
+                         llmk_type_name(p->kv_type));
     int32_t n_ctx = p->n_ctx > 0 ? p->n_ctx : m->hp.n_ctx_train;
     if (n_ctx > (1 << 22))
         return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_session_init: n_ctx %d exceeds the limit %d", n_ctx, 1 << 22);

@@ -1,0 +1,130 @@
+/* The executor's attention chunk kernels (src/kernels/attn*.c) for f32, f16
+ * and q8_0 caches: each kernel's partials, merged by llmk_attn_merge over
+ * chunks laid out as the executor lays out its cache (rows of n_head_kv
+ * heads, a query reading one head), against an f64 softmax over the values
+ * the cache holds (dequantized); and the AVX2 kernels against the _ref ones
+ * within a stated bound (they differ in summation order, FMA and the vector
+ * exp, so not bitwise). */
+#include "check.h"
+#include "codec/codec.h"
+#include "codec/half.h"
+#include "kernels/attn.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { HKV = 2, HEAD = 1, MAXN = 300, MAXHD = 128 };
+
+static uint64_t rng = 7;
+static float frand(void) {
+    rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (float)((rng >> 40) & 0xffffff) / (float)(1 << 23) - 1.0f;
+}
+
+static float worst_vs64, worst_avx_ref; /* largest errors seen, relative to max |v| */
+
+/* The cache of n positions in type t: bytes, and the values it holds (f32). */
+static unsigned char *make_cache(uint32_t t, const float *x, int64_t n, int64_t stride, float *held, size_t *rb) {
+    uint64_t b = 0;
+    llmk_row_bytes(t, (uint64_t)stride, &b);
+    *rb = (size_t)b;
+    unsigned char *c = malloc((size_t)n * *rb);
+    for (int64_t j = 0; j < n; j++) {
+        unsigned char *row = c + (size_t)j * *rb;
+        if (t == LLMK_TYPE_F32) memcpy(row, x + j * stride, (size_t)stride * sizeof(float));
+        else if (t == LLMK_TYPE_F16)
+            for (int64_t i = 0; i < stride; i++) ((uint16_t *)row)[i] = llmk_fp32_to_fp16(x[j * stride + i]);
+        else llmk_quantize_row(t, x + j * stride, row, stride);
+        llmk_dequantize_row(t, row, held + j * stride, stride);
+    }
+    return c;
+}
+
+/* out[hd] of one query over n keys, computed chunk by chunk with fn. */
+static void attend(llmk_attn_chunk_fn fn, const float *q, const unsigned char *k, const unsigned char *v, size_t rb,
+                   size_t head_off, int64_t n, int64_t stride, int hd, float *out, float *m0) {
+    static float parts[(MAXN / LLMK_ATTN_CHUNK + 1) * (MAXHD + 2)], scores[LLMK_ATTN_CHUNK];
+    int nc = (int)((n + LLMK_ATTN_CHUNK - 1) / LLMK_ATTN_CHUNK);
+    for (int c = 0; c < nc; c++) {
+        int64_t k0 = (int64_t)c * LLMK_ATTN_CHUNK, len = n - k0 < LLMK_ATTN_CHUNK ? n - k0 : LLMK_ATTN_CHUNK;
+        fn(q, k + (size_t)k0 * rb + head_off, v + (size_t)k0 * rb + head_off, len, stride, hd,
+           1.0f / sqrtf((float)hd), parts + (size_t)c * (hd + 2), scores);
+    }
+    *m0 = parts[0];
+    llmk_attn_merge(parts, nc, hd, out);
+}
+
+static llmk_attn_chunk_fn pick(const struct llmk_xkernels *x, uint32_t t) {
+    return t == LLMK_TYPE_F32 ? x->attn_f32 : t == LLMK_TYPE_F16 ? x->attn_f16 : x->attn_q8_0;
+}
+
+static void one(uint32_t t, int hd, int64_t n, float qamp) {
+    int64_t stride = (int64_t)HKV * hd;
+    float *kx = malloc((size_t)(n * stride) * sizeof(float)), *vx = malloc((size_t)(n * stride) * sizeof(float));
+    float *kh = malloc((size_t)(n * stride) * sizeof(float)), *vh = malloc((size_t)(n * stride) * sizeof(float));
+    float q[MAXHD], o_ref[MAXHD], o_avx[MAXHD];
+    for (int64_t i = 0; i < n * stride; i++) kx[i] = frand(), vx[i] = 2.0f * frand();
+    for (int d = 0; d < hd; d++) q[d] = qamp * frand();
+    size_t rb;
+    unsigned char *kc = make_cache(t, kx, n, stride, kh, &rb), *vc = make_cache(t, vx, n, stride, vh, &rb);
+    size_t head_off = rb / HKV * HEAD; /* a head's row is whole blocks: rows split evenly */
+    /* f64 reference over the held values of head HEAD */
+    double s[MAXN], mx = -INFINITY, l = 0, o64[MAXHD] = {0}, vmax = 0;
+    for (int64_t j = 0; j < n; j++) {
+        double a = 0;
+        for (int d = 0; d < hd; d++) a += (double)q[d] * kh[j * stride + HEAD * hd + d];
+        s[j] = a / sqrt((double)hd);
+        if (s[j] > mx) mx = s[j];
+    }
+    for (int64_t j = 0; j < n; j++) {
+        double p = exp(s[j] - mx);
+        l += p;
+        for (int d = 0; d < hd; d++) {
+            double x = vh[j * stride + HEAD * hd + d];
+            o64[d] += p * x;
+            if (fabs(x) > vmax) vmax = fabs(x);
+        }
+    }
+    float m_ref, m_avx;
+    attend(pick(llmk_xkernels_ref(), t), q, kc, vc, rb, head_off, n, stride, hd, o_ref, &m_ref);
+    double e_ref = 0;
+    for (int d = 0; d < hd; d++) e_ref = fmax(e_ref, fabs(o_ref[d] - o64[d] / l));
+    /* f32 scores over hd <= 128 terms: ~1e-6 relative; the softmax weights
+     * carry that times |s|, the output a weighted mean of values */
+    CHECK(e_ref <= 2e-5 * vmax);
+    worst_vs64 = fmaxf(worst_vs64, (float)(e_ref / vmax));
+    if (n <= LLMK_ATTN_CHUNK) CHECK(fabs(m_ref - mx) <= 1e-5 * (1 + fabs(mx)));
+    struct llmk_xkernels avx;
+    memset(&avx, 0, sizeof avx);
+#if defined(__x86_64__)
+    if (llmk_cpu_detect() & LLMK_CPU_AVX2) llmk_xkernels_avx2(&avx);
+#endif
+    if (avx.name) {
+        attend(pick(&avx, t), q, kc, vc, rb, head_off, n, stride, hd, o_avx, &m_avx);
+        double e = 0, e64 = 0;
+        for (int d = 0; d < hd; d++) {
+            e = fmax(e, fabs(o_avx[d] - o_ref[d]));
+            e64 = fmax(e64, fabs(o_avx[d] - o64[d] / l));
+        }
+        /* the stated bound: AVX2 within 1e-5 x max|v| of the _ref kernel */
+        CHECK(e <= 1e-5 * vmax);
+        CHECK(e64 <= 2e-5 * vmax);
+        CHECK(fabs(m_avx - m_ref) <= 1e-5 * (1 + fabs(m_ref)));
+        worst_avx_ref = fmaxf(worst_avx_ref, (float)(e / vmax));
+    }
+    free(kx), free(vx), free(kh), free(vh), free(kc), free(vc);
+}
+
+int main(void) {
+    const uint32_t types[3] = {LLMK_TYPE_F32, LLMK_TYPE_F16, LLMK_TYPE_Q8_0};
+    const int hds[3] = {32, 64, 128};
+    const int64_t ns[6] = {1, 5, 8, 77, 128, MAXN}; /* partial vector tails, one full chunk, three chunks */
+    const float amps[2] = {1.0f, 8.0f};            /* flat and peaked softmax */
+    for (int ti = 0; ti < 3; ti++)
+        for (int hi = 0; hi < 3; hi++)
+            for (int ni = 0; ni < 6; ni++)
+                for (int ai = 0; ai < 2; ai++) one(types[ti], hds[hi], ns[ni], amps[ai]);
+    fprintf(stderr, "attn: worst |ref - f64| %.3g x max|v|, worst |avx2 - ref| %.3g x max|v|\n", worst_vs64,
+            worst_avx_ref);
+    return check_summary("attn");
+}

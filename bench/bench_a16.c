@@ -1,7 +1,8 @@
 /* 16-bit activation kernels (src/kernels/a16.h) against the 8-bit ones, one
  * thread: microseconds per matvec (M = 1) and per activation row at M = 8
  * (the multi-row kernels), for Q4_1 and Q8_0 weights at the default model's
- * shapes (n x k: n weight rows of k). Columns: a16 (dispatched kernels), q8
+ * shapes (n x k: n weight rows of k). Columns: a16 (src/kernels/r8.h: the
+ * AVX2 kernel on repacked weights, or the scalar reference without AVX2), q8
  * (llmk_codec_dot / llmk_codec_dotm with the codec's 8-bit activations) and,
  * for Q4_1 with AVX2, xq4_1 (the executor's repacked kernel with q8_1x
  * activations). Each figure is the minimum over repeated calls (the machine
@@ -11,6 +12,7 @@
 #include "internal.h"
 #include "kernels/a16.h"
 #include "kernels/matmul.h"
+#include "kernels/r8.h"
 #include "kernels/xq4_1.h"
 
 #include <stdio.h>
@@ -35,6 +37,7 @@ struct job {
     const void *act;
     size_t as;
     const struct llmk_xq4_1 *xw;
+    const struct llmk_r8 *rw;
     float *y;
 };
 
@@ -44,9 +47,10 @@ static void run(const struct job *j) {
         return;
     }
     if (j->kind == 0) {
-        const struct llmk_a16_kernels *kk = llmk_a16_kernels();
-        if (j->m == 1) (j->t == LLMK_TYPE_Q4_1 ? kk->dot_q4_1 : kk->dot_q8_0)(j->k, j->w, j->ws, j->n, j->act, j->y);
-        else (j->t == LLMK_TYPE_Q4_1 ? kk->dotm_q4_1 : kk->dotm_q8_0)(j->k, j->w, j->ws, j->n, j->act, j->as, j->m, j->y, (size_t)j->n);
+        llmk_r8_mm_fn f = llmk_r8_kernel();
+        if (f && j->rw->data) f(j->rw, 0, j->n, j->act, j->as, j->m, j->y, (size_t)j->n);
+        else (j->t == LLMK_TYPE_Q4_1 ? llmk_r8_ref_q4_1 : llmk_r8_ref_q8_0)(j->k, j->w, j->ws, 0, j->n, j->act, j->as, j->m,
+                                                                          j->y, (size_t)j->n);
         return;
     }
     llmk_dotm_fn dm = llmk_codec_dotm(j->t);
@@ -80,7 +84,7 @@ int main(void) {
     int avx2 = (llmk_cpu_detect() & LLMK_CPU_AVX2) != 0;
     const char *q8name;
     printf("a16 kernels: %s; 1 thread; minimum us per matvec (M=1) and per activation row at M=%d\n",
-           llmk_a16_kernels()->name, M_ROWS);
+           llmk_r8_kernel() ? "r8_avx2" : "r8_ref", M_ROWS);
     printf("%-6s %-11s %9s %9s %9s   %9s %9s %9s  %s\n", "type", "n x k", "a16 M=1", "q8 M=1", "xq4_1",
            "a16 M=8", "q8 M=8", "xq4_1", "8-bit kernel");
     srand(7);
@@ -110,18 +114,18 @@ int main(void) {
                 llmk_xq8_1_quantize(x + (int64_t)i * k, k, 0, k, ax + (size_t)i * asx);
             }
             struct llmk_xq4_1 xw = {0};
+            struct llmk_r8 rw = {0};
             int have_x = 0;
-            if (t == LLMK_TYPE_Q4_1 && avx2) {
-                llmk_tensor_info ti_ = {.name = "w", .type = t, .n_dims = 2, .ne = {(uint64_t)k, (uint64_t)n, 1, 1},
-                                        .n_elements = (uint64_t)k * (uint64_t)n, .n_bytes = rb * (uint64_t)n, .data = w};
-                have_x = llmk_xq4_1_repack(&ti_, &xw) == LLMK_OK;
-            }
+            llmk_tensor_info ti_ = {.name = "w", .type = t, .n_dims = 2, .ne = {(uint64_t)k, (uint64_t)n, 1, 1},
+                                    .n_elements = (uint64_t)k * (uint64_t)n, .n_bytes = rb * (uint64_t)n, .data = w};
+            if (t == LLMK_TYPE_Q4_1 && avx2) have_x = llmk_xq4_1_repack(&ti_, &xw) == LLMK_OK;
+            if (llmk_r8_kernel() && llmk_r8_repack(&ti_, &rw) != LLMK_OK) return 1;
             double us[2][3] = {{0}};
             for (int mi = 0; mi < 2; mi++) {
                 int64_t m = mi ? M_ROWS : 1;
-                struct job a = {0, t, n, k, m, w, (size_t)rb, a16, as16, NULL, y};
-                struct job b = {1, t, n, k, m, w, (size_t)rb, a8, (size_t)arb, NULL, y};
-                struct job xj = {2, t, n, k, m, w, (size_t)rb, ax, asx, &xw, y};
+                struct job a = {0, t, n, k, m, w, (size_t)rb, a16, as16, NULL, &rw, y};
+                struct job b = {1, t, n, k, m, w, (size_t)rb, a8, (size_t)arb, NULL, NULL, y};
+                struct job xj = {2, t, n, k, m, w, (size_t)rb, ax, asx, &xw, NULL, y};
                 us[mi][0] = best(&a) * 1e6 / (double)m;
                 us[mi][1] = best(&b) * 1e6 / (double)m;
                 us[mi][2] = have_x ? best(&xj) * 1e6 / (double)m : 0;
@@ -135,6 +139,7 @@ int main(void) {
                    xs[0], us[1][0], us[1][1], xs[1], q8name);
             fflush(stdout);
             if (have_x) llmk_xq4_1_free(&xw);
+            llmk_r8_free(&rw);
             free(w), free(x), free(y), free(a16), free(a8), free(ax);
         }
     }

@@ -17,6 +17,7 @@
 #include "kernels/attn.h"
 #include "kernels/ops_f32.h"
 #include "kernels/a16.h"
+#include "kernels/r8.h"
 #include "kernels/xq4_1.h"
 
 #include <math.h>
@@ -54,7 +55,8 @@ struct llmk_exec {
     const struct llmk_xkernels *xk;
     bool xq;                  /* Q4_1 weights repacked for the AVX2 kernel */
     bool a16;                 /* int16 activations for Q4_1/Q8_0 (src/kernels/a16.h); LLMK_ACT=q8: off */
-    const struct llmk_a16_kernels *a16k;
+    llmk_r8_mm_fn r8k;        /* A16 kernel on repacked weights; NULL: the scalar reference on the GGUF rows */
+    struct llmk_r8 *r8w;      /* [n_phases][3]: A16 weights repacked (data NULL when not) */
     bool f32act;              /* LLMK_EXEC_F32ACT=1: dequantized weight rows . f32 activations (a check) */
     const char *f32act_only;  /* LLMK_EXEC_F32ACT=qkv,lm_head,...: only these phases */
     float *wrow;              /* f32act: [nth][wrow_stride] */
@@ -196,11 +198,12 @@ static void mm_rows(struct llmk_exec *ex, const struct llmk_phase *ph, int wi, i
     if (f == LLMK_ACT_A16) {
         size_t as = ex->qrow[in][f], ws = (size_t)(w->n_bytes / w->ne[1]);
         const unsigned char *act = ex->qbuf[in][f] + (size_t)t0 * as;
-        llmk_dotm_fn dotm = w->type == LLMK_TYPE_Q4_1 ? ex->a16k->dotm_q4_1 : ex->a16k->dotm_q8_0;
+        const struct llmk_r8 *rw = &ex->r8w[(ph - ex->prog.ph) * 3 + wi];
         for (int64_t c0 = r0; c0 < r1; c0 += MM_UNIT) {
             int64_t c1 = c0 + MM_UNIT < r1 ? c0 + MM_UNIT : r1;
-            dotm(k, (const char *)w->data + (size_t)c0 * ws, ws, c1 - c0, act, as, t1 - t0, out + c0,
-                 (size_t)out_stride);
+            if (rw->data) ex->r8k(rw, c0, c1, act, as, t1 - t0, out, (size_t)out_stride);
+            else (w->type == LLMK_TYPE_Q4_1 ? llmk_r8_ref_q4_1 : llmk_r8_ref_q8_0)(k, w->data, ws, c0, c1, act, as,
+                                                                                t1 - t0, out, (size_t)out_stride);
         }
         return;
     }
@@ -527,16 +530,21 @@ int llmk_exec_init(const struct llmk_model *m, const struct llmk_exec_params *p,
         ex->xq = (llmk_cpu_detect() & LLMK_CPU_AVX2) && !(e && strcmp(e, "ref") == 0) && !(r && strcmp(r, "0") == 0);
         const char *act = getenv("LLMK_ACT");
         ex->a16 = !(act && strcmp(act, "q8") == 0); /* LLMK_ACT=q8: the 8-bit activation path */
-        ex->a16k = llmk_a16_kernels();
+        ex->r8k = llmk_r8_kernel();
     }
     ex->xw = xalloc((uint64_t)ex->prog.n_phases * 3, sizeof *ex->xw, &st);
+    ex->r8w = xalloc((uint64_t)ex->prog.n_phases * 3, sizeof *ex->r8w, &st);
     if (st != LLMK_OK) goto fail;
-    for (int i = 0; i < ex->prog.n_phases && ex->xq; i++) {
+    for (int i = 0; i < ex->prog.n_phases; i++) {
         struct llmk_phase *ph = &ex->prog.ph[i];
         if (ph->op != LLMK_OP_MATMUL) continue;
-        for (int w = 0; w < ph->n_w; w++)
-            if (!ex->a16 && ph->w[w]->type == LLMK_TYPE_Q4_1 && (st = llmk_xq4_1_repack(ph->w[w], &ex->xw[i * 3 + w])) != LLMK_OK)
+        for (int w = 0; w < ph->n_w; w++) {
+            uint32_t wt = ph->w[w]->type;
+            if (ex->a16 && ex->r8k && llmk_a16_supports(wt) && (st = llmk_r8_repack(ph->w[w], &ex->r8w[i * 3 + w])) != LLMK_OK)
                 goto fail;
+            if (!ex->a16 && ex->xq && wt == LLMK_TYPE_Q4_1 && (st = llmk_xq4_1_repack(ph->w[w], &ex->xw[i * 3 + w])) != LLMK_OK)
+                goto fail;
+        }
     }
     /* each producer quantizes into the forms its consumer (the next phase) reads */
     for (int i = 0; i + 1 < ex->prog.n_phases; i++) {
@@ -609,6 +617,8 @@ void llmk_exec_free(struct llmk_exec *ex) {
     if (ex->pool) llmk_pool_free(ex->pool);
     for (int i = 0; ex->xw && i < ex->prog.n_phases * 3; i++) llmk_xq4_1_free(&ex->xw[i]);
     free(ex->xw);
+    for (int i = 0; ex->r8w && i < ex->prog.n_phases * 3; i++) llmk_r8_free(&ex->r8w[i]);
+    free(ex->r8w);
     llmk_program_free(&ex->prog);
     free(ex->kv_k), free(ex->kv_v), free(ex->pos), free(ex->rope_cs);
     for (int b = 0; b < LLMK_BUF_COUNT_; b++) {

@@ -1,6 +1,8 @@
-/* 16-bit activation kernels (src/kernels/a16.h): the AVX2 kernels equal the
- * scalar reference bit for bit (random data, extreme scales, zero blocks,
- * ragged block and row counts); the multi-row kernels equal the row kernels;
+/* 16-bit activations (src/kernels/a16.h) and their Q4_1 / Q8_0 products
+ * (src/kernels/r8.h): the AVX2 kernels on repacked weights equal the scalar
+ * reference bit for bit (random data, extreme scales, zero blocks, ragged
+ * block, weight-row and activation-row counts, any 8-aligned row range);
+ * results do not depend on how many rows are computed together;
  * quantization round-trips within half a step and is the same whether a row
  * is quantized at once or in parts; and the dot is within 1e-4 (relative to
  * sum |w x|) of an f64 dot of the dequantized weights with the f32 inputs. */
@@ -9,6 +11,7 @@
 #include "codec/codec.h"
 #include "codec/half.h"
 #include "kernels/a16.h"
+#include "kernels/r8.h"
 
 #include <float.h>
 #include <math.h>
@@ -127,57 +130,69 @@ static void test_quantize(void) {
 }
 
 typedef void (*mk_fn)(unsigned char *w, int64_t nb, int extreme);
+typedef void (*ref_fn)(int64_t k, const void *w, size_t ws, int64_t r0, int64_t r1, const void *act, size_t as,
+                       int64_t m, float *y, size_t ys);
 
 struct wtype {
     const char *name;
+    uint32_t type;
     size_t bs;
     mk_fn fill;
-    llmk_dot_fn ref, fast;
-    llmk_dotm_fn refm, fastm;
+    ref_fn ref;
 };
 
 /* worst |y - f64 dot| / sum |w x| seen by the accuracy checks, per weight type */
 static double worst_rel[2];
 
 static void test_dots(const struct wtype *t, int have_avx2, float outlier) {
-    const struct llmk_a16_kernels *kk = llmk_a16_kernels();
     for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
         int64_t k = ks[ki], nb = k / 32;
         for (int extreme = 0; extreme < 2; extreme++) {
-            int64_t nrows = 1 + rnd() % 19, m = 1 + rnd() % 9;
-            size_t ws = (size_t)nb * t->bs + 2 * (rnd() % 3), rb = llmk_a16_row_bytes(k), as = rb + 8 * (rnd() % 3);
+            int64_t nrows = 1 + rnd() % 37, m = 1 + rnd() % 9;
+            size_t ws = (size_t)nb * t->bs, rb = llmk_a16_row_bytes(k), as = rb + 8 * (rnd() % 3);
             unsigned char *w = malloc(ws * (size_t)nrows), *a = malloc(as * (size_t)m);
             float *x = malloc((size_t)k * m * sizeof *x);
             float *y_ref = malloc((size_t)nrows * m * sizeof(float)), *y_fast = malloc((size_t)nrows * m * sizeof(float));
-            float *y_m = malloc((size_t)nrows * m * sizeof(float)), *y_km = malloc((size_t)nrows * m * sizeof(float));
-            float *y_d = malloc((size_t)nrows * m * sizeof(float));
+            float *y_1 = malloc((size_t)nrows * m * sizeof(float));
             for (int64_t r = 0; r < nrows; r++) t->fill(w + r * ws, nb, extreme);
             for (int64_t i = 0; i < m; i++) {
                 fill_x(x + i * k, k, extreme, outlier);
                 llmk_a16_quantize_row(x + i * k, k, 0, k, a + i * as);
             }
-            for (int64_t i = 0; i < m; i++) {
-                t->ref(k, w, ws, nrows, a + i * as, y_ref + i * nrows);
-                if (have_avx2) t->fast(k, w, ws, nrows, a + i * as, y_fast + i * nrows);
-                /* the dispatched row kernel, one weight row at a time */
+            t->ref(k, w, ws, 0, nrows, a, as, m, y_ref, (size_t)nrows);
+            /* one weight row and one activation row at a time: the same bits */
+            for (int64_t i = 0; i < m; i++)
                 for (int64_t r = 0; r < nrows; r++)
-                    (strcmp(t->name, "q4_1") == 0 ? kk->dot_q4_1 : kk->dot_q8_0)(k, w + r * ws, ws, 1, a + i * as,
-                                                                                 y_d + i * nrows + r);
-            }
+                    t->ref(k, w, ws, r, r + 1, a + i * as, as, 1, y_1 + i * nrows, (size_t)nrows);
+            CHECK(bits_equal(y_ref, y_1, nrows * m));
             if (have_avx2) {
+                llmk_tensor_info ti;
+                memset(&ti, 0, sizeof ti);
+                ti.name = "w", ti.type = t->type, ti.ne[0] = (uint64_t)k, ti.ne[1] = (uint64_t)nrows, ti.data = w;
+                ti.n_bytes = ws * (size_t)nrows;
+                struct llmk_r8 rw;
+                CHECK_EQ_INT(llmk_r8_repack(&ti, &rw), LLMK_OK);
+                llmk_r8_mm_avx2(&rw, 0, nrows, a, as, m, y_fast, (size_t)nrows);
                 CHECK(bits_equal(y_ref, y_fast, nrows * m));
-                t->fastm(k, w, ws, nrows, a, as, m, y_m, (size_t)nrows);
-                CHECK(bits_equal(y_ref, y_m, nrows * m));
+                /* an 8-aligned sub-range, activation rows one at a time */
+                int64_t r0 = 8 * (int64_t)(rnd() % (uint32_t)((nrows + 7) / 8)), r1 = r0 + 1 + rnd() % (nrows - r0);
+                memset(y_fast, 0, (size_t)nrows * m * sizeof(float));
+                for (int64_t i = 0; i < m; i++) llmk_r8_mm_avx2(&rw, r0, r1, a + i * as, as, 1, y_fast + i * nrows, 0);
+                int ok = 1;
+                for (int64_t i = 0; i < m; i++)
+                    for (int64_t r = 0; r < nrows; r++) {
+                        float want = r >= r0 && r < r1 ? y_ref[i * nrows + r] : 0.0f;
+                        ok &= memcmp(&want, &y_fast[i * nrows + r], sizeof want) == 0;
+                    }
+                CHECK(ok);
+                llmk_r8_free(&rw);
             }
-            t->refm(k, w, ws, nrows, a, as, m, y_km, (size_t)nrows);
-            CHECK(bits_equal(y_ref, y_km, nrows * m));
-            CHECK(bits_equal(y_ref, y_d, nrows * m));
             if (!extreme) {
                 /* accuracy against f64 of the dequantized weights and the f32
                  * inputs: within the activation rounding bound sum |w| d / 2
                  * (+ f32 accumulation), and the relative error recorded */
-                int q41 = strcmp(t->name, "q4_1") == 0;
-                const struct llmk_codec *c = llmk_codec_get(q41 ? LLMK_TYPE_Q4_1 : LLMK_TYPE_Q8_0);
+                int q41 = t->type == LLMK_TYPE_Q4_1;
+                const struct llmk_codec *c = llmk_codec_get(t->type);
                 float *wf = malloc((size_t)k * sizeof *wf);
                 int ok = 1;
                 for (int64_t r = 0; r < nrows; r++) {
@@ -198,7 +213,7 @@ static void test_dots(const struct wtype *t, int have_avx2, float outlier) {
                 CHECK(ok);
                 free(wf);
             }
-            free(w), free(a), free(x), free(y_ref), free(y_fast), free(y_m), free(y_km), free(y_d);
+            free(w), free(a), free(x), free(y_ref), free(y_fast), free(y_1);
         }
     }
 }
@@ -216,7 +231,7 @@ static void test_exact(void) {
     double want = 0;
     for (int j = 0; j < 32; j++) want += ((j < 16 ? j : 31 - j) + 0.5) * x[j];
     float y;
-    llmk_a16_dot_q4_1_ref(32, &blk, sizeof blk, 1, a, &y);
+    llmk_r8_ref_q4_1(32, &blk, sizeof blk, 0, 1, a, sizeof a, 1, &y, 1);
     CHECK_EQ_DBL(y, want);
 }
 
@@ -225,14 +240,9 @@ int main(void) {
     if (!have_avx2) fprintf(stderr, "test_a16: no AVX2, reference only\n");
     test_quantize();
     test_exact();
-    struct wtype q41 = {"q4_1", sizeof(llmk_block_q4_1), fill_q4_1, llmk_a16_dot_q4_1_ref, NULL,
-                        llmk_a16_dotm_q4_1_ref, NULL};
-    struct wtype q80 = {"q8_0", sizeof(llmk_block_q8_0), fill_q8_0, llmk_a16_dot_q8_0_ref, NULL,
-                        llmk_a16_dotm_q8_0_ref, NULL};
-#if defined(__x86_64__)
-    q41.fast = llmk_a16_dot_q4_1_avx2, q41.fastm = llmk_a16_dotm_q4_1_avx2;
-    q80.fast = llmk_a16_dot_q8_0_avx2, q80.fastm = llmk_a16_dotm_q8_0_avx2;
-#else
+    struct wtype q41 = {"q4_1", LLMK_TYPE_Q4_1, sizeof(llmk_block_q4_1), fill_q4_1, llmk_r8_ref_q4_1};
+    struct wtype q80 = {"q8_0", LLMK_TYPE_Q8_0, sizeof(llmk_block_q8_0), fill_q8_0, llmk_r8_ref_q8_0};
+#if !defined(__x86_64__)
     have_avx2 = 0;
 #endif
     /* blocks with 40x outliers (coarse steps for the other elements) */

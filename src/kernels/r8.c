@@ -1,0 +1,139 @@
+/* r8 repacking, the scalar reference products and the kernel choice (the
+ * layout and the shared arithmetic are in r8.h). */
+#include "kernels/r8.h"
+
+#include "codec/blocks.h"
+#include "codec/codec.h"
+#include "codec/half.h"
+#include "internal.h"
+#include "kernels/a16.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void put_u16(unsigned char *p, uint16_t v) { memcpy(p, &v, sizeof v); }
+
+/* One Q4_1 record from the 8 GGUF blocks src[r] (NULL: a padding row). */
+static void pack_q4_1(unsigned char *dst, const llmk_block_q4_1 *const src[8]) {
+    memset(dst, 0, 160);
+    for (int r = 0; r < 8; r++) {
+        if (!src[r]) continue;
+        put_u16(dst + 2 * r, llmk_ld_u16(&src[r]->d));
+        put_u16(dst + 16 + 2 * r, llmk_ld_u16(&src[r]->m));
+        for (int j = 0; j < LLMK_QK; j++) {
+            /* GGUF Q4_1: element j < 16 is the low nibble of qs[j], j >= 16 the high nibble of qs[j - 16] */
+            unsigned v = j < 16 ? src[r]->qs[j] & 0x0f : src[r]->qs[j - 16] >> 4;
+            int c = j / 8, s = (j % 8) / 2, lane = 2 * r + j % 2;
+            unsigned char *u = dst + 32 + 32 * c + 2 * lane;
+            uint16_t cur = llmk_ld_u16(u);
+            put_u16(u, (uint16_t)(cur | v << (4 * s)));
+        }
+    }
+}
+
+static void pack_q8_0(unsigned char *dst, const llmk_block_q8_0 *const src[8]) {
+    memset(dst, 0, 272);
+    for (int r = 0; r < 8; r++) {
+        if (!src[r]) continue;
+        for (int j = 0; j < LLMK_QK; j++) dst[16 * (j / 2) + 2 * r + j % 2] = (unsigned char)src[r]->qs[j];
+        put_u16(dst + 256 + 2 * r, llmk_ld_u16(&src[r]->d));
+    }
+}
+
+int llmk_r8_repack(const llmk_tensor_info *t, struct llmk_r8 *w) {
+    memset(w, 0, sizeof *w);
+    if (!llmk_a16_supports(t->type) || t->ne[0] % LLMK_QK != 0 || t->ne[0] == 0)
+        return llmk_fail(LLMK_INVALID_ARGUMENT, "r8: tensor %s is %s with rows of %llu", t->name,
+                         llmk_type_name(t->type) ? llmk_type_name(t->type) : "?", (unsigned long long)t->ne[0]);
+    w->type = t->type;
+    w->k = (int64_t)t->ne[0], w->n = (int64_t)t->ne[1], w->nb = w->k / LLMK_QK;
+    w->block_bytes = t->type == LLMK_TYPE_Q4_1 ? 160 : 272;
+    uint64_t groups = ((uint64_t)w->n + 7) / 8, bytes;
+    if (!llmk_mul_u64(groups * (uint64_t)w->nb, w->block_bytes, &bytes) || bytes > SIZE_MAX - 64)
+        return llmk_fail(LLMK_DIMENSION_OVERFLOW, "r8: tensor %s too large", t->name);
+    w->data = aligned_alloc(64, ((size_t)bytes + 63) / 64 * 64);
+    if (!w->data) return llmk_fail(LLMK_OUT_OF_MEMORY, "r8: repacking %s (%llu bytes)", t->name, (unsigned long long)bytes);
+    size_t sb = t->type == LLMK_TYPE_Q4_1 ? sizeof(llmk_block_q4_1) : sizeof(llmk_block_q8_0);
+    const unsigned char *src = t->data;
+    for (uint64_t g = 0; g < groups; g++)
+        for (int64_t b = 0; b < w->nb; b++) {
+            const void *blk[8];
+            for (int r = 0; r < 8; r++) {
+                int64_t row = (int64_t)g * 8 + r;
+                blk[r] = row < w->n ? src + ((size_t)row * (size_t)w->nb + (size_t)b) * sb : NULL;
+            }
+            unsigned char *dst = w->data + ((size_t)g * (size_t)w->nb + (size_t)b) * w->block_bytes;
+            if (t->type == LLMK_TYPE_Q4_1) pack_q4_1(dst, (const llmk_block_q4_1 *const *)blk);
+            else pack_q8_0(dst, (const llmk_block_q8_0 *const *)blk);
+        }
+    return LLMK_OK;
+}
+
+void llmk_r8_free(struct llmk_r8 *w) {
+    if (!w) return;
+    free(w->data);
+    memset(w, 0, sizeof *w);
+}
+
+/* ---- scalar reference ------------------------------------------------------ */
+
+/* Activation row: int16 q[k], then f32 d[nb], then f32 s[nb] (a16.h). */
+static float ref_row_q4_1(int64_t k, const unsigned char *w, const unsigned char *a) {
+    int64_t nb = k / LLMK_QK;
+    const int16_t *q = (const int16_t *)a;
+    const float *da = (const float *)(a + (size_t)k * 2), *sa = da + nb;
+    float acc = 0;
+    for (int64_t b = 0; b < nb; b++) {
+        llmk_block_q4_1 wb;
+        memcpy(&wb, w + (size_t)b * sizeof wb, sizeof wb);
+        const int16_t *qb = q + b * LLMK_QK;
+        int32_t n = 0;
+        for (int j = 0; j < LLMK_QK / 2; j++) n += (int32_t)(wb.qs[j] & 0x0f) * qb[j] + (int32_t)(wb.qs[j] >> 4) * qb[j + 16];
+        acc = fmaf((float)n, llmk_fp16_to_fp32(wb.d) * da[b], acc);
+        acc = fmaf(llmk_fp16_to_fp32(wb.m), sa[b], acc);
+    }
+    return acc;
+}
+
+static float ref_row_q8_0(int64_t k, const unsigned char *w, const unsigned char *a) {
+    int64_t nb = k / LLMK_QK;
+    const int16_t *q = (const int16_t *)a;
+    const float *da = (const float *)(a + (size_t)k * 2);
+    float acc = 0;
+    for (int64_t b = 0; b < nb; b++) {
+        llmk_block_q8_0 wb;
+        memcpy(&wb, w + (size_t)b * sizeof wb, sizeof wb);
+        const int16_t *qb = q + b * LLMK_QK;
+        int32_t n = 0;
+        for (int j = 0; j < LLMK_QK; j++) n += (int32_t)wb.qs[j] * qb[j];
+        acc = fmaf((float)n, llmk_fp16_to_fp32(wb.d) * da[b], acc);
+    }
+    return acc;
+}
+
+void llmk_r8_ref_q4_1(int64_t k, const void *w, size_t ws, int64_t r0, int64_t r1, const void *act, size_t as,
+                      int64_t m, float *y, size_t ys) {
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t r = r0; r < r1; r++)
+            y[(size_t)i * ys + (size_t)r] =
+                ref_row_q4_1(k, (const unsigned char *)w + (size_t)r * ws, (const unsigned char *)act + (size_t)i * as);
+}
+
+void llmk_r8_ref_q8_0(int64_t k, const void *w, size_t ws, int64_t r0, int64_t r1, const void *act, size_t as,
+                      int64_t m, float *y, size_t ys) {
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t r = r0; r < r1; r++)
+            y[(size_t)i * ys + (size_t)r] =
+                ref_row_q8_0(k, (const unsigned char *)w + (size_t)r * ws, (const unsigned char *)act + (size_t)i * as);
+}
+
+/* ---- choice ------------------------------------------------------------------ */
+
+llmk_r8_mm_fn llmk_r8_kernel(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    const char *e = getenv("LLMK_KERNELS");
+    if ((llmk_cpu_detect() & LLMK_CPU_AVX2) && !(e && strcmp(e, "ref") == 0)) return llmk_r8_mm_avx2;
+#endif
+    return NULL;
+}

@@ -1,0 +1,74 @@
+/* Q4_1 and Q8_0 weights repacked eight rows at a time ("r8") for the
+ * int16-activation kernels (activation rows in the a16 format, a16.h).
+ *
+ * Why: a row-at-a-time dot needs a horizontal reduction per 32-element block
+ * (each block has its own scale), and that shuffling, not the multiplies,
+ * bounded the A16 kernels at ~6 cycles per block. With eight weight rows
+ * interleaved, one madd of (8 rows x 2 elements of int16 weights) with a
+ * broadcast pair of activations leaves one partial sum per ROW in each 32-bit
+ * lane: no horizontal adds at all, and the eight block scales of a group are
+ * one 128-bit load.
+ *
+ * Layout: rows in groups of 8 (the last group zero-padded), each group a run
+ * of nb blocks (nb = k / 32), each block one record:
+ *   Q4_1 (160 bytes): f16 d[8], f16 m[8], then 4 chunks of 32 bytes; chunk c
+ *     read as 16 little-endian u16 lanes L: nibble s (bits 4s..4s+3) of lane
+ *     L is the weight of row L / 2, element 8c + 2s + L % 2.
+ *   Q8_0 (272 bytes): 16 pairs of 16 bytes, pair p: byte 2r + e is row r's
+ *     element 2p + e; then f16 d[8].
+ * So every unpacked 256-bit register holds (row r: elements j, j+1) in its
+ * 32-bit lane r, ready for a madd with the broadcast activations (a_j, a_j+1).
+ *
+ * Arithmetic (shared bit for bit by llmk_r8_ref_* and the AVX2 kernels, and
+ * independent of how rows are grouped, so results never depend on M, the
+ * partition or the thread count): for weight row r and activation row i,
+ *   acc = 0; for each block b in order:
+ *     n_b = sum_j qw_j * qa_j, exact in int32; f_b = (float)n_b (nearest even)
+ *     acc = fmaf(f_b, dw_b * da_b, acc)
+ *     Q4_1 only: acc = fmaf(mw_b, sa_b, acc)
+ *   y = acc. */
+#ifndef LLMK_KERNELS_R8_H
+#define LLMK_KERNELS_R8_H
+
+#include "llmk.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum { LLMK_R8_ROWS = 8 };
+
+struct llmk_r8 {
+    uint32_t type;        /* LLMK_TYPE_Q4_1 or LLMK_TYPE_Q8_0 */
+    int64_t n, k, nb;     /* rows, elements per row, blocks per row */
+    size_t block_bytes;   /* bytes of one 8-row block record */
+    unsigned char *data;  /* [ceil(n / 8)][nb][block_bytes], 64-byte aligned */
+};
+
+/* Repack a Q4_1 or Q8_0 tensor (the types llmk_a16_supports names) (ne = {k, n}, k a multiple of 32); allocates. */
+int llmk_r8_repack(const llmk_tensor_info *t, struct llmk_r8 *out);
+void llmk_r8_free(struct llmk_r8 *w);
+
+/* y[i * y_stride + r] = dot(weight row r, activation row i) for r in
+ * [r0, r1) and i in [0, m); activation rows (a16 format) a_stride bytes
+ * apart. r0 must be a multiple of 8. */
+typedef void (*llmk_r8_mm_fn)(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *act, size_t a_stride,
+                              int64_t m, float *y, size_t y_stride);
+
+/* The same products from the original GGUF rows (w: the tensor's data, rows
+ * w_stride bytes apart; rows [r0, r1) of it): the scalar reference, and the
+ * path for CPUs without AVX2 (no repacking needed). */
+void llmk_r8_ref_q4_1(int64_t k, const void *w, size_t w_stride, int64_t r0, int64_t r1, const void *act,
+                      size_t a_stride, int64_t m, float *y, size_t y_stride);
+void llmk_r8_ref_q8_0(int64_t k, const void *w, size_t w_stride, int64_t r0, int64_t r1, const void *act,
+                      size_t a_stride, int64_t m, float *y, size_t y_stride);
+
+/* AVX2 + FMA + F16C (src/kernels/r8_avx2.c); only when llmk_cpu_detect()
+ * reports LLMK_CPU_AVX2. */
+void llmk_r8_mm_avx2(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *act, size_t a_stride, int64_t m,
+                     float *y, size_t y_stride);
+
+/* The repacked kernel for this CPU, or NULL (no AVX2, or LLMK_KERNELS=ref):
+ * then use llmk_r8_ref_* on the unpacked weights. */
+llmk_r8_mm_fn llmk_r8_kernel(void);
+
+#endif

@@ -1,0 +1,151 @@
+/* AVX2 + FMA + F16C kernels on r8-repacked weights (r8.h has the layout and
+ * the arithmetic, which these follow bit for bit).
+ *
+ * Per 8-row block record and activation row: 16 madds of an unpacked
+ * register (8 rows x 2 int16 weights) with a broadcast activation pair, summed
+ * exactly in int32 lanes (one lane per weight row), converted once, and fused
+ * into the row's accumulator with the block's 8 scales. Up to NA = 4
+ * activation rows share each unpacked register (prefill); each row's
+ * sequence of operations is the same for every NA. */
+#include "kernels/r8.h"
+
+#include "codec/blocks.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#define INLINE static inline __attribute__((always_inline))
+
+INLINE __m256i bcast32(const int16_t *p) {
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return _mm256_set1_epi32(v);
+}
+
+/* The eight rows of group g x activation rows a[0..NA): 8 results per row. */
+INLINE void tile_q4_1(int NA, const unsigned char *rec, int64_t nb, int64_t k, const unsigned char *const *a,
+                      __m256 *out) {
+    const __m256i m4 = _mm256_set1_epi16(0x0f);
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    const int16_t *q[4];
+    const float *d[4];
+    _Pragma("GCC unroll 8")
+    for (int i = 0; i < NA; i++) q[i] = (const int16_t *)a[i], d[i] = (const float *)(a[i] + (size_t)k * 2);
+    for (int64_t b = 0; b < nb; b++, rec += 160) {
+        __m256i n[4];
+        _Pragma("GCC unroll 8")
+        for (int i = 0; i < NA; i++) n[i] = _mm256_setzero_si256();
+        _Pragma("GCC unroll 8")
+        for (int c = 0; c < 4; c++) {
+            __m256i x = _mm256_load_si256((const __m256i *)(rec + 32 + 32 * c));
+            __m256i p0 = _mm256_and_si256(x, m4), p1 = _mm256_and_si256(_mm256_srli_epi16(x, 4), m4);
+            __m256i p2 = _mm256_and_si256(_mm256_srli_epi16(x, 8), m4), p3 = _mm256_srli_epi16(x, 12);
+            _Pragma("GCC unroll 8")
+            for (int i = 0; i < NA; i++) {
+                const int16_t *qa = q[i] + b * LLMK_QK + 8 * c;
+                __m256i s01 = _mm256_add_epi32(_mm256_madd_epi16(p0, bcast32(qa)), _mm256_madd_epi16(p1, bcast32(qa + 2)));
+                __m256i s23 = _mm256_add_epi32(_mm256_madd_epi16(p2, bcast32(qa + 4)), _mm256_madd_epi16(p3, bcast32(qa + 6)));
+                n[i] = _mm256_add_epi32(n[i], _mm256_add_epi32(s01, s23));
+            }
+        }
+        __m256 dw = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)rec));
+        __m256 mw = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(rec + 16)));
+        _Pragma("GCC unroll 8")
+        for (int i = 0; i < NA; i++) {
+            acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(n[i]), _mm256_mul_ps(dw, _mm256_broadcast_ss(d[i] + b)), acc[i]);
+            acc[i] = _mm256_fmadd_ps(mw, _mm256_broadcast_ss(d[i] + nb + b), acc[i]);
+        }
+    }
+    _Pragma("GCC unroll 8")
+    for (int i = 0; i < NA; i++) out[i] = acc[i];
+}
+
+INLINE void tile_q8_0(int NA, const unsigned char *rec, int64_t nb, int64_t k, const unsigned char *const *a,
+                      __m256 *out) {
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    const int16_t *q[4];
+    const float *d[4];
+    _Pragma("GCC unroll 8")
+    for (int i = 0; i < NA; i++) q[i] = (const int16_t *)a[i], d[i] = (const float *)(a[i] + (size_t)k * 2);
+    for (int64_t b = 0; b < nb; b++, rec += 272) {
+        __m256i n[4];
+        _Pragma("GCC unroll 8")
+        for (int i = 0; i < NA; i++) n[i] = _mm256_setzero_si256();
+        _Pragma("GCC unroll 8")
+        for (int p = 0; p < 16; p += 2) {
+            __m256i w0 = _mm256_cvtepi8_epi16(_mm_load_si128((const __m128i *)(rec + 16 * p)));
+            __m256i w1 = _mm256_cvtepi8_epi16(_mm_load_si128((const __m128i *)(rec + 16 * p + 16)));
+            _Pragma("GCC unroll 8")
+            for (int i = 0; i < NA; i++) {
+                const int16_t *qa = q[i] + b * LLMK_QK + 2 * p;
+                n[i] = _mm256_add_epi32(n[i], _mm256_add_epi32(_mm256_madd_epi16(w0, bcast32(qa)),
+                                                               _mm256_madd_epi16(w1, bcast32(qa + 2))));
+            }
+        }
+        __m256 dw = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(rec + 256)));
+        _Pragma("GCC unroll 8")
+        for (int i = 0; i < NA; i++)
+            acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(n[i]), _mm256_mul_ps(dw, _mm256_broadcast_ss(d[i] + b)), acc[i]);
+    }
+    _Pragma("GCC unroll 8")
+    for (int i = 0; i < NA; i++) out[i] = acc[i];
+}
+
+/* NA activation rows x groups [g0, g1): full groups stored directly, a
+ * partial last group (rows past r1) through a buffer. */
+INLINE void rows_na(int NA, int Q41, const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1,
+                    const unsigned char *const *a, float *y, size_t ys) {
+    for (int64_t g = g0; g < g1; g++) {
+        const unsigned char *rec = w->data + (size_t)g * (size_t)w->nb * w->block_bytes;
+        __m256 out[4];
+        if (Q41) tile_q4_1(NA, rec, w->nb, w->k, a, out);
+        else tile_q8_0(NA, rec, w->nb, w->k, a, out);
+        int64_t r = g * 8, nr = r1 - r < 8 ? r1 - r : 8;
+        _Pragma("GCC unroll 8")
+        for (int i = 0; i < NA; i++) {
+            float *dst = y + (size_t)i * ys + (size_t)r;
+            if (nr == 8) {
+                _mm256_storeu_ps(dst, out[i]);
+            } else {
+                float tmp[8];
+                _mm256_storeu_ps(tmp, out[i]);
+                memcpy(dst, tmp, (size_t)nr * sizeof(float));
+            }
+        }
+    }
+}
+
+static void mm_q4_1(const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1, const unsigned char *const *a,
+                    int na, float *y, size_t ys) {
+    switch (na) {
+    case 4: rows_na(4, 1, w, g0, g1, r1, a, y, ys); break;
+    case 3: rows_na(3, 1, w, g0, g1, r1, a, y, ys); break;
+    case 2: rows_na(2, 1, w, g0, g1, r1, a, y, ys); break;
+    default: rows_na(1, 1, w, g0, g1, r1, a, y, ys); break;
+    }
+}
+
+static void mm_q8_0(const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1, const unsigned char *const *a,
+                    int na, float *y, size_t ys) {
+    switch (na) {
+    case 4: rows_na(4, 0, w, g0, g1, r1, a, y, ys); break;
+    case 3: rows_na(3, 0, w, g0, g1, r1, a, y, ys); break;
+    case 2: rows_na(2, 0, w, g0, g1, r1, a, y, ys); break;
+    default: rows_na(1, 0, w, g0, g1, r1, a, y, ys); break;
+    }
+}
+
+void llmk_r8_mm_avx2(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *act, size_t as, int64_t m,
+                     float *y, size_t ys) {
+    if (r1 <= r0 || m <= 0) return;
+    int64_t g0 = r0 / 8, g1 = (r1 + 7) / 8;
+    const unsigned char *ab = act;
+    for (int64_t i = 0; i < m; i += 4) {
+        int na = m - i < 4 ? (int)(m - i) : 4;
+        const unsigned char *a[4];
+        _Pragma("GCC unroll 8")
+        for (int j = 0; j < 4; j++) a[j] = ab + (size_t)(i + (j < na ? j : 0)) * as;
+        if (w->type == LLMK_TYPE_Q4_1) mm_q4_1(w, g0, g1, r1, a, na, y + (size_t)i * ys, ys);
+        else mm_q8_0(w, g0, g1, r1, a, na, y + (size_t)i * ys, ys);
+    }
+}

@@ -331,4 +331,5 @@ void llmk_codec_register_avx2(llmk_dot_fn *tab, const char **names) {
     tab[LLMK_TYPE_F32] = dot_f32, names[LLMK_TYPE_F32] = "f32_avx2";
     tab[LLMK_TYPE_F16] = dot_f16, names[LLMK_TYPE_F16] = "f16_avx2";
     tab[LLMK_TYPE_BF16] = dot_bf16, names[LLMK_TYPE_BF16] = "bf16_avx2";
+    llmk_codec_register_kq_avx2(tab, names);
 }

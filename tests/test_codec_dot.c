@@ -4,6 +4,8 @@
  *   small integers: the integer block sums must agree bit for bit), and on
  *   random data with ragged row counts and extreme scales within
  *   |fast - ref| <= k * 2^-22 * sum|w_i a_i| (two f32 summation orders).
+ * - Codec-specific integer edges (extreme sub-block scales and quants, MXFP4
+ *   exponent extremes) and the super-block kernels' bitwise match with _ref.
  * - llmk_quantized_matmul: bitwise identical for 1, 2 and 3 threads and for
  *   every route; close to an f64 product of the dequantized weights.
  * - llmk_codec_dotm (multi-activation kernels): bitwise identical to the row
@@ -182,6 +184,124 @@ static void test_dot_exact_and_bounded(void) {
     }
 }
 
+/* Activation row in form at (Q8_0 or Q8_K) from the integers q (|q| <= 127)
+ * with scale d, bsums filled as the Q8_K quantizer fills them. */
+static void act_from_q(uint32_t at, void *a, int64_t k, const int8_t *q, float d) {
+    if (at == LLMK_TYPE_Q8_K) {
+        for (int64_t b = 0; b < k / 256; b++) {
+            llmk_block_q8_k blk = {.d = d};
+            memcpy(blk.qs, q + b * 256, 256);
+            for (int i = 0; i < 16; i++) {
+                int s = 0;
+                for (int l = 0; l < 16; l++) s += blk.qs[16 * i + l];
+                blk.bsums[i] = (int16_t)s;
+            }
+            memcpy((char *)a + b * sizeof blk, &blk, sizeof blk);
+        }
+    } else {
+        for (int64_t b = 0; b < k / 32; b++) {
+            llmk_block_q8_0 blk = {.d = llmk_fp32_to_fp16(d)};
+            memcpy(blk.qs, q + b * 32, 32);
+            memcpy((char *)a + b * sizeof blk, &blk, sizeof blk);
+        }
+    }
+}
+
+/* Codec-specific edges of the integer paths, fast against _ref:
+ * - every weight byte one pattern (0x00, 0xff, 0x80, 0x7f, 0xaa, 0x55) or
+ *   random, so sub-block scales and mins sit at their extremes (Q2_K 0/15,
+ *   Q3_K and IQ4_XS -32/31, Q4_K/Q5_K 0/63, Q6_K -128/127) together with
+ *   extreme quants, against activations of all +127, all -127, alternating
+ *   and random; power-of-two scales keep all f32 work exact, so fast == ref
+ *   bit for bit (k <= 768: IQ4_NL partial sums stay below 2^24).
+ * - the super-block codecs (their f32 combination per super-block is
+ *   _ref's expression, see dot_kq_avx2.c) bit for bit also with random f16
+ *   super-scales over the whole finite range and quantized activations.
+ * - MXFP4 at the E8M0 exponent extremes (0, 1: subnormal scales; 254, 255:
+ *   2^126, 2^127) with activation scales that keep every product finite and
+ *   normal, within the summation-order bound. */
+static void test_dot_extremes(void) {
+    static const uint32_t xt[] = {LLMK_TYPE_Q2_K, LLMK_TYPE_Q3_K, LLMK_TYPE_Q4_K, LLMK_TYPE_Q5_K, LLMK_TYPE_Q6_K,
+                                  LLMK_TYPE_Q8_K, LLMK_TYPE_IQ4_XS, LLMK_TYPE_IQ4_NL, LLMK_TYPE_MXFP4};
+    static const int fills[] = {0x00, 0xff, 0x80, 0x7f, 0xaa, 0x55, -1 /* random */};
+    const int64_t ks[] = {256, 768};
+    for (size_t ti = 0; ti < LLMK_ARRAY_LEN(xt); ti++) {
+        uint32_t t = xt[ti];
+        const struct llmk_codec *c = llmk_codec_get(t);
+        const char *name = NULL;
+        llmk_dot_fn fast = llmk_codec_dot(t, &name);
+        int superblock = llmk_type_block_elems(t) == 256;
+        for (size_t kk = 0; kk < LLMK_ARRAY_LEN(ks); kk++) {
+            int64_t k = ks[kk], nrows = 5;
+            size_t rb = row_bytes(t, k), ab = row_bytes(c->act_type, k);
+            unsigned char *w = aligned_alloc(64, (rb * (size_t)nrows + 63) / 64 * 64);
+            unsigned char *a = aligned_alloc(64, (ab + 63) / 64 * 64);
+            int8_t *q = malloc((size_t)k);
+            float y0[5], y1[5];
+            int bad = 0;
+            for (size_t fi = 0; fi < LLMK_ARRAY_LEN(fills); fi++)
+                for (int am = 0; am < 4; am++) {
+                    for (size_t i = 0; i < rb * (size_t)nrows; i++)
+                        w[i] = (unsigned char)(fills[fi] >= 0 ? fills[fi] : (int)(rnd32() & 0xff));
+                    for (int64_t r = 0; r < nrows; r++) set_scales(t, w + (size_t)r * rb, k, llmk_fp32_to_fp16(0.25f));
+                    for (int64_t i = 0; i < k; i++)
+                        q[i] = (int8_t)(am == 0 ? 127 : am == 1 ? -127 : am == 2 ? (i % 2 ? 127 : -127)
+                                                                         : (int)(rnd32() % 255) - 127);
+                    act_from_q(c->act_type, a, k, q, 0.125f);
+                    c->dot(k, w, rb, nrows, a, y0);
+                    fast(k, w, rb, nrows, a, y1);
+                    bad += memcmp(y0, y1, sizeof(float) * (size_t)nrows) != 0;
+                }
+            if (superblock) {
+                for (int rep = 0; rep < 8; rep++) {
+                    for (size_t i = 0; i < rb * (size_t)nrows; i++) w[i] = (unsigned char)rnd32();
+                    for (int64_t r = 0; r < nrows; r++)
+                        set_scales(t, w + (size_t)r * rb, k, (uint16_t)(1 + rnd32() % 0x7bff));
+                    float *x = malloc((size_t)k * 4);
+                    float sc = ldexpf(1.0f, (int)(rnd32() % 40) - 20);
+                    for (int64_t i = 0; i < k; i++) x[i] = unif() * sc;
+                    llmk_quantize_row(c->act_type, x, a, k);
+                    free(x);
+                    c->dot(k, w, rb, nrows, a, y0);
+                    fast(k, w, rb, nrows, a, y1);
+                    bad += memcmp(y0, y1, sizeof(float) * (size_t)nrows) != 0;
+                }
+            }
+            if (t == LLMK_TYPE_MXFP4) {
+                static const uint8_t es[] = {0, 1, 2, 127, 128, 253, 254, 255};
+                for (size_t ei = 0; ei < LLMK_ARRAY_LEN(es); ei++) {
+                    for (size_t i = 0; i < rb * (size_t)nrows; i++) w[i] = (unsigned char)rnd32();
+                    for (int64_t b = 0; b < k / 32 * nrows; b++) w[(size_t)b * 17] = es[ei];
+                    /* small exponents meet large activations and the reverse */
+                    float da = es[ei] < 128 ? 8.0f : 0x1p-27f;
+                    for (int64_t i = 0; i < k; i++) q[i] = (int8_t)((int)(rnd32() % 255) - 127);
+                    act_from_q(LLMK_TYPE_Q8_0, a, k, q, da);
+                    c->dot(k, w, rb, nrows, a, y0);
+                    fast(k, w, rb, nrows, a, y1);
+                    for (int64_t r = 0; r < nrows; r++) {
+                        /* sum |w_i a_i| in f64 from the grid: the dequantized f32
+                         * weights would overflow at e = 255 */
+                        const unsigned char *row = w + (size_t)r * rb;
+                        double s = 0;
+                        for (int64_t i = 0; i < k; i++) {
+                            const unsigned char *blk = row + (size_t)(i / 32) * 17;
+                            int j = (int)(i % 32), nb = j < 16 ? blk[1 + j] & 15 : blk[1 + j - 16] >> 4;
+                            s += fabs((double)llmk_mxfp4_values[nb] * q[i]) * ldexp(1.0, blk[0] - 128) *
+                                 llmk_fp16_to_fp32(llmk_fp32_to_fp16(da));
+                        }
+                        double tol = (double)k * 0x1p-22 * s;
+                        bad += !(isfinite(y0[r]) && fabs((double)y0[r] - y1[r]) <= tol);
+                    }
+                }
+            }
+            if (bad) fprintf(stderr, "%s (%s) k=%lld: %d extreme cases differ from _ref\n", llmk_type_name(t), name,
+                             (long long)k, bad);
+            CHECK_EQ_INT(bad, 0);
+            free(w), free(a), free(q);
+        }
+    }
+}
+
 static void test_matmul(void) {
     const uint32_t mt[] = {LLMK_TYPE_Q4_1, LLMK_TYPE_Q8_0, LLMK_TYPE_F32, LLMK_TYPE_Q4_K, LLMK_TYPE_F16};
     llmk_pool *p2 = NULL, *p3 = NULL;
@@ -295,6 +415,7 @@ static void test_dotm(void) {
 int main(void) {
     printf("%s", llmk_cpu_features());
     test_dot_exact_and_bounded();
+    test_dot_extremes();
     test_matmul();
     test_dotm();
     return check_summary("codec_dot");

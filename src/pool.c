@@ -7,11 +7,22 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <unistd.h>
+#if defined(__linux__)
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#endif
 
-/* Spin this many pause iterations before sleeping (workers) or yielding
- * (barrier): about a millisecond, long enough to bridge phase gaps in a
- * decode step, short enough that an idle pool goes quiet at once. */
+/* Idle workers spin this many pause iterations (about a millisecond) before
+ * sleeping on the condition variable: long enough to bridge the gap between
+ * decode steps, short enough that an idle pool goes quiet at once. */
 enum { SPIN_LIMIT = 1 << 15 };
+/* A thread waiting at a barrier (or for the end of a region) spins about
+ * 100 us, then sleeps on a futex until the last arrival wakes it. Phases of
+ * a decode step last tens of microseconds, so on a quiet machine nobody
+ * sleeps; when other processes hold the cores, a waiter that kept spinning
+ * would burn the time slice its descheduled peer needs (the step then took
+ * one scheduler slice per barrier: tg fell from ~100 to ~2 t/s at load 6). */
+enum { SPIN_WAIT = 1 << 12 };
 
 struct worker_arg {
     llmk_pool *pool;
@@ -31,6 +42,8 @@ struct llmk_pool {
     pthread_cond_t cv;
     atomic_int bar_count;
     atomic_uint bar_phase;
+    atomic_int bar_sleepers;  /* threads asleep (or about to be) on bar_phase */
+    atomic_int pend_sleeping; /* the caller asleep (or about to be) on pending */
 };
 
 static inline void cpu_relax(void) {
@@ -38,6 +51,24 @@ static inline void cpu_relax(void) {
     __builtin_ia32_pause();
 #elif defined(__aarch64__)
     __asm__ __volatile__("yield");
+#endif
+}
+
+/* Sleep while *word == val (a futex wait; spurious returns are fine, callers
+ * re-check), and wake every sleeper on word. Without futexes: yield. */
+static void wait_on(void *word, unsigned val) {
+#if defined(__linux__)
+    syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
+#else
+    (void)word, (void)val;
+    sched_yield();
+#endif
+}
+static void wake_all(void *word) {
+#if defined(__linux__)
+    syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 0x7fffffff, NULL, NULL, 0);
+#else
+    (void)word;
 #endif
 }
 
@@ -65,7 +96,7 @@ static void *worker_main(void *p) {
         if (atomic_load(&pool->stop)) return NULL;
         seen = atomic_load(&pool->generation);
         pool->fn(pool->ctx, arg->ith, pool->n);
-        atomic_fetch_sub(&pool->pending, 1);
+        if (atomic_fetch_sub(&pool->pending, 1) == 1 && atomic_load(&pool->pend_sleeping)) wake_all(&pool->pending);
     }
 }
 
@@ -128,12 +159,17 @@ void llmk_pool_run(llmk_pool *pool, llmk_pool_fn fn, void *ctx) {
     pthread_cond_broadcast(&pool->cv);
     pthread_mutex_unlock(&pool->mu);
     fn(ctx, 0, pool->n);
-    int spins = 0;
-    while (atomic_load(&pool->pending) != 0) {
-        if (++spins < SPIN_LIMIT)
+    for (int spins = 0; atomic_load(&pool->pending) != 0;) {
+        if (++spins < SPIN_WAIT) {
             cpu_relax();
-        else
-            sched_yield();
+            continue;
+        }
+        /* announce, then re-check inside the futex: the last worker
+         * decrements before it looks for a sleeper, so no wake is lost */
+        atomic_store(&pool->pend_sleeping, 1);
+        int left;
+        while ((left = atomic_load(&pool->pending)) != 0) wait_on(&pool->pending, (unsigned)left);
+        atomic_store(&pool->pend_sleeping, 0);
     }
 }
 
@@ -143,13 +179,18 @@ void llmk_pool_barrier(llmk_pool *pool) {
     if (atomic_fetch_add(&pool->bar_count, 1) == pool->n - 1) {
         atomic_store(&pool->bar_count, 0);
         atomic_fetch_add(&pool->bar_phase, 1);
+        if (atomic_load(&pool->bar_sleepers)) wake_all(&pool->bar_phase);
         return;
     }
-    int spins = 0;
-    while (atomic_load(&pool->bar_phase) == phase) {
-        if (++spins < SPIN_LIMIT)
+    for (int spins = 0; atomic_load(&pool->bar_phase) == phase;) {
+        if (++spins < SPIN_WAIT) {
             cpu_relax();
-        else
-            sched_yield();
+            continue;
+        }
+        /* counted as a sleeper before the futex re-checks the phase: the
+         * last arrival bumps the phase before it reads the count */
+        atomic_fetch_add(&pool->bar_sleepers, 1);
+        while (atomic_load(&pool->bar_phase) == phase) wait_on(&pool->bar_phase, phase);
+        atomic_fetch_sub(&pool->bar_sleepers, 1);
     }
 }

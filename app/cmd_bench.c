@@ -110,6 +110,31 @@ static const char *phase_kind(const char *name) {
     return name;
 }
 
+/* Phase timings of the last phase-mode run, summed by kind (phase name
+ * without its layer), per token. */
+static void print_phases(FILE *o, const struct llmk_exec *ex, const char *what, long ntok, double wall, double fused_ts) {
+    const struct llmk_program *p = llmk_exec_program(ex);
+    const double *ns = llmk_exec_phase_ns(ex);
+    const char *kinds[64];
+    double kns[64] = {0};
+    int nk = 0;
+    double total = 0;
+    for (int i = 0; i < p->n_phases; i++) {
+        const char *k = phase_kind(p->ph[i].name);
+        int j = 0;
+        while (j < nk && strcmp(kinds[j], k) != 0) j++;
+        if (j == nk && nk < 64) kinds[nk++] = k;
+        if (j < 64) kns[j] += ns[i];
+        total += ns[i];
+    }
+    fprintf(o, "\nphases (%s, %ld tokens, phase-at-a-time: %.1f t/s, %.1f us/token; fused: %.1f t/s)\n", what, ntok,
+            (double)ntok / wall, wall * 1e6 / (double)ntok, fused_ts);
+    fprintf(o, "  %-14s %12s %7s\n", "phase", "us/token", "share");
+    for (int j = 0; j < nk; j++)
+        if (kns[j] > 0)
+            fprintf(o, "  %-14s %12.1f %6.1f%%\n", kinds[j], kns[j] / 1e3 / (double)ntok, 100.0 * kns[j] / total);
+}
+
 int cmd_bench(int argc, char **argv) {
     const char *model = NULL;
     long n_prompt = 512, n_gen = 128, threads = 0, reps = 5, n_batch = 0;
@@ -251,7 +276,7 @@ int cmd_bench(int argc, char **argv) {
         }
     }
     if (phases && r.ex) {
-        /* decode in phase-at-a-time mode: same results, one region per phase */
+        /* phase-at-a-time mode: same results, one region per phase */
         llmk_exec_set_phase_mode(r.ex, true);
         long ng = n_gen > 0 ? n_gen : 32;
         if ((st = r_reset(&r)) != LLMK_OK) goto done;
@@ -260,27 +285,17 @@ int cmd_bench(int argc, char **argv) {
         for (long i = 0; i < ng && st == LLMK_OK; i++) st = r_eval(&r, &ids[i], 1);
         double wall = now_s() - t;
         if (st != LLMK_OK) goto done;
-        const struct llmk_program *p = llmk_exec_program(r.ex);
-        const double *ns = llmk_exec_phase_ns(r.ex);
-        /* aggregate by kind (phase name without its layer) */
-        const char *kinds[64];
-        double kns[64] = {0};
-        int nk = 0;
-        double total = 0;
-        for (int i = 0; i < p->n_phases; i++) {
-            const char *k = phase_kind(p->ph[i].name);
-            int j = 0;
-            while (j < nk && strcmp(kinds[j], k) != 0) j++;
-            if (j == nk && nk < 64) kinds[nk++] = k;
-            if (j < 64) kns[j] += ns[i];
-            total += ns[i];
-        }
         FILE *o = json ? stderr : stdout;
-        fprintf(o, "\nphases (decode, %ld tokens, phase-at-a-time: %.1f t/s, %.1f us/token; fused: %.1f t/s)\n", ng,
-                (double)ng / wall, wall * 1e6 / (double)ng, tgm);
-        fprintf(o, "  %-14s %12s %7s\n", "phase", "us/token", "share");
-        for (int j = 0; j < nk; j++)
-            fprintf(o, "  %-14s %12.1f %6.1f%%\n", kinds[j], kns[j] / 1e3 / (double)ng, 100.0 * kns[j] / total);
+        print_phases(o, r.ex, "decode", ng, wall, tgm);
+        if (n_prompt > 0) {
+            if ((st = r_reset(&r)) != LLMK_OK) goto done;
+            llmk_exec_reset_timings(r.ex);
+            t = now_s();
+            st = r_eval(&r, ids, (size_t)n_prompt);
+            wall = now_s() - t;
+            if (st != LLMK_OK) goto done;
+            print_phases(o, r.ex, "prefill", n_prompt, wall, ppm);
+        }
     }
 done:
     if (r.ex) llmk_exec_free(r.ex);

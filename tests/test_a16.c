@@ -129,6 +129,39 @@ static void test_quantize(void) {
     CHECK(allz);
 }
 
+/* The AVX2 quantizer writes the same bytes as the reference, including NaN
+ * and infinite inputs, subnormal block maxima (the divide path), signed
+ * zeros and partial ranges. */
+static void test_quantize_avx2(int have_avx2) {
+#if defined(__x86_64__)
+    if (!have_avx2) return;
+    static const float special[] = {0.0f, -0.0f, NAN, INFINITY, -INFINITY, 1e-45f, 1e-40f, 3e-39f, 1e38f, -3e38f,
+                                    0.5f, -0.5f, 1.5f, 2.5f, 32767.0f};
+    for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
+        int64_t k = ks[ki];
+        size_t rb = llmk_a16_row_bytes(k);
+        float *x = malloc((size_t)k * sizeof *x);
+        unsigned char *q1 = malloc(rb), *q2 = malloc(rb);
+        for (int rep = 0; rep < 40; rep++) {
+            fill_x(x, k, rep % 2, 40.0f);
+            if (rep % 4 == 3)
+                for (int64_t j = 0; j < k; j++)
+                    if (rnd() % 5 == 0) x[j] = special[rnd() % (sizeof special / sizeof special[0])];
+            if (rep % 8 == 5) /* a block whose maximum is subnormal: 1 / d overflows */
+                for (int j = 0; j < 32; j++) x[j] = (float)(j - 16) * 1e-41f;
+            int64_t e0 = 32 * (int64_t)(rnd() % (uint32_t)(k / 32)), e1 = k;
+            memset(q1, 0x5a, rb), memset(q2, 0x5a, rb);
+            llmk_a16_quantize_row_ref(x, k, e0, e1, q1);
+            llmk_a16_quantize_row_avx2(x, k, e0, e1, q2);
+            CHECK(memcmp(q1, q2, rb) == 0);
+        }
+        free(x), free(q1), free(q2);
+    }
+#else
+    (void)have_avx2;
+#endif
+}
+
 typedef void (*mk_fn)(unsigned char *w, int64_t nb, int extreme);
 typedef void (*ref_fn)(int64_t k, const void *w, size_t ws, int64_t r0, int64_t r1, const void *act, size_t as,
                        int64_t m, float *y, size_t ys);
@@ -239,6 +272,7 @@ int main(void) {
     int have_avx2 = (llmk_cpu_detect() & LLMK_CPU_AVX2) != 0;
     if (!have_avx2) fprintf(stderr, "test_a16: no AVX2, reference only\n");
     test_quantize();
+    test_quantize_avx2(have_avx2);
     test_exact();
     struct wtype q41 = {"q4_1", LLMK_TYPE_Q4_1, sizeof(llmk_block_q4_1), fill_q4_1, llmk_r8_ref_q4_1};
     struct wtype q80 = {"q8_0", LLMK_TYPE_Q8_0, sizeof(llmk_block_q8_0), fill_q8_0, llmk_r8_ref_q8_0};

@@ -3,10 +3,12 @@
 
 #include "codec/blocks.h"
 #include "codec/half.h"
+#include "codec/codec.h"
 #include "internal.h"
 
 #include <float.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +20,7 @@ size_t llmk_a16_row_bytes(int64_t k) { return (size_t)(k / LLMK_QK) * (LLMK_QK *
  * -ffast-math, which could fold the two operations away). */
 static inline float round_even(float x) { return (x + 12582912.0f) - 12582912.0f; }
 
-void llmk_a16_quantize_row(const float *x, int64_t k, int64_t e0, int64_t e1, void *dst) {
+void llmk_a16_quantize_row_ref(const float *x, int64_t k, int64_t e0, int64_t e1, void *dst) {
     int64_t nb = k / LLMK_QK;
     unsigned char *row = dst;
     int16_t *q = (int16_t *)row;
@@ -40,6 +42,22 @@ void llmk_a16_quantize_row(const float *x, int64_t k, int64_t e0, int64_t e1, vo
         dd[b] = d;
         ss[b] = d * (float)sum; /* |sum| <= 32 * 32767 < 2^24: exact */
     }
+}
+
+typedef void (*quant_fn)(const float *x, int64_t k, int64_t e0, int64_t e1, void *dst);
+static quant_fn quant_chosen = llmk_a16_quantize_row_ref;
+static pthread_once_t quant_once = PTHREAD_ONCE_INIT;
+
+static void choose_quant(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    const char *e = getenv("LLMK_KERNELS");
+    if ((llmk_cpu_detect() & LLMK_CPU_AVX2) && !(e && strcmp(e, "ref") == 0)) quant_chosen = llmk_a16_quantize_row_avx2;
+#endif
+}
+
+void llmk_a16_quantize_row(const float *x, int64_t k, int64_t e0, int64_t e1, void *dst) {
+    pthread_once(&quant_once, choose_quant);
+    quant_chosen(x, k, e0, e1, dst);
 }
 
 int llmk_a16_supports(uint32_t wtype) { return wtype == LLMK_TYPE_Q4_1 || wtype == LLMK_TYPE_Q8_0; }

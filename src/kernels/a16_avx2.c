@@ -1,0 +1,56 @@
+/* AVX2 quantization of a16 activation rows: the same bytes as
+ * llmk_a16_quantize_row_ref (a16.c), eight elements at a time.
+ * - amax: max_ps(|x|, acc) returns acc when |x| is NaN, as fmaxf does;
+ *   the maximum is exact in any order.
+ * - rounding: round_ps to nearest even equals the reference's add-and-
+ *   subtract of 1.5 * 2^23 for |v| < 2^22 (only the sign of a zero differs,
+ *   and it converts to the same integer).
+ * - clamp to +-32767 and NaN lanes (inf * 0) to 0, as the reference. */
+#include "kernels/a16.h"
+
+#include "codec/blocks.h"
+
+#include <float.h>
+#include <immintrin.h>
+
+void llmk_a16_quantize_row_avx2(const float *x, int64_t k, int64_t e0, int64_t e1, void *dst) {
+    int64_t nb = k / LLMK_QK;
+    unsigned char *row = dst;
+    int16_t *q = (int16_t *)row;
+    float *dd = (float *)(row + (size_t)k * 2), *ss = dd + nb;
+    const __m256 sign = _mm256_set1_ps(-0.0f), hi = _mm256_set1_ps(32767.0f), lo = _mm256_set1_ps(-32767.0f);
+    for (int64_t b = e0 / LLMK_QK; b < e1 / LLMK_QK; b++) {
+        const float *xb = x + b * LLMK_QK;
+        __m256 v[4], m = _mm256_setzero_ps();
+        for (int j = 0; j < 4; j++) {
+            v[j] = _mm256_loadu_ps(xb + 8 * j);
+            m = _mm256_max_ps(_mm256_andnot_ps(sign, v[j]), m);
+        }
+        __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+        h = _mm_max_ss(h, _mm_movehdup_ps(h));
+        float amax = _mm_cvtss_f32(h);
+        float d = amax / 32767.0f, id = d == 0 ? 0.0f : 1.0f / d;
+        int tiny = id > FLT_MAX; /* d below 2^-128: 1 / d overflows, divide instead */
+        __m256 vid = _mm256_set1_ps(id), vd = _mm256_set1_ps(d);
+        __m256i sum = _mm256_setzero_si256(), qi[4];
+        for (int j = 0; j < 4; j++) {
+            __m256 t = tiny ? _mm256_div_ps(v[j], vd) : _mm256_mul_ps(v[j], vid);
+            t = _mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            __m256 ord = _mm256_cmp_ps(t, t, _CMP_ORD_Q); /* before the clamp, which turns NaN into -32767 */
+            t = _mm256_and_ps(_mm256_min_ps(_mm256_max_ps(t, lo), hi), ord);
+            qi[j] = _mm256_cvtps_epi32(t);
+            sum = _mm256_add_epi32(sum, qi[j]);
+        }
+        /* packs works per 128-bit lane: (0 1 | 2 3) lanes -> permute back to element order */
+        __m256i p01 = _mm256_permute4x64_epi64(_mm256_packs_epi32(qi[0], qi[1]), 0xd8);
+        __m256i p23 = _mm256_permute4x64_epi64(_mm256_packs_epi32(qi[2], qi[3]), 0xd8);
+        _mm256_storeu_si256((__m256i *)(q + b * LLMK_QK), p01);
+        _mm256_storeu_si256((__m256i *)(q + b * LLMK_QK + 16), p23);
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+        dd[b] = d;
+        ss[b] = d * (float)_mm_cvtsi128_si32(s4); /* |sum| <= 32 * 32767 < 2^24: exact */
+    }
+}

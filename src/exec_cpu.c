@@ -28,6 +28,7 @@
 enum {
     MM_UNIT = 16,     /* weight rows per work unit and per cache-resident chunk */
     SPLIT_ROWS = 16,  /* at most this many rows: attention splits keys across workers */
+    R8_CHUNK = 64,    /* weight rows per pass of the activation rows (r8 kernels) */
     MAX_WORKERS = 256
 };
 
@@ -199,8 +200,10 @@ static void mm_rows(struct llmk_exec *ex, const struct llmk_phase *ph, int wi, i
         size_t as = ex->qrow[in][f], ws = (size_t)(w->n_bytes / w->ne[1]);
         const unsigned char *act = ex->qbuf[in][f] + (size_t)t0 * as;
         const struct llmk_r8 *rw = &ex->r8w[(ph - ex->prog.ph) * 3 + wi];
-        for (int64_t c0 = r0; c0 < r1; c0 += MM_UNIT) {
-            int64_t c1 = c0 + MM_UNIT < r1 ? c0 + MM_UNIT : r1;
+        /* chunks of R8_CHUNK weight rows (L2-resident) against every
+         * activation row, 4 at a time (L1) */
+        for (int64_t c0 = r0; c0 < r1; c0 += R8_CHUNK) {
+            int64_t c1 = c0 + R8_CHUNK < r1 ? c0 + R8_CHUNK : r1;
             if (rw->data) ex->r8k(rw, c0, c1, act, as, t1 - t0, out, (size_t)out_stride);
             else (w->type == LLMK_TYPE_Q4_1 ? llmk_r8_ref_q4_1 : llmk_r8_ref_q8_0)(k, w->data, ws, c0, c1, act, as,
                                                                                 t1 - t0, out, (size_t)out_stride);

@@ -35,7 +35,7 @@ INLINE void tile_q4_1(int NA, const unsigned char *rec, int64_t nb, int64_t k, c
         __m256i n[4];
         _Pragma("GCC unroll 8")
         for (int i = 0; i < NA; i++) n[i] = _mm256_setzero_si256();
-        _Pragma("GCC unroll 8")
+        _Pragma("GCC unroll 1")
         for (int c = 0; c < 4; c++) {
             __m256i x = _mm256_load_si256((const __m256i *)(rec + 32 + 32 * c));
             __m256i p0 = _mm256_and_si256(x, m4), p1 = _mm256_and_si256(_mm256_srli_epi16(x, 4), m4);
@@ -71,7 +71,7 @@ INLINE void tile_q8_0(int NA, const unsigned char *rec, int64_t nb, int64_t k, c
         __m256i n[4];
         _Pragma("GCC unroll 8")
         for (int i = 0; i < NA; i++) n[i] = _mm256_setzero_si256();
-        _Pragma("GCC unroll 8")
+        _Pragma("GCC unroll 2")
         for (int p = 0; p < 16; p += 2) {
             __m256i w0 = _mm256_cvtepi8_epi16(_mm_load_si128((const __m128i *)(rec + 16 * p)));
             __m256i w1 = _mm256_cvtepi8_epi16(_mm_load_si128((const __m128i *)(rec + 16 * p + 16)));

@@ -178,6 +178,17 @@ static void ph_norm(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, 
     }
 }
 
+/* Whether ph is a Q/K/V matmul whose RoPE phase follows it without a
+ * barrier: the matmul is then split in whole heads (units of head_dim
+ * rows, a multiple of the r8 kernels' 8 rows) and each worker ropes and
+ * appends exactly the heads it computed. The split depends only on the
+ * shape, and each element's arithmetic is unchanged, so the bits are the
+ * same as with a barrier (and as phase-at-a-time mode). */
+static bool rope_fused(const struct llmk_exec *ex, const struct llmk_phase *ph) {
+    return ph->op == LLMK_OP_MATMUL && ph + 1 < ex->prog.ph + ex->prog.n_phases && ph[1].op == LLMK_OP_ROPE_KV &&
+           ex->m->hp.head_dim % MM_UNIT == 0;
+}
+
 /* out[t][r] for r in [r0, r1) and t in [t0, t1): one dot per element. */
 static void mm_rows(struct llmk_exec *ex, const struct llmk_phase *ph, int wi, int64_t r0, int64_t r1, int32_t t0,
                     int32_t t1, float *out, int64_t out_stride, int ith) {
@@ -255,11 +266,11 @@ static void ph_matmul(struct llmk_exec *ex, const struct llmk_phase *ph, int ith
         }
         return;
     }
-    int64_t total = 0;
+    int64_t total = 0, unit = rope_fused(ex, ph) ? ex->m->hp.head_dim : MM_UNIT;
     for (int i = 0; i < ph->n_w; i++) total += ph->rows[i];
     int64_t lo, hi;
-    llmk_split_range((total + MM_UNIT - 1) / MM_UNIT, ith, nth, &lo, &hi);
-    lo *= MM_UNIT, hi *= MM_UNIT;
+    llmk_split_range((total + unit - 1) / unit, ith, nth, &lo, &hi);
+    lo *= unit, hi *= unit;
     int64_t base = 0;
     for (int i = 0; i < ph->n_w; i++) {
         int64_t n = ph->rows[i];
@@ -294,31 +305,44 @@ static void store_kv(const struct llmk_exec *ex, unsigned char *dst, const float
     }
 }
 
-static void ph_rope_kv(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, int nth) {
+/* Head unit u of row t: q heads 0..H-1 (QK-norm, RoPE), k heads H..H+Hkv-1
+ * (QK-norm, RoPE, append), v heads after them (append). */
+static void rope_unit(struct llmk_exec *ex, const struct llmk_phase *ph, int32_t t, int u) {
     const llmk_hparams *hp = &ex->m->hp;
     int HD = hp->head_dim, H = hp->n_head, Hkv = hp->n_head_kv, half = HD / 2;
     float eps = (float)hp->rms_eps;
-    int64_t lo, hi;
-    llmk_split_range((int64_t)ex->n_rows * (H + Hkv), ith, nth, &lo, &hi);
-    for (int64_t it = lo; it < hi; it++) {
-        int32_t t = (int32_t)(it / (H + Hkv));
-        int h = (int)(it % (H + Hkv));
-        const float *cs = ex->rope_cs + (int64_t)ex->row_pos[t] * half * 2;
-        if (h < H) {
-            float *q = ex->buf[LLMK_BUF_Q] + (int64_t)t * ex->qd + (int64_t)h * HD;
-            if (ph->vec[0]) llmk_f32_rmsnorm(q, q, ph->vec[0], HD, eps);
-            llmk_f32_rope(q, 1, HD, cs, hp->rope_neox);
-        } else {
-            h -= H;
-            float *k = ex->buf[LLMK_BUF_K] + (int64_t)t * ex->kvd + (int64_t)h * HD;
-            const float *v = ex->buf[LLMK_BUF_V] + (int64_t)t * ex->kvd + (int64_t)h * HD;
-            if (ph->vec[1]) llmk_f32_rmsnorm(k, k, ph->vec[1], HD, eps);
-            llmk_f32_rope(k, 1, HD, cs, hp->rope_neox);
-            size_t off = (size_t)h * ex->kv_hb;
-            store_kv(ex, kv_row(ex, ex->kv_k, ex->row_seq[t], ph->layer, ex->row_pos[t]) + off, k, HD);
-            store_kv(ex, kv_row(ex, ex->kv_v, ex->row_seq[t], ph->layer, ex->row_pos[t]) + off, v, HD);
-        }
+    const float *cs = ex->rope_cs + (int64_t)ex->row_pos[t] * half * 2;
+    if (u < H) {
+        float *q = ex->buf[LLMK_BUF_Q] + (int64_t)t * ex->qd + (int64_t)u * HD;
+        if (ph->vec[0]) llmk_f32_rmsnorm(q, q, ph->vec[0], HD, eps);
+        llmk_f32_rope(q, 1, HD, cs, hp->rope_neox);
+    } else if (u < H + Hkv) {
+        int h = u - H;
+        float *k = ex->buf[LLMK_BUF_K] + (int64_t)t * ex->kvd + (int64_t)h * HD;
+        if (ph->vec[1]) llmk_f32_rmsnorm(k, k, ph->vec[1], HD, eps);
+        llmk_f32_rope(k, 1, HD, cs, hp->rope_neox);
+        store_kv(ex, kv_row(ex, ex->kv_k, ex->row_seq[t], ph->layer, ex->row_pos[t]) + (size_t)h * ex->kv_hb, k, HD);
+    } else {
+        int h = u - H - Hkv;
+        const float *v = ex->buf[LLMK_BUF_V] + (int64_t)t * ex->kvd + (int64_t)h * HD;
+        store_kv(ex, kv_row(ex, ex->kv_v, ex->row_seq[t], ph->layer, ex->row_pos[t]) + (size_t)h * ex->kv_hb, v, HD);
     }
+}
+
+static void ph_rope_kv(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, int nth) {
+    const llmk_hparams *hp = &ex->m->hp;
+    int U = hp->n_head + 2 * hp->n_head_kv;
+    int64_t lo, hi;
+    if (rope_fused(ex, ph - 1)) {
+        /* the head units this worker's Q/K/V matmul share produced (same
+         * split, no barrier in between): all rows of each */
+        llmk_split_range(U, ith, nth, &lo, &hi);
+        for (int64_t u = lo; u < hi; u++)
+            for (int32_t t = 0; t < ex->n_rows; t++) rope_unit(ex, ph, t, (int)u);
+        return;
+    }
+    llmk_split_range((int64_t)ex->n_rows * U, ith, nth, &lo, &hi);
+    for (int64_t it = lo; it < hi; it++) rope_unit(ex, ph, (int32_t)(it / U), (int)(it % U));
 }
 
 /* Partial of (row t, head h, key chunk c). */
@@ -435,7 +459,8 @@ static void worker(void *ctx, int ith, int nth) {
         const struct llmk_phase *ph = &ex->prog.ph[i];
         if (ph->final && !ex->run_final) break; /* final phases are last */
         run_phase(ex, ph, ith, nth);
-        if (i + 1 < ex->ph_hi) llmk_pool_barrier(ex->pool);
+        /* a Q/K/V matmul split by heads feeds its RoPE phase worker-locally */
+        if (i + 1 < ex->ph_hi && !rope_fused(ex, ph)) llmk_pool_barrier(ex->pool);
     }
 }
 

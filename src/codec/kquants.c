@@ -3,10 +3,11 @@
  *
  * Dequantization is the format's arithmetic in f32 in gguf-py's order
  * ((d * scale) * q - (dmin * min)), bit-identical to gguf-py. gguf-py has no
- * quantizer for these, so quantize_ref is llmk's own: per sub-block a scale
- * (and min) search that refits by least squares, then the sub-block scales
- * quantized against the super-block scale and the values re-rounded against
- * the scales actually stored. Its error is measured in tests/py/test_codecs.py. */
+ * quantizer for these, so quantize_ref is llmk's own (see "scale searches"):
+ * a continuous least-squares fit per sub-block, then a search over f16
+ * super-scales and integer sub-scales scored by the exact error of what
+ * dequantization will reconstruct. tests/py/test_quant_rmse.py checks that its
+ * RMSE is no worse than ggml's reference quantizers' on fixed datasets. */
 #include "codec/blocks.h"
 #include "codec/codec.h"
 #include "codec/half.h"
@@ -186,45 +187,139 @@ static void dequant_iq4_xs(const void *src, float *dst, int64_t n) {
 }
 
 /* ---- scale searches -------------------------------------------------------- */
+/* A K-quant block is chosen in two stages.
+ * 1. Per sub-block a continuous fit: a sweep of candidate steps; each
+ *    assignment is refit by least squares and re-assigned (Lloyd rounds) while
+ *    that lowers the squared error; the lowest error is kept.
+ * 2. The stored form: candidate f16 super-scales (the largest continuous
+ *    sub-scale mapped onto each of the top few integer levels) and, for each,
+ *    per sub-block a small neighbourhood of integer sub-scales (and mins)
+ *    around the continuous fit, every candidate scored by the exact error of
+ *    the values dequantization will produce (the same f32 arithmetic); the
+ *    lowest total wins. Candidates are tried in a fixed order and ties keep the
+ *    first, so the result depends only on the input. */
 
-/* Symmetric fit x ~ s*q, q integer in [qmin, qmax] (qmin = -qmax-1): the
- * largest-magnitude element is mapped onto a sweep of targets near qmin (and
- * near qmax, for the opposite sign), each candidate's q is refit by least
- * squares, the lowest squared error wins. Returns s (0 for an all-zero x). */
-static float fit_sym(const float *x, int n, int qmin, int qmax) {
+#define SUPER_TRIES 4 /* integer levels tried for the largest sub-scale */
+#define MIN_TRIES 3   /* ... and for the largest min */
+#define ULP_TRIES 1    /* f16 neighbours tried either side of the chosen super-scales */
+
+/* f16 bits of a super-scale, kept finite (inf would poison every value) */
+static uint16_t f16_scale(float v) {
+    if (!(v == v)) return 0;
+    uint16_t h = llmk_fp32_to_fp16(v);
+    if ((h & 0x7c00u) == 0x7c00u) h = (uint16_t)((h & 0x8000u) | 0x7bffu);
+    return h;
+}
+
+/* Nearest integer in [lo, hi] (halves round up, NaN -> lo): rnd without
+ * branches or a libm call, for the searches' inner loops. */
+static inline int rndq(float v, int lo, int hi) {
+    v = v > (float)lo ? v : (float)lo;
+    v = v < (float)hi ? v : (float)hi;
+    return (int)(v - (float)lo + 0.5f) + lo;
+}
+
+/* q = round(x / dl) clamped; the one assignment rule for scoring and storing */
+static inline int qsym(float x, float idl, int qmin, int qmax) { return rndq(x * idl, qmin, qmax); }
+static inline int qaff(float x, float idl, float ml, int qmax) { return rndq((x + ml) * idl, 0, qmax); }
+
+/* Squared error of x against dl*q, q assigned by qsym (q = 0 when dl = 0). */
+static double err_sym(const float *x, int n, float dl, int qmin, int qmax) {
+    double e = 0;
+    if (dl == 0) {
+        for (int j = 0; j < n; j++) e += (double)x[j] * x[j];
+        return e;
+    }
+    float idl = 1.0f / dl;
+    for (int j = 0; j < n; j++) {
+        double r = (double)x[j] - (double)(dl * (float)qsym(x[j], idl, qmin, qmax));
+        e += r * r;
+    }
+    return e;
+}
+
+/* Squared error of x against dl*q - ml (dequantization's order), q by qaff. */
+static double err_affine(const float *x, int n, float dl, float ml, int qmax) {
+    double e = 0;
+    float idl = dl != 0 ? 1.0f / dl : 0.0f;
+    for (int j = 0; j < n; j++) {
+        int q = dl != 0 ? qaff(x[j], idl, ml, qmax) : 0;
+        double r = (double)x[j] - (double)(dl * (float)q - ml);
+        e += r * r;
+    }
+    return e;
+}
+
+/* Least-squares s for the assignment q = round(x / s0); 0 when none. */
+static float sym_refit(const float *x, int n, float s0, int qmin, int qmax) {
+    float is = 1.0f / s0;
+    double sxq = 0, sqq = 0;
+    for (int j = 0; j < n; j++) {
+        int q = qsym(x[j], is, qmin, qmax);
+        sxq += (double)x[j] * q;
+        sqq += (double)q * q;
+    }
+    float s = sqq > 0 ? (float)(sxq / sqq) : 0.0f;
+    return isfinite(s) ? s : 0.0f;
+}
+
+/* Continuous symmetric fit x ~ s*q, q in [qmin, qmax]. out[0]: the best s
+ * mapping the largest-magnitude element towards qmin, out[1]: towards qmax
+ * (the two signs of s; they differ when the range is asymmetric); err_out:
+ * their squared errors. A sweep of targets, each refit once, then Lloyd
+ * rounds from the best. */
+static void fit_sym(const float *x, int n, int qmin, int qmax, float out[2], double err_out[2]) {
     float amax = 0, xm = 0;
     for (int j = 0; j < n; j++)
         if (fabsf(x[j]) > amax) amax = fabsf(x[j]), xm = x[j];
-    if (amax == 0 || !isfinite(amax)) return 0;
-    double best_err = INFINITY;
-    float best_s = xm / (float)qmin;
-    for (int t = -9; t <= 9; t++) {
-        for (int side = 0; side < 2; side++) {
+    out[0] = out[1] = 0;
+    err_out[0] = err_out[1] = err_sym(x, n, 0, qmin, qmax);
+    if (amax == 0 || !isfinite(amax)) return;
+    for (int side = 0; side < 2; side++) {
+        double best_err = INFINITY;
+        float best_s = xm / (float)(side ? qmax : qmin);
+        for (int t = -10; t <= 10; t++) {
             float target = (side ? (float)qmax : (float)qmin) + 0.1f * (float)t;
-            if (target == 0) continue;
-            float id = target / xm;
-            double sxq = 0, sqq = 0;
-            for (int j = 0; j < n; j++) {
-                int q = rnd(x[j] * id, qmin, qmax);
-                sxq += (double)x[j] * q;
-                sqq += (double)q * q;
-            }
-            if (sqq == 0) continue;
-            double s = sxq / sqq;
-            double err = 0;
-            for (int j = 0; j < n; j++) {
-                double r = x[j] - s * rnd(x[j] * id, qmin, qmax);
-                err += r * r;
-            }
-            if (err < best_err) best_err = err, best_s = (float)s;
+            if (target == 0 || (target > 0) != (side == 1)) continue;
+            float s2 = sym_refit(x, n, xm / target, qmin, qmax);
+            if (s2 == 0) continue;
+            double err = err_sym(x, n, s2, qmin, qmax);
+            if (err < best_err) best_err = err, best_s = s2;
         }
+        for (int round = 0; round < 4 && best_err < INFINITY; round++) {
+            float s2 = sym_refit(x, n, best_s, qmin, qmax);
+            if (s2 == 0 || s2 == best_s) break;
+            double err = err_sym(x, n, s2, qmin, qmax);
+            if (!(err < best_err)) break;
+            best_err = err, best_s = s2;
+        }
+        out[side] = best_s;
+        err_out[side] = best_err;
     }
-    return best_s;
 }
 
-/* Affine fit x ~ s*q - m with q in [0, qmax], s >= 0, m >= 0 (the K-quants
- * subtract a non-negative min): sweep the step (max-min)/(qmax + t/10), refit
- * (s, m) by least squares for each assignment, keep the lowest error. */
+/* Least squares x ~ s*q + off over fixed q with off <= 0 (the K-quants
+ * subtract a non-negative min); returns 0 when no s >= 0 fits. */
+static int affine_refit(const float *x, const uint8_t *q, int n, double *s, double *off) {
+    double sq = 0, sqq = 0, sx = 0, sxq = 0;
+    for (int j = 0; j < n; j++) sq += q[j], sqq += (double)q[j] * q[j], sx += x[j], sxq += (double)x[j] * q[j];
+    double det = n * sqq - sq * sq;
+    if (det > 0) {
+        *s = (n * sxq - sq * sx) / det;
+        *off = (sx - *s * sq) / n;
+    } else {
+        *off = 0;
+        *s = sqq > 0 ? sxq / sqq : 0;
+    }
+    if (*off > 0) { /* min must be <= 0: refit the scale alone */
+        *off = 0;
+        *s = sqq > 0 ? sxq / sqq : 0;
+    }
+    return *s >= 0 && isfinite(*s) && isfinite(*off);
+}
+
+/* Continuous affine fit x ~ s*q - m, q in [0, qmax], s >= 0, m >= 0: sweep
+ * the step (max-min)/(qmax + t/10) from the minimum, then Lloyd rounds. */
 static void fit_affine(const float *x, int n, int qmax, float *s_out, float *m_out) {
     float mn = x[0], mx = x[0];
     for (int j = 1; j < n; j++) {
@@ -239,63 +334,230 @@ static void fit_affine(const float *x, int n, int qmax, float *s_out, float *m_o
     }
     double best_err = INFINITY;
     float best_s = (mx - mn) / (float)qmax, best_m = -mn;
-    for (int t = -5; t <= 15; t++) {
-        float step = (mx - mn) / ((float)qmax + 0.1f * (float)t);
-        float id = 1.0f / step;
-        double sq = 0, sqq = 0, sx = 0, sxq = 0;
-        for (int j = 0; j < n; j++) {
-            int q = rnd((x[j] - mn) * id, 0, qmax);
-            sq += q, sqq += (double)q * q, sx += x[j], sxq += (double)x[j] * q;
+    uint8_t q[32];
+    for (int t = -10; t <= 15; t++) {
+        float s = (mx - mn) / ((float)qmax + 0.1f * (float)t), m = -mn;
+        for (int round = 0; round < 5; round++) {
+            float is = 1.0f / s;
+            int changed = 0;
+            for (int j = 0; j < n; j++) {
+                uint8_t v = (uint8_t)qaff(x[j], is, m, qmax);
+                changed |= round == 0 || v != q[j];
+                q[j] = v;
+            }
+            if (!changed) break;
+            double sd, off;
+            if (!affine_refit(x, q, n, &sd, &off) || sd == 0) break;
+            float s2 = (float)sd, m2 = (float)-off;
+            double err = err_affine(x, n, s2, m2, qmax);
+            if (round > 0 && !(err < best_err)) break;
+            /* ties (exact fits) go to the finer step: more levels in use
+             * leave the super-scale search more room */
+            if (err <= best_err) best_err = err, best_s = s2, best_m = m2;
+            else break; /* Lloyd rounds only from the best sweep candidate so far */
+            s = s2, m = m2;
         }
-        double det = n * sqq - sq * sq, s, off; /* x ~ s*q + off */
-        if (det > 0) {
-            s = (n * sxq - sq * sx) / det;
-            off = (sx - s * sq) / n;
-        } else {
-            s = step, off = mn;
-        }
-        if (off > 0) { /* min must be <= 0: refit the scale alone */
-            off = 0;
-            s = sqq > 0 ? sxq / sqq : 0;
-        }
-        if (s < 0) continue;
-        double err = 0;
-        for (int j = 0; j < n; j++) {
-            double r = x[j] - (s * rnd((x[j] - mn) * id, 0, qmax) + off);
-            err += r * r;
-        }
-        if (err < best_err) best_err = err, best_s = (float)s, best_m = (float)-off;
     }
     *s_out = best_s;
     *m_out = best_m;
 }
 
-/* Quantize sub-block scales (all >= 0) against one f16 super-scale with
- * nmax levels; returns the stored super-scale bits. */
-static uint16_t quant_scales_pos(const float *s, int n, int nmax, uint8_t *out) {
-    float mx = 0;
-    for (int i = 0; i < n; i++) mx = fmaxf(mx, s[i]);
-    uint16_t dh = llmk_fp32_to_fp16(mx / (float)nmax);
-    float d = llmk_fp16_to_fp32(dh);
-    for (int i = 0; i < n; i++) out[i] = (uint8_t)(d > 0 ? rnd(s[i] / d, 0, nmax) : 0);
-    return dh;
+/* Integers near a / d: round - 1 .. round + 1, clamped to [lo, hi]. */
+static int near_levels(float a, float d, int lo, int hi, int out[3]) {
+    float r = d != 0 ? a / d : 0.0f;
+    int f = rnd(r, lo - 2, hi + 2), k = 0;
+    for (int c = f - 1; c <= f + 1; c++)
+        if (c >= lo && c <= hi) out[k++] = c;
+    if (k == 0) out[k++] = r < (float)lo ? lo : hi;
+    return k;
 }
 
-/* Signed sub-block scales in [smin, smax] against one f16 super-scale,
- * mapping the largest-magnitude scale to smin. */
-static uint16_t quant_scales_sym(const float *s, int n, int smin, int smax, int *out) {
-    float amax = 0, sm = 0;
-    for (int i = 0; i < n; i++)
-        if (fabsf(s[i]) > amax) amax = fabsf(s[i]), sm = s[i];
-    uint16_t dh = llmk_fp32_to_fp16(amax > 0 ? sm / (float)smin : 0.0f);
-    float d = llmk_fp16_to_fp32(dh);
-    for (int i = 0; i < n; i++) out[i] = d != 0 ? rnd(s[i] / d, smin, smax) : 0;
-    return dh;
+/* Stage 2, symmetric codecs (Q3_K, Q6_K): nsub sub-blocks of len values,
+ * sub-scales in [smin, smax] against the f16 super-scale (returned). */
+static uint16_t encode_sym(const float *x, int nsub, int len, int qmin, int qmax, int smin, int smax,
+                           int *sc_out) {
+    float a[16][2];
+    double ae[16][2];
+    /* super-scale anchors: the largest sub-scale of either sign, and the two
+     * largest of the sub-blocks' better-signed fits */
+    float anchor[3] = {0, 0, 0};
+    for (int i = 0; i < nsub; i++) {
+        fit_sym(x + len * i, len, qmin, qmax, a[i], ae[i]);
+        for (int k = 0; k < 2; k++)
+            if (fabsf(a[i][k]) > fabsf(anchor[0])) anchor[0] = a[i][k];
+        float b = a[i][ae[i][1] < ae[i][0]];
+        if (fabsf(b) > fabsf(anchor[1])) anchor[2] = anchor[1], anchor[1] = b;
+        else if (fabsf(b) > fabsf(anchor[2])) anchor[2] = b;
+    }
+    /* the fallback: everything zero */
+    uint16_t best_dh = 0;
+    double best = 0;
+    for (int i = 0; i < nsub; i++) sc_out[i] = 0, best += err_sym(x + len * i, len, 0, qmin, qmax);
+    for (int ai = 0; ai < 3; ai++) {
+        float sm = anchor[ai];
+        if (sm == 0 || !isfinite(sm) || (ai > 0 && sm == anchor[ai - 1])) continue;
+        for (int side = 0; side < 2; side++) {
+            for (int k = 0; k < (ai == 0 ? SUPER_TRIES : 3); k++) {
+                int level = side ? smax - k : smin + k;
+                uint16_t dh = f16_scale(sm / (float)level);
+                float d = llmk_fp16_to_fp32(dh);
+                if (d == 0) continue;
+                double tot = 0;
+                int sc[16];
+                for (int i = 0; i < nsub && tot < best; i++) {
+                    double be = INFINITY;
+                    for (int side2 = 0; side2 < 2; side2++) {
+                        int c[4], nc = near_levels(a[i][side2], d, smin, smax, c);
+                        for (int u = 0; u < nc; u++) {
+                            double e = err_sym(x + len * i, len, d * (float)c[u], qmin, qmax);
+                            if (e < be) be = e, sc[i] = c[u];
+                        }
+                    }
+                    tot += be;
+                }
+                if (tot < best) {
+                    best = tot, best_dh = dh;
+                    memcpy(sc_out, sc, (size_t)nsub * sizeof *sc);
+                }
+            }
+        }
+    }
+    return best_dh;
 }
 
-/* q = round((x + ml) / dl) clamped, the re-rounding against stored scales. */
-static inline int requant(float x, float dl, float ml, int lo, int hi) {
-    return dl != 0 ? rnd((x + ml) / dl, lo, hi) : lo < 0 ? 0 : lo;
+/* Best (scale, min) integers of one affine sub-block for super-scales d,
+ * dmin: sub-scales near s / d; for each, the min nearest m / dmin and the two
+ * around the least-squares min of the values' assignment under that
+ * sub-scale. */
+static double affine_sub_best(const float *x, int len, int qmax, int lmax, float s, float m, float d,
+                              float dmin, uint8_t *sc, uint8_t *mq) {
+    int cs[3], cm[5], ns = 1, nm0 = 1;
+    cs[0] = cm[0] = 0;
+    if (d != 0) ns = near_levels(s, d, 0, lmax, cs);
+    if (dmin != 0) cm[0] = rndq(m / dmin, 0, lmax);
+    double be = INFINITY;
+    for (int u = 0; u < ns; u++) {
+        float dl = d * (float)cs[u];
+        int nm = nm0;
+        if (dmin != 0 && dl != 0) {
+            float idl = 1.0f / dl, ml = dmin * (float)cm[0];
+            double acc = 0;
+            for (int j = 0; j < len; j++) acc += (double)(dl * (float)qaff(x[j], idl, ml, qmax)) - x[j];
+            float lv = (float)(acc / len) / dmin;
+            int f = rndq(floorf(lv), 0, lmax);
+            for (int c = f; c <= f + 1 && c <= lmax; c++) {
+                int dup = 0;
+                for (int k = 0; k < nm; k++) dup |= cm[k] == c;
+                if (!dup) cm[nm++] = c;
+            }
+        }
+        for (int v = 0; v < nm; v++) {
+            double e = err_affine(x, len, dl, dmin * (float)cm[v], qmax);
+            if (e < be) be = e, *sc = (uint8_t)cs[u], *mq = (uint8_t)cm[v];
+        }
+    }
+    return be;
+}
+
+/* Total error for super-scales (d, dmin), sub-scales searched near ar * s. */
+static double affine_total(const float *x, int nsub, int len, int qmax, int lmax, const float *s,
+                           const float *m, float ar, float d, float dmin, double bound, uint8_t *sc,
+                           uint8_t *mq) {
+    double tot = 0;
+    for (int i = 0; i < nsub && tot < bound; i++)
+        tot += affine_sub_best(x + len * i, len, qmax, lmax, s[i] * ar, m[i], d, dmin, &sc[i], &mq[i]);
+    return tot;
+}
+
+/* Stage 2, affine codecs (Q2_K, Q4_K, Q5_K): sub-scales and mins in [0, lmax]
+ * against two f16 super-scales. Candidates for d: the largest continuous
+ * sub-scale at each of the top SUPER_TRIES levels, and that scale stretched by
+ * qmax / (qmax - j) (the largest value one step lower, sub-scales searched
+ * near the stretched fits too: other products of f16 scale, sub-scale and q,
+ * which matters when the continuous fit is exact, e.g. constant rows). Then
+ * dmin's candidates, then d's again when dmin moved. */
+#define AFF_STRETCH 1
+#define FINE_TRIES 2
+#define AFF_STRETCH_TRIES 2
+static void encode_affine(const float *x, int nsub, int len, int qmax, int lmax, uint16_t *dh_out,
+                          uint16_t *dmh_out, uint8_t *sc_out, uint8_t *mq_out) {
+    float s[16], m[16], smx = 0, mmx = 0;
+    for (int i = 0; i < nsub; i++) {
+        fit_affine(x + len * i, len, qmax, &s[i], &m[i]);
+        smx = fmaxf(smx, s[i]);
+        mmx = fmaxf(mmx, m[i]);
+    }
+    enum { ND = SUPER_TRIES + AFF_STRETCH * AFF_STRETCH_TRIES };
+    uint16_t cd[ND], cm[MIN_TRIES];
+    float car[ND];
+    int nd = 0, nm = 0;
+    if (smx > 0 && isfinite(smx)) {
+        for (int k = 0; k < SUPER_TRIES; k++) car[nd] = 1, cd[nd++] = f16_scale(smx / (float)(lmax - k));
+        for (int j = 1; j <= AFF_STRETCH && j < qmax; j++) {
+            float ar = (float)qmax / (float)(qmax - j);
+            for (int k = 0; k < AFF_STRETCH_TRIES; k++)
+                car[nd] = ar, cd[nd++] = f16_scale(smx * ar / (float)(lmax - k));
+        }
+    }
+    if (mmx > 0 && isfinite(mmx))
+        for (int k = 0; k < MIN_TRIES; k++) cm[nm++] = f16_scale(mmx / (float)(lmax - k));
+    uint16_t bd = nd ? cd[0] : 0, bm = nm ? cm[0] : 0;
+    float bar = 1;
+    uint8_t sc[16], mq[16];
+    double best = affine_total(x, nsub, len, qmax, lmax, s, m, 1, llmk_fp16_to_fp32(bd), llmk_fp16_to_fp32(bm),
+                               INFINITY, sc_out, mq_out);
+    uint16_t bm0 = bm;
+    for (int pass = 0; pass < 3; pass++) {
+        int which = pass == 1; /* 0, 2: the scale's super-scale; 1: the min's */
+        if (pass == 2 && bm == bm0) break;
+        int nc = which ? nm : nd;
+        for (int k = 0; k < nc; k++) {
+            uint16_t td = which ? bd : cd[k], tm = which ? cm[k] : bm;
+            float ar = which ? bar : car[k];
+            if (td == bd && tm == bm && ar == bar) continue;
+            double e = affine_total(x, nsub, len, qmax, lmax, s, m, ar, llmk_fp16_to_fp32(td),
+                                    llmk_fp16_to_fp32(tm), best, sc, mq);
+            if (e < best) {
+                best = e, bd = td, bm = tm, bar = ar;
+                memcpy(sc_out, sc, (size_t)nsub), memcpy(mq_out, mq, (size_t)nsub);
+            }
+        }
+    }
+    /* a fine scan of d within one sub-scale step either side: when every
+     * sub-block sits near the top level, which d lands them all near their
+     * fits is a matter of a fraction of a step */
+    if (bd != 0) {
+        float d0 = llmk_fp16_to_fp32(bd);
+        for (int u = -FINE_TRIES; u <= FINE_TRIES; u++) {
+            uint16_t td = f16_scale(d0 * (1.0f + (float)u / (float)(FINE_TRIES * lmax)));
+            if (u == 0 || td == bd) continue;
+            double e = affine_total(x, nsub, len, qmax, lmax, s, m, bar, llmk_fp16_to_fp32(td),
+                                    llmk_fp16_to_fp32(bm), best, sc, mq);
+            if (e < best) {
+                best = e, bd = td;
+                memcpy(sc_out, sc, (size_t)nsub), memcpy(mq_out, mq, (size_t)nsub);
+            }
+        }
+    }
+    /* last, the f16 neighbours of both super-scales (same sign, finite) */
+    for (int which = 0; which < 2; which++) {
+        uint16_t base = which ? bm : bd;
+        if ((base & 0x7fffu) == 0) continue;
+        for (int u = -ULP_TRIES; u <= ULP_TRIES; u++) {
+            int h = (int)(base & 0x7fffu) + u;
+            if (u == 0 || h <= 0 || h > 0x7bff) continue;
+            uint16_t t = (uint16_t)((base & 0x8000u) | (unsigned)h);
+            uint16_t td = which ? bd : t, tm = which ? t : bm;
+            double e = affine_total(x, nsub, len, qmax, lmax, s, m, bar, llmk_fp16_to_fp32(td),
+                                    llmk_fp16_to_fp32(tm), best, sc, mq);
+            if (e < best) {
+                best = e, bd = td, bm = tm;
+                memcpy(sc_out, sc, (size_t)nsub), memcpy(mq_out, mq, (size_t)nsub);
+            }
+        }
+    }
+    *dh_out = bd;
+    *dmh_out = bm;
 }
 
 /* ---- quantize ----------------------------------------------------------------- */
@@ -303,19 +565,18 @@ static inline int requant(float x, float dl, float ml, int lo, int hi) {
 static void quant_q2_k(const float *src, void *dst, int64_t n) {
     for (int64_t b = 0; b < n / LLMK_QK_K; b++) {
         const float *x = src + b * LLMK_QK_K;
-        float s[16], m[16];
-        for (int i = 0; i < 16; i++) fit_affine(x + 16 * i, 16, 3, &s[i], &m[i]);
         llmk_block_q2_k blk;
         uint8_t sc[16], mq[16];
-        blk.d = quant_scales_pos(s, 16, 15, sc);
-        blk.dmin = quant_scales_pos(m, 16, 15, mq);
+        encode_affine(x, 16, 16, 3, 15, &blk.d, &blk.dmin, sc, mq);
         float d = llmk_fp16_to_fp32(blk.d), dmin = llmk_fp16_to_fp32(blk.dmin);
         memset(blk.qs, 0, sizeof blk.qs);
         for (int i = 0; i < 16; i++) blk.scales[i] = (uint8_t)(sc[i] | (mq[i] << 4));
-        for (int e = 0; e < LLMK_QK_K; e++) {
-            int i = e >> 4;
-            int q = requant(x[e], d * (float)sc[i], dmin * (float)mq[i], 0, 3);
-            blk.qs[(e >> 7) * 32 + (e & 31)] |= (uint8_t)(q << (2 * ((e >> 5) & 3)));
+        for (int i = 0; i < 16; i++) {
+            float dl = d * (float)sc[i], ml = dmin * (float)mq[i], idl = dl != 0 ? 1.0f / dl : 0.0f;
+            for (int e = 16 * i; e < 16 * i + 16; e++) {
+                int q = dl != 0 ? qaff(x[e], idl, ml, 3) : 0;
+                blk.qs[(e >> 7) * 32 + (e & 31)] |= (uint8_t)(q << (2 * ((e >> 5) & 3)));
+            }
         }
         memcpy((char *)dst + b * sizeof blk, &blk, sizeof blk);
     }
@@ -324,17 +585,16 @@ static void quant_q2_k(const float *src, void *dst, int64_t n) {
 static void quant_q3_k(const float *src, void *dst, int64_t n) {
     for (int64_t b = 0; b < n / LLMK_QK_K; b++) {
         const float *x = src + b * LLMK_QK_K;
-        float s[16];
-        for (int i = 0; i < 16; i++) s[i] = fit_sym(x + 16 * i, 16, -4, 3);
         llmk_block_q3_k blk;
         int sc[16];
-        blk.d = quant_scales_sym(s, 16, -32, 31, sc);
+        blk.d = encode_sym(x, 16, 16, -4, 3, -32, 31, sc);
         q3k_put_scales(blk.scales, sc);
         float d = llmk_fp16_to_fp32(blk.d);
         memset(blk.qs, 0, sizeof blk.qs);
         memset(blk.hmask, 0, sizeof blk.hmask);
         for (int e = 0; e < LLMK_QK_K; e++) {
-            int q = requant(x[e], d * (float)sc[e >> 4], 0, -4, 3) + 4; /* 0..7 */
+            float dl = d * (float)sc[e >> 4];
+            int q = (dl != 0 ? qsym(x[e], 1.0f / dl, -4, 3) : 0) + 4; /* 0..7 */
             blk.qs[(e >> 7) * 32 + (e & 31)] |= (uint8_t)((q & 3) << (2 * ((e >> 5) & 3)));
             if (q & 4) blk.hmask[e & 31] |= (uint8_t)(1u << (e >> 5));
         }
@@ -344,16 +604,13 @@ static void quant_q3_k(const float *src, void *dst, int64_t n) {
 
 static void quant_q45_k(const float *x, int qmax, uint16_t *dh, uint16_t *dminh, uint8_t *scales,
                         uint8_t q[LLMK_QK_K]) {
-    float s[8], m[8];
-    for (int i = 0; i < 8; i++) fit_affine(x + 32 * i, 32, qmax, &s[i], &m[i]);
     uint8_t sc[8], mq[8];
-    *dh = quant_scales_pos(s, 8, 63, sc);
-    *dminh = quant_scales_pos(m, 8, 63, mq);
+    encode_affine(x, 8, 32, qmax, 63, dh, dminh, sc, mq);
     put_scale_min(scales, sc, mq);
     float d = llmk_fp16_to_fp32(*dh), dmin = llmk_fp16_to_fp32(*dminh);
-    for (int e = 0; e < LLMK_QK_K; e++) {
-        int i = e >> 5;
-        q[e] = (uint8_t)requant(x[e], d * (float)sc[i], dmin * (float)mq[i], 0, qmax);
+    for (int i = 0; i < 8; i++) {
+        float dl = d * (float)sc[i], ml = dmin * (float)mq[i], idl = dl != 0 ? 1.0f / dl : 0.0f;
+        for (int e = 32 * i; e < 32 * i + 32; e++) q[e] = (uint8_t)(dl != 0 ? qaff(x[e], idl, ml, qmax) : 0);
     }
 }
 
@@ -390,17 +647,16 @@ static void quant_q5_k(const float *src, void *dst, int64_t n) {
 static void quant_q6_k(const float *src, void *dst, int64_t n) {
     for (int64_t b = 0; b < n / LLMK_QK_K; b++) {
         const float *x = src + b * LLMK_QK_K;
-        float s[16];
-        for (int i = 0; i < 16; i++) s[i] = fit_sym(x + 16 * i, 16, -32, 31);
         llmk_block_q6_k blk;
         int sc[16];
-        blk.d = quant_scales_sym(s, 16, -128, 127, sc);
+        blk.d = encode_sym(x, 16, 16, -32, 31, -128, 127, sc);
         for (int i = 0; i < 16; i++) blk.scales[i] = (int8_t)sc[i];
         float d = llmk_fp16_to_fp32(blk.d);
         memset(blk.ql, 0, sizeof blk.ql);
         memset(blk.qh, 0, sizeof blk.qh);
         for (int e = 0; e < LLMK_QK_K; e++) {
-            int q = requant(x[e], d * (float)sc[e >> 4], 0, -32, 31) + 32; /* 0..63 */
+            float dl = d * (float)sc[e >> 4];
+            int q = (dl != 0 ? qsym(x[e], 1.0f / dl, -32, 31) : 0) + 32; /* 0..63 */
             int j = e >> 7, r = e & 127;
             blk.ql[j * 64 + (r & 63)] |= (uint8_t)((q & 0xf) << (4 * (r >> 6)));
             blk.qh[j * 32 + (r & 31)] |= (uint8_t)((q >> 4) << (2 * (r >> 5)));
@@ -427,6 +683,18 @@ static void quant_q8_k(const float *src, void *dst, int64_t n) {
         }
         memcpy((char *)dst + b * sizeof blk, &blk, sizeof blk);
     }
+}
+
+/* Signed sub-block scales in [smin, smax] against one f16 super-scale,
+ * mapping the largest-magnitude scale to smin. */
+static uint16_t quant_scales_sym(const float *s, int n, int smin, int smax, int *out) {
+    float amax = 0, sm = 0;
+    for (int i = 0; i < n; i++)
+        if (fabsf(s[i]) > amax) amax = fabsf(s[i]), sm = s[i];
+    uint16_t dh = llmk_fp32_to_fp16(amax > 0 ? sm / (float)smin : 0.0f);
+    float d = llmk_fp16_to_fp32(dh);
+    for (int i = 0; i < n; i++) out[i] = d != 0 ? rnd(s[i] / d, smin, smax) : 0;
+    return dh;
 }
 
 static void quant_iq4_xs(const float *src, void *dst, int64_t n) {

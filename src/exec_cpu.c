@@ -11,6 +11,7 @@
  * arithmetic sequence, so no result depends on the partition. */
 #include "exec_cpu.h"
 
+#include "codec/blocks.h"
 #include "codec/codec.h"
 #include "codec/half.h"
 #include "internal.h"
@@ -29,6 +30,7 @@ enum {
     MM_UNIT = 16,     /* weight rows per work unit and per cache-resident chunk */
     SPLIT_ROWS = 16,  /* at most this many rows: attention splits keys across workers */
     R8_CHUNK = 64,    /* weight rows per pass of the activation rows (r8 kernels) */
+    DUP_ROWS = 4,     /* at most this many rows: every worker norms them itself (dup_norm) */
     MAX_WORKERS = 256
 };
 
@@ -65,6 +67,8 @@ struct llmk_exec {
     struct llmk_xq4_1 *xw;    /* [n_phases][3]: repacked weights (qs NULL when not) */
     float *parts;             /* split attention: [SPLIT_ROWS][n_head][max_chunks][hd + 2] */
     float *wparts, *wscores;  /* per worker: [max_chunks][hd + 2], [LLMK_ATTN_CHUNK] */
+    unsigned char *wnorm;     /* per worker: a private normed row (f32) and DUP_ROWS a16 rows, see dup_norm */
+    size_t wnorm_bytes;
     float *amax_v;            /* per worker argmax partials [nth][rows_cap] */
     int32_t *amax_i;
     int32_t *argmax;          /* [rows_cap] */
@@ -166,10 +170,40 @@ static void quantize_part(struct llmk_exec *ex, int b, unsigned qmask, int64_t t
     }
 }
 
+/* Whether the norm phase ph runs on every worker for all its rows, into the
+ * worker's private buffer, with no barrier before the matmul that follows:
+ * for a few rows the norm costs less than a barrier and the wait for the one
+ * worker that would do it. Only when that matmul reads nothing but a16
+ * activations (no f32 consumer of the shared normed buffer). Same functions
+ * on the same data: the bytes are the ones the shared path writes. */
+static bool dup_norm(const struct llmk_exec *ex, const struct llmk_phase *ph) {
+    if (ph->op != LLMK_OP_NORM_QUANT || ph->qmask != 1u << LLMK_ACT_A16 || ex->f32act || !ex->wnorm) return false;
+    int32_t t0, t1;
+    rows_of(ex, ph, &t0, &t1);
+    if (t1 - t0 > DUP_ROWS || ph + 1 >= ex->prog.ph + ex->prog.n_phases || ph[1].op != LLMK_OP_MATMUL) return false;
+    for (int i = 0; i < ph[1].n_w; i++)
+        if (form_of_weight(ex, ph[1].w[i]->type) != LLMK_ACT_A16) return false;
+    return true;
+}
+
+/* The worker's private a16 rows of dup_norm (row t - t0 of the phase). */
+static unsigned char *wnorm_rows(const struct llmk_exec *ex, int ith) {
+    return ex->wnorm + (size_t)ith * ex->wnorm_bytes + (size_t)ex->width[LLMK_BUF_X] * sizeof(float);
+}
+
 static void ph_norm(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, int nth) {
     int32_t t0, t1;
     rows_of(ex, ph, &t0, &t1);
     int64_t lo, hi, E = ph->rows[0];
+    if (dup_norm(ex, ph)) {
+        float *xn = (float *)(ex->wnorm + (size_t)ith * ex->wnorm_bytes);
+        size_t rb = llmk_a16_row_bytes(E);
+        for (int32_t t = t0; t < t1; t++) {
+            llmk_f32_rmsnorm(xn, ex->buf[ph->in] + t * E, ph->vec[0], E, (float)ex->m->hp.rms_eps);
+            llmk_a16_quantize_row(xn, E, 0, E, wnorm_rows(ex, ith) + (size_t)(t - t0) * rb);
+        }
+        return;
+    }
     llmk_split_range(t1 - t0, ith, nth, &lo, &hi);
     float eps = (float)ex->m->hp.rms_eps;
     for (int64_t t = t0 + lo; t < t0 + hi; t++) {
@@ -210,6 +244,7 @@ static void mm_rows(struct llmk_exec *ex, const struct llmk_phase *ph, int wi, i
     if (f == LLMK_ACT_A16) {
         size_t as = ex->qrow[in][f], ws = (size_t)(w->n_bytes / w->ne[1]);
         const unsigned char *act = ex->qbuf[in][f] + (size_t)t0 * as;
+        if (ph > ex->prog.ph && dup_norm(ex, ph - 1)) act = wnorm_rows(ex, ith), as = llmk_a16_row_bytes(k);
         const struct llmk_r8 *rw = &ex->r8w[(ph - ex->prog.ph) * 3 + wi];
         /* chunks of R8_CHUNK weight rows (L2-resident) against every
          * activation row, 4 at a time (L1) */
@@ -460,7 +495,7 @@ static void worker(void *ctx, int ith, int nth) {
         if (ph->final && !ex->run_final) break; /* final phases are last */
         run_phase(ex, ph, ith, nth);
         /* a Q/K/V matmul split by heads feeds its RoPE phase worker-locally */
-        if (i + 1 < ex->ph_hi && !rope_fused(ex, ph)) llmk_pool_barrier(ex->pool);
+        if (i + 1 < ex->ph_hi && !rope_fused(ex, ph) && !dup_norm(ex, ph)) llmk_pool_barrier(ex->pool);
     }
 }
 
@@ -611,6 +646,10 @@ int llmk_exec_init(const struct llmk_model *m, const struct llmk_exec_params *p,
     ex->parts = xalloc((uint64_t)SPLIT_ROWS * hp->n_head * (uint64_t)ex->max_chunks, (uint64_t)ps * sizeof(float), &st);
     ex->wparts = xalloc((uint64_t)ex->nth * (uint64_t)ex->max_chunks, (uint64_t)ps * sizeof(float), &st);
     ex->wscores = xalloc((uint64_t)ex->nth * LLMK_ATTN_CHUNK, sizeof(float), &st);
+    if (ex->a16 && hp->n_embd % LLMK_QK == 0) {
+        ex->wnorm_bytes = ((size_t)hp->n_embd * sizeof(float) + DUP_ROWS * llmk_a16_row_bytes(hp->n_embd) + 63) / 64 * 64;
+        ex->wnorm = xalloc((uint64_t)ex->nth, ex->wnorm_bytes, &st);
+    }
     ex->amax_v = xalloc((uint64_t)ex->nth * rc, sizeof(float), &st);
     ex->amax_i = xalloc((uint64_t)ex->nth * rc, sizeof(int32_t), &st);
     ex->argmax = xalloc(rc, sizeof(int32_t), &st);
@@ -653,7 +692,7 @@ void llmk_exec_free(struct llmk_exec *ex) {
         free(ex->buf[b]);
         for (int f = 0; f < LLMK_ACT_FORMS; f++) free(ex->qbuf[b][f]);
     }
-    free(ex->parts), free(ex->wparts), free(ex->wscores);
+    free(ex->parts), free(ex->wparts), free(ex->wscores), free(ex->wnorm);
     free(ex->amax_v), free(ex->amax_i), free(ex->argmax);
     free(ex->row_id), free(ex->row_seq), free(ex->row_pos), free(ex->phase_ns), free(ex->wrow);
     free(ex);

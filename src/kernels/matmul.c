@@ -9,29 +9,64 @@
  * Routes:
  *   matvec (m = 1): each worker streams its band of weight rows once.
  *   small  (m <= SMALL_MAX_M): a worker walks its band in chunks of CHUNK_SMALL
- *          rows that stay in L1 while every activation row passes over them.
- *   tiled  (larger m): chunks of CHUNK_TILED weight rows (L2-sized) against
- *          tiles of TILE_M activation rows (L1/L2-sized), so both operands are
- *          reused from cache.
+ *          rows with every activation row passing over each chunk.
+ *   tiled  (larger m): chunks of CHUNK_TILED weight rows against tiles of
+ *          TILE_M activation rows, so both operands are reused from cache.
  * small and tiled call the codec's multi-activation kernel (llmk_codec_dotm)
  * per chunk when it has one (AVX2 q4_1, q8_0: each weight block unpacked
- * once per 4 activation rows; same bits as the row kernel). Measured on the
- * loaded 2-core EPYC, 1 thread, q4_1 m = 128: 576x576 9.5 -> 3.0 ms,
- * 1536x576 28.8 -> 14.3 ms against the per-row loop.
- * Crossovers: NOT yet measured. SMALL_MAX_M = 8 and the chunk sizes are
- * starting guesses from cache sizes (a 16-row Q4_1 chunk at k = 576 is ~6 KB,
- * 64 rows ~23 KB); the dev machine was too loaded (load ~12 on 2 cores) for
- * route timings to mean anything. Measure with bench/bench_kernels.c under
- * LLMK_MATMUL_ROUTE=small|tiled and record the results here. Since every route
- * gives the same bits, changing the thresholds cannot change any output. */
+ * once per 4 activation rows; same bits as the row kernel), else the row
+ * kernel once per activation row and chunk.
+ *
+ * Crossovers and sizes, measured with bench/bench_routes (1 thread, fastest
+ * of >= 7 interleaved calls, 3 runs) on the 2-core AMD EPYC (Zen 3, AVX2)
+ * dev VM while other builds and tests ran (load 4-5): us per call,
+ * matvec / small (chunk 16) / tiled (64 rows x 32):
+ *   q4_1 576x576    m=1 18/23/22   m=2 36/36/35   m=4 73/64/62   m=16 345/269/268  m=128 2591/2972/2612
+ *   q4_1 1536x576   m=1 43/55/54   m=2 85/85/83   m=4 178/147/143 m=16 702/582/572 m=128 5909/5045/4714
+ *   q8_0 1536x576   m=1 54/69/68   m=2 104/104/85 m=4 198/157/154 m=16 767/592/590 m=128 6985/5118/5497
+ *   q4_k 1536x512   m=1 41/41/41   m=4 161/164/162  m=32 1353/1362/1410   (all routes equal:
+ *   q6_k 1536x512   m=1 46/46/46   m=4 183/181/180  m=32 1533/1535/1507    no dotm kernel)
+ * - matvec -> chunked at m = 2: at m = 1 the row kernel (4 weight rows a
+ *   pass) beats dotm's 1-row tiles by 15-25%; at m = 2 the routes are even;
+ *   from m = 4 the chunked routes win by 10-25% (weight unpacks shared).
+ * - small -> tiled at m > 4 (SMALL_MAX_M): dotm takes activation rows 4 at a
+ *   time, so up to 4 rows each weight row is read once whatever the chunk;
+ *   beyond, tiled (64 x 32) was equal to or a few percent faster than
+ *   small (chunk 16) at every m measured.
+ * - chunk sizes: 16..128 weight rows and TILE_M 16..64 are flat within the
+ *   noise (+-5%, the VM's bimodal slow phases swing whole runs by ~20%);
+ *   chunks of 4-8 rows were 5-30% slower (per-call set-up), 256 x 64
+ *   slightly slower. CHUNK_SMALL = CHUNK_TILED = 64 and TILE_M = 32 sit in
+ *   the flat region; at these shapes the weights (<= 0.6 MB) sit in L2/L3,
+ *   so larger shapes or another machine may prefer other sizes: re-measure with the levers
+ *   below. Since every route gives the same bits, changing the thresholds
+ *   cannot change any output. */
 #include "kernels/matmul.h"
 
 #include "internal.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { SMALL_MAX_M = 8, CHUNK_SMALL = 16, CHUNK_TILED = 64, TILE_M = 32 };
+enum { SMALL_MAX_M = 4, CHUNK_SMALL = 64, CHUNK_TILED = 64, TILE_M = 32 };
+
+/* The chunk sizes in use: the defaults above unless LLMK_MATMUL_CHUNK_SMALL,
+ * LLMK_MATMUL_CHUNK_TILED or LLMK_MATMUL_TILE_M (read once per process) set
+ * them, a lever for re-measuring with bench/bench_routes. */
+static int64_t chunk_small = CHUNK_SMALL, chunk_tiled = CHUNK_TILED, tile_m = TILE_M;
+static pthread_once_t tune_once = PTHREAD_ONCE_INIT;
+static void env_size(const char *name, int64_t *v) {
+    const char *e = getenv(name);
+    char *end;
+    long long x = e ? strtoll(e, &end, 10) : 0;
+    if (e && *e && !*end && x >= 1 && x <= 1 << 20) *v = x;
+}
+static void tune_init(void) {
+    env_size("LLMK_MATMUL_CHUNK_SMALL", &chunk_small);
+    env_size("LLMK_MATMUL_CHUNK_TILED", &chunk_tiled);
+    env_size("LLMK_MATMUL_TILE_M", &tile_m);
+}
 
 int llmk_qmm_act_bytes(uint32_t wtype, int64_t m, int64_t k, size_t *bytes) {
     const struct llmk_codec *c = llmk_codec_get(wtype);
@@ -107,6 +142,7 @@ int llmk_qmm_init(struct llmk_qmm *p, uint32_t wtype, const void *w, int64_t n, 
         p->act = act_scratch, p->act_stride = act_bytes / (size_t)m;
         p->act_quant = llmk_codec_get(c->act_type)->quantize;
     }
+    pthread_once(&tune_once, tune_init);
     if (route == LLMK_QMM_AUTO) route = route_from_env();
     if (route == LLMK_QMM_AUTO) route = m == 1 ? LLMK_QMM_MATVEC : m <= SMALL_MAX_M ? LLMK_QMM_SMALL : LLMK_QMM_TILED;
     p->route = route;
@@ -133,10 +169,10 @@ void llmk_qmm_run(const struct llmk_qmm *p, llmk_pool *pool, int ith, int nth) {
             p->dot(p->k, w + (size_t)r0 * p->w_stride, p->w_stride, r1 - r0, act_row(p, i), p->y + i * p->n + r0);
         return;
     }
-    int64_t chunk = p->route == LLMK_QMM_SMALL ? CHUNK_SMALL : CHUNK_TILED;
-    int64_t tile_m = p->route == LLMK_QMM_SMALL ? p->m : TILE_M;
-    for (int64_t i0 = 0; i0 < p->m; i0 += tile_m) {
-        int64_t i1 = i0 + tile_m < p->m ? i0 + tile_m : p->m;
+    int64_t chunk = p->route == LLMK_QMM_SMALL ? chunk_small : chunk_tiled;
+    int64_t tm = p->route == LLMK_QMM_SMALL ? p->m : tile_m;
+    for (int64_t i0 = 0; i0 < p->m; i0 += tm) {
+        int64_t i1 = i0 + tm < p->m ? i0 + tm : p->m;
         for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
             int64_t c1 = c0 + chunk < r1 ? c0 + chunk : r1;
             if (p->dotm)

@@ -41,36 +41,61 @@ static inline __m256 ld(const void *p, int64_t i, int f16) {
     return _mm256_loadu_ps((const float *)p + i);
 }
 
-/* scores[j] = exp(scores[j] - m); returns their sum, added in order. */
+/* scores[j] = exp(scores[j] - m); returns their sum: lane j % 8 of an
+ * 8-lane sum, then hsum8 (a function of the chunk's scores alone, and chunks
+ * are fixed key ranges, so the same bits wherever the chunk is computed). */
 static inline float exp_scores(float *scores, int64_t n, float m) {
-    __m256 vm = _mm256_set1_ps(m);
+    __m256 vm = _mm256_set1_ps(m), acc = _mm256_setzero_ps();
     int64_t j = 0;
-    for (; j + 8 <= n; j += 8) _mm256_storeu_ps(scores + j, vexp(_mm256_sub_ps(_mm256_loadu_ps(scores + j), vm)));
-    if (j < n) {
-        float t[8] = {0};
-        for (int64_t i = j; i < n; i++) t[i - j] = scores[i];
-        _mm256_storeu_ps(t, vexp(_mm256_sub_ps(_mm256_loadu_ps(t), vm)));
-        for (int64_t i = j; i < n; i++) scores[i] = t[i - j];
+    for (; j + 8 <= n; j += 8) {
+        __m256 e = vexp(_mm256_sub_ps(_mm256_loadu_ps(scores + j), vm));
+        _mm256_storeu_ps(scores + j, e);
+        acc = _mm256_add_ps(acc, e);
     }
-    float l = 0;
-    for (j = 0; j < n; j++) l += scores[j];
-    return l;
+    if (j < n) {
+        float t[8];
+        for (int i = 0; i < 8; i++) t[i] = j + i < n ? scores[j + i] : -INFINITY; /* exp(-inf) = 0 */
+        __m256 e = vexp(_mm256_sub_ps(_mm256_loadu_ps(t), vm));
+        e = _mm256_and_ps(e, _mm256_cmp_ps(_mm256_loadu_ps(t), _mm256_set1_ps(-INFINITY), _CMP_NEQ_OQ));
+        _mm256_storeu_ps(t, e);
+        for (int64_t i = j; i < n; i++) scores[i] = t[i - j];
+        acc = _mm256_add_ps(acc, e);
+    }
+    return hsum8(acc);
+}
+
+/* Scores of 8 keys (rows k + j * stride, j < nk; missing keys score 0 and are
+ * never used): per key 8-lane partial dots over the head, then one shared
+ * transpose-and-add that gives every key the same summation order
+ * ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)), whichever slot it has. */
+static inline __attribute__((always_inline)) __m256 scores8(const float *q, const void *k, int64_t stride, int hd, int nk, int f16) {
+    __m256 a[8];
+    _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) a[j] = _mm256_setzero_ps();
+    for (int d = 0; d < hd; d += 8) {
+        __m256 qd = _mm256_loadu_ps(q + d);
+        _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++)
+            if (j < nk) a[j] = _mm256_fmadd_ps(qd, ld(k, j * stride + d, f16), a[j]);
+    }
+    __m256 h01 = _mm256_hadd_ps(a[0], a[1]), h23 = _mm256_hadd_ps(a[2], a[3]);
+    __m256 h45 = _mm256_hadd_ps(a[4], a[5]), h67 = _mm256_hadd_ps(a[6], a[7]);
+    __m256 h0123 = _mm256_hadd_ps(h01, h23), h4567 = _mm256_hadd_ps(h45, h67);
+    /* half 0 of h0123: keys 0..3 over lanes 0..3, half 1: over lanes 4..7 */
+    return _mm256_add_ps(_mm256_permute2f128_ps(h0123, h4567, 0x20), _mm256_permute2f128_ps(h0123, h4567, 0x31));
 }
 
 static inline void chunk(const float *q, const void *k, const void *v, int64_t n, int64_t stride, int hd,
                          float scale, float *part, float *scores, int f16) {
     float m = -INFINITY;
-    for (int64_t j = 0; j < n; j++) {
-        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-        int d = 0;
-        for (; d + 16 <= hd; d += 16) {
-            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), ld(k, j * stride + d, f16), a0);
-            a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d + 8), ld(k, j * stride + d + 8, f16), a1);
+    __m256 vs = _mm256_set1_ps(scale);
+    for (int64_t j = 0; j < n; j += 8) {
+        int nk = n - j < 8 ? (int)(n - j) : 8;
+        const void *kj = f16 ? (const void *)((const uint16_t *)k + j * stride) : (const void *)((const float *)k + j * stride);
+        float t[8];
+        _mm256_storeu_ps(t, _mm256_mul_ps(nk == 8 ? scores8(q, kj, stride, hd, 8, f16) : scores8(q, kj, stride, hd, nk, f16), vs));
+        for (int i = 0; i < nk; i++) {
+            scores[j + i] = t[i];
+            if (t[i] > m) m = t[i];
         }
-        if (d < hd) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), ld(k, j * stride + d, f16), a0);
-        float s = hsum8(_mm256_add_ps(a0, a1)) * scale;
-        scores[j] = s;
-        if (s > m) m = s;
     }
     float l = exp_scores(scores, n, m), *o = part + 2;
     int64_t j;

@@ -31,6 +31,7 @@ enum {
     SPLIT_ROWS = 16,  /* at most this many rows: attention splits keys across workers */
     R8_CHUNK = 64,    /* weight rows per pass of the activation rows (r8 kernels) */
     DUP_ROWS = 4,     /* at most this many rows: every worker norms them itself (dup_norm) */
+    ATTN_Q = 4,       /* prefill attention: queries of one sequence per K/V pass */
     MAX_WORKERS = 256
 };
 
@@ -44,6 +45,7 @@ struct llmk_exec {
     size_t kv_hb, kv_rb;      /* cached bytes per head's row (head_dim values) and per position (n_head_kv heads) */
     llmk_quant_fn kv_quant;   /* q8_0 cache: the codec's reference quantizer; NULL: f32/f16 */
     llmk_attn_chunk_fn attn;  /* the chunk kernel of the cache's type */
+    llmk_attn_multi_fn attn_multi; /* its multi-query form, or NULL */
     int64_t kvd, qd, max_chunks;
     unsigned char *kv_k, *kv_v; /* [seq][layer][n_ctx][kv_rb bytes] */
     int32_t *pos;             /* [n_seq] */
@@ -401,7 +403,7 @@ static void ph_attn(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, 
     const llmk_hparams *hp = &ex->m->hp;
     int HD = hp->head_dim, H = hp->n_head;
     int64_t ps = HD + 2;
-    float *scores = ex->wscores + (int64_t)ith * LLMK_ATTN_CHUNK;
+    float *scores = ex->wscores + (int64_t)ith * ATTN_Q * LLMK_ATTN_CHUNK;
     bool head_quant = true; /* each head's output is whole blocks of every form */
     for (int f = 0; f < LLMK_ACT_FORMS; f++)
         if ((ph->qmask & (1u << f)) && HD % (int)ex->form_block[f] != 0) head_quant = false;
@@ -431,14 +433,51 @@ static void ph_attn(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, 
             if (head_quant) quantize_part(ex, LLMK_BUF_ATT, ph->qmask, t, (int64_t)h * HD, (int64_t)(h + 1) * HD);
         }
     } else {
-        float *wp = ex->wparts + (int64_t)ith * ex->max_chunks * ps;
-        for (int64_t it = ith; it < (int64_t)ex->n_rows * H; it += nth) {
-            int32_t t = (int32_t)(it / H);
+        /* items are (group of up to ATTN_Q rows, head), strided over the
+         * workers; a group's rows of one sequence share each chunk's K/V
+         * pass (the multi-query kernel gives each the single-query bits) */
+        float *wp = ex->wparts + (int64_t)ith * ATTN_Q * ex->max_chunks * ps;
+        int64_t ngroups = (ex->n_rows + ATTN_Q - 1) / ATTN_Q;
+        for (int64_t it = ith; it < ngroups * H; it += nth) {
+            int32_t t0 = (int32_t)(it / H) * ATTN_Q, t1 = t0 + ATTN_Q < ex->n_rows ? t0 + ATTN_Q : ex->n_rows;
             int h = (int)(it % H);
-            int64_t nc = n_chunks(ex, t);
-            for (int64_t c = 0; c < nc; c++) attn_part(ex, ph->layer, t, h, c, wp + c * ps, scores);
-            llmk_attn_merge(wp, (int)nc, HD, ex->buf[LLMK_BUF_ATT] + (int64_t)t * ex->qd + (int64_t)h * HD);
-            if (head_quant) quantize_part(ex, LLMK_BUF_ATT, ph->qmask, t, (int64_t)h * HD, (int64_t)(h + 1) * HD);
+            bool shared = ex->attn_multi != NULL;
+            for (int32_t t = t0 + 1; t < t1; t++) shared = shared && ex->row_seq[t] == ex->row_seq[t0];
+            if (shared) {
+                int64_t ncmax = 0;
+                for (int32_t t = t0; t < t1; t++) ncmax = n_chunks(ex, t) > ncmax ? n_chunks(ex, t) : ncmax;
+                const llmk_hparams *hq = &ex->m->hp;
+                int g = h / (hq->n_head / hq->n_head_kv);
+                float scale = (float)(1.0 / sqrt((double)HD));
+                for (int64_t c = 0; c < ncmax; c++) {
+                    const float *q[ATTN_Q];
+                    int64_t n[ATTN_Q];
+                    float *pp[ATTN_Q], *sc[ATTN_Q];
+                    int nq = 0;
+                    for (int32_t t = t0; t < t1; t++) {
+                        if (c >= n_chunks(ex, t)) continue;
+                        int64_t nk = (int64_t)ex->row_pos[t] + 1 - c * LLMK_ATTN_CHUNK;
+                        q[nq] = ex->buf[LLMK_BUF_Q] + (int64_t)t * ex->qd + (int64_t)h * HD;
+                        n[nq] = nk > LLMK_ATTN_CHUNK ? LLMK_ATTN_CHUNK : nk;
+                        pp[nq] = wp + ((int64_t)(t - t0) * ex->max_chunks + c) * ps;
+                        sc[nq] = scores + (int64_t)nq * LLMK_ATTN_CHUNK;
+                        nq++;
+                    }
+                    int32_t k0 = (int32_t)(c * LLMK_ATTN_CHUNK);
+                    const unsigned char *K = kv_row(ex, ex->kv_k, ex->row_seq[t0], ph->layer, k0) + (size_t)g * ex->kv_hb;
+                    const unsigned char *V = kv_row(ex, ex->kv_v, ex->row_seq[t0], ph->layer, k0) + (size_t)g * ex->kv_hb;
+                    ex->attn_multi(nq, q, n, K, V, ex->kvd, HD, scale, pp, sc);
+                }
+            } else {
+                for (int32_t t = t0; t < t1; t++)
+                    for (int64_t c = 0; c < n_chunks(ex, t); c++)
+                        attn_part(ex, ph->layer, t, h, c, wp + ((int64_t)(t - t0) * ex->max_chunks + c) * ps, scores);
+            }
+            for (int32_t t = t0; t < t1; t++) {
+                llmk_attn_merge(wp + (int64_t)(t - t0) * ex->max_chunks * ps, (int)n_chunks(ex, t), HD,
+                                ex->buf[LLMK_BUF_ATT] + (int64_t)t * ex->qd + (int64_t)h * HD);
+                if (head_quant) quantize_part(ex, LLMK_BUF_ATT, ph->qmask, t, (int64_t)h * HD, (int64_t)(h + 1) * HD);
+            }
         }
     }
     if (!head_quant) {
@@ -560,6 +599,7 @@ int llmk_exec_init(const struct llmk_model *m, const struct llmk_exec_params *p,
     } else {
         ex->kv_hb = (size_t)hp->head_dim * (kvt == LLMK_TYPE_F16 ? 2 : 4);
         ex->attn = kvt == LLMK_TYPE_F16 ? ex->xk->attn_f16 : ex->xk->attn_f32;
+        ex->attn_multi = kvt == LLMK_TYPE_F16 ? ex->xk->multi_f16 : ex->xk->multi_f32;
     }
     ex->kv_rb = (size_t)hp->n_head_kv * ex->kv_hb;
     int st = llmk_program_build(m, &ex->prog);
@@ -644,8 +684,8 @@ int llmk_exec_init(const struct llmk_model *m, const struct llmk_exec_params *p,
             }
     int64_t ps = hp->head_dim + 2;
     ex->parts = xalloc((uint64_t)SPLIT_ROWS * hp->n_head * (uint64_t)ex->max_chunks, (uint64_t)ps * sizeof(float), &st);
-    ex->wparts = xalloc((uint64_t)ex->nth * (uint64_t)ex->max_chunks, (uint64_t)ps * sizeof(float), &st);
-    ex->wscores = xalloc((uint64_t)ex->nth * LLMK_ATTN_CHUNK, sizeof(float), &st);
+    ex->wparts = xalloc((uint64_t)ex->nth * ATTN_Q * (uint64_t)ex->max_chunks, (uint64_t)ps * sizeof(float), &st);
+    ex->wscores = xalloc((uint64_t)ex->nth * ATTN_Q * LLMK_ATTN_CHUNK, sizeof(float), &st);
     if (ex->a16 && hp->n_embd % LLMK_QK == 0) {
         ex->wnorm_bytes = ((size_t)hp->n_embd * sizeof(float) + DUP_ROWS * llmk_a16_row_bytes(hp->n_embd) + 63) / 64 * 64;
         ex->wnorm = xalloc((uint64_t)ex->nth, ex->wnorm_bytes, &st);

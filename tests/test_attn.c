@@ -115,6 +115,39 @@ static void one(uint32_t t, int hd, int64_t n, float qamp) {
     free(kx), free(vx), free(kh), free(vh), free(kc), free(vc);
 }
 
+/* The multi-query kernels equal the single-query kernel bit for bit, for
+ * every mix of key counts (ragged, one key, a full chunk) and head size. */
+static void multi(uint32_t t, int hd) {
+    const struct llmk_xkernels *x = llmk_xkernels_get();
+    llmk_attn_multi_fn mf = t == LLMK_TYPE_F16 ? x->multi_f16 : x->multi_f32;
+    if (!mf) return;
+    int64_t stride = (int64_t)HKV * hd, n[4];
+    float *kx = malloc(sizeof(float) * 128 * (size_t)stride), *vx = malloc(sizeof(float) * 128 * (size_t)stride);
+    float *held = malloc(sizeof(float) * 128 * (size_t)stride);
+    for (int64_t i = 0; i < 128 * stride; i++) kx[i] = frand(), vx[i] = frand();
+    size_t rb;
+    unsigned char *k = make_cache(t, kx, 128, stride, held, &rb), *v = make_cache(t, vx, 128, stride, held, &rb);
+    static float qs[4][MAXHD], parts[2][4][MAXHD + 2], sc[2][4][128];
+    for (int rep = 0; rep < 40; rep++) {
+        int nq = 1 + rep % 4;
+        for (int i = 0; i < nq; i++) {
+            n[i] = rep % 5 == 0 ? 128 : 1 + (int64_t)(frand() * 63.5f + 63.5f);
+            for (int d = 0; d < hd; d++) qs[i][d] = 4.0f * frand();
+        }
+        const float *q[4] = {qs[0], qs[1], qs[2], qs[3]};
+        float *pp[4] = {parts[0][0], parts[0][1], parts[0][2], parts[0][3]};
+        float *ss[4] = {sc[0][0], sc[0][1], sc[0][2], sc[0][3]};
+        mf(nq, q, n, k, v, stride, hd, 0.125f, pp, ss);
+        int ok = 1;
+        for (int i = 0; i < nq; i++) {
+            (t == LLMK_TYPE_F16 ? x->attn_f16 : x->attn_f32)(q[i], k, v, n[i], stride, hd, 0.125f, parts[1][i], sc[1][i]);
+            ok &= memcmp(parts[0][i], parts[1][i], sizeof(float) * (size_t)(hd + 2)) == 0;
+        }
+        CHECK(ok);
+    }
+    free(kx), free(vx), free(held), free(k), free(v);
+}
+
 int main(void) {
     const uint32_t types[3] = {LLMK_TYPE_F32, LLMK_TYPE_F16, LLMK_TYPE_Q8_0};
     const int hds[3] = {32, 64, 128};
@@ -124,6 +157,7 @@ int main(void) {
         for (int hi = 0; hi < 3; hi++)
             for (int ni = 0; ni < 6; ni++)
                 for (int ai = 0; ai < 2; ai++) one(types[ti], hds[hi], ns[ni], amps[ai]);
+    for (int hi = 0; hi < 3; hi++) multi(LLMK_TYPE_F32, hds[hi]), multi(LLMK_TYPE_F16, hds[hi]);
     fprintf(stderr, "attn: worst |ref - f64| %.3g x max|v|, worst |avx2 - ref| %.3g x max|v|\n", worst_vs64,
             worst_avx_ref);
     return check_summary("attn");

@@ -23,11 +23,18 @@
  * LLMK_ATTN_CHUNK floats. */
 typedef void (*llmk_attn_chunk_fn)(const float *q, const void *k, const void *v, int64_t n, int64_t stride,
                                    int hd, float scale, float *part, float *scores);
+/* Up to 4 queries (q[i], n[i] keys each, n[i] >= 1) over the same chunk of
+ * keys: part[i] and scores[i] (LLMK_ATTN_CHUNK floats each) exactly as the
+ * single-query kernel would give them (bit for bit), with each K/V row read
+ * once for all queries (prefill: consecutive positions of one sequence). */
+typedef void (*llmk_attn_multi_fn)(int nq, const float *const *q, const int64_t *n, const void *k, const void *v,
+                                   int64_t stride, int hd, float scale, float *const *part, float *const *scores);
 /* g[i] = silu(g[i]) * u[i] */
 typedef void (*llmk_swiglu_fn)(float *g, const float *u, int64_t n);
 
 struct llmk_xkernels {
     llmk_attn_chunk_fn attn_f32, attn_f16, attn_q8_0;
+    llmk_attn_multi_fn multi_f32, multi_f16; /* NULL: call the single-query kernel per query */
     llmk_swiglu_fn swiglu;
     const char *name; /* "ref" or "avx2" */
 };

@@ -10,6 +10,7 @@
 
 #include <immintrin.h>
 #include <math.h>
+#include <string.h>
 
 static inline __m256 vexp(__m256 x) {
     x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
@@ -44,7 +45,7 @@ static inline __m256 ld(const void *p, int64_t i, int f16) {
 /* scores[j] = exp(scores[j] - m); returns their sum: lane j % 8 of an
  * 8-lane sum, then hsum8 (a function of the chunk's scores alone, and chunks
  * are fixed key ranges, so the same bits wherever the chunk is computed). */
-static inline float exp_scores(float *scores, int64_t n, float m) {
+static inline __attribute__((always_inline)) float exp_scores(float *scores, int64_t n, float m) {
     __m256 vm = _mm256_set1_ps(m), acc = _mm256_setzero_ps();
     int64_t j = 0;
     for (; j + 8 <= n; j += 8) {
@@ -83,20 +84,38 @@ static inline __attribute__((always_inline)) __m256 scores8(const float *q, cons
     return _mm256_add_ps(_mm256_permute2f128_ps(h0123, h4567, 0x20), _mm256_permute2f128_ps(h0123, h4567, 0x31));
 }
 
-static inline void chunk(const float *q, const void *k, const void *v, int64_t n, int64_t stride, int hd,
-                         float scale, float *part, float *scores, int f16) {
-    float m = -INFINITY;
-    __m256 vs = _mm256_set1_ps(scale);
-    for (int64_t j = 0; j < n; j += 8) {
-        int nk = n - j < 8 ? (int)(n - j) : 8;
-        const void *kj = f16 ? (const void *)((const uint16_t *)k + j * stride) : (const void *)((const float *)k + j * stride);
-        float t[8];
-        _mm256_storeu_ps(t, _mm256_mul_ps(nk == 8 ? scores8(q, kj, stride, hd, 8, f16) : scores8(q, kj, stride, hd, nk, f16), vs));
-        for (int i = 0; i < nk; i++) {
-            scores[j + i] = t[i];
-            if (t[i] > m) m = t[i];
-        }
+static inline float hmax8(__m256 v) {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* Scaled scores of keys j..j+7 (those below n) into scores[j..]; returns
+ * vm raised to them (a maximum: exact in any order). */
+static inline __attribute__((always_inline)) __m256 score_group(const float *q, const void *k, int64_t j, int64_t n,
+                                                                int64_t stride, int hd, __m256 vs, float *scores,
+                                                                __m256 vm, int f16) {
+    const void *kj = f16 ? (const void *)((const uint16_t *)k + j * stride) : (const void *)((const float *)k + j * stride);
+    if (n - j >= 8) {
+        __m256 t = _mm256_mul_ps(scores8(q, kj, stride, hd, 8, f16), vs);
+        _mm256_storeu_ps(scores + j, t);
+        return _mm256_max_ps(vm, t);
     }
+    int nk = (int)(n - j);
+    float t[8];
+    _mm256_storeu_ps(t, _mm256_mul_ps(scores8(q, kj, stride, hd, nk, f16), vs));
+    for (int x = 0; x < nk; x++) scores[j + x] = t[x];
+    for (int x = nk; x < 8; x++) t[x] = -INFINITY;
+    return _mm256_max_ps(vm, _mm256_loadu_ps(t));
+}
+
+static inline __attribute__((always_inline)) void chunk(const float *q, const void *k, const void *v, int64_t n, int64_t stride, int hd,
+                         float scale, float *part, float *scores, int f16) {
+    __m256 vs = _mm256_set1_ps(scale), vm = _mm256_set1_ps(-INFINITY);
+    for (int64_t j = 0; j < n; j += 8)
+        vm = score_group(q, k, j, n, stride, hd, vs, scores, vm, f16);
+    float m = hmax8(vm);
     float l = exp_scores(scores, n, m), *o = part + 2;
     int64_t j;
     if (hd == 64) {
@@ -134,6 +153,64 @@ static void chunk_f32(const float *q, const void *k, const void *v, int64_t n, i
 static void chunk_f16(const float *q, const void *k, const void *v, int64_t n, int64_t stride, int hd, float scale,
                       float *part, float *scores) {
     chunk(q, k, v, n, stride, hd, scale, part, scores, 1);
+}
+
+/* The multi-query form of chunk(): per group of 8 keys (2 KB of f32 K, held
+ * in L1) every query's scores8, and per group of 8 values every query's
+ * output loaded, accumulated key by key in order and stored: for each query
+ * the operations of chunk() in the same order, so the same bits. */
+static inline __attribute__((always_inline)) void chunk_multi(int nq, const float *const *q, const int64_t *n, const void *k, const void *v,
+                               int64_t stride, int hd, float scale, float *const *part, float *const *scores, int f16) {
+    if (hd != 64) {
+        for (int i = 0; i < nq; i++) chunk(q[i], k, v, n[i], stride, hd, scale, part[i], scores[i], f16);
+        return;
+    }
+    int64_t nmax = 0;
+    float m[4];
+    for (int i = 0; i < nq; i++) m[i] = -INFINITY, nmax = n[i] > nmax ? n[i] : nmax;
+    __m256 vs = _mm256_set1_ps(scale), vm[4];
+    for (int i = 0; i < nq; i++) vm[i] = _mm256_set1_ps(-INFINITY);
+    for (int64_t j = 0; j < nmax; j += 8)
+        for (int i = 0; i < nq; i++)
+            if (j < n[i]) vm[i] = score_group(q[i], k, j, n[i], stride, 64, vs, scores[i], vm[i], f16);
+    for (int i = 0; i < nq; i++) m[i] = hmax8(vm[i]);
+    for (int i = 0; i < nq; i++) {
+        part[i][1] = exp_scores(scores[i], n[i], m[i]);
+        part[i][0] = m[i];
+        memset(part[i] + 2, 0, 64 * sizeof(float));
+    }
+    for (int64_t j0 = 0; j0 < nmax; j0 += 8) {
+        for (int i = 0; i < nq; i++) {
+            float *o = part[i] + 2;
+            __m256 o0 = _mm256_loadu_ps(o), o1 = _mm256_loadu_ps(o + 8), o2 = _mm256_loadu_ps(o + 16), o3 = _mm256_loadu_ps(o + 24);
+            __m256 o4 = _mm256_loadu_ps(o + 32), o5 = _mm256_loadu_ps(o + 40), o6 = _mm256_loadu_ps(o + 48), o7 = _mm256_loadu_ps(o + 56);
+            int64_t j1 = j0 + 8 < n[i] ? j0 + 8 : n[i];
+            for (int64_t j = j0; j < j1; j++) {
+                __m256 p = _mm256_set1_ps(scores[i][j]);
+                int64_t b = j * stride;
+                o0 = _mm256_fmadd_ps(p, ld(v, b, f16), o0);
+                o1 = _mm256_fmadd_ps(p, ld(v, b + 8, f16), o1);
+                o2 = _mm256_fmadd_ps(p, ld(v, b + 16, f16), o2);
+                o3 = _mm256_fmadd_ps(p, ld(v, b + 24, f16), o3);
+                o4 = _mm256_fmadd_ps(p, ld(v, b + 32, f16), o4);
+                o5 = _mm256_fmadd_ps(p, ld(v, b + 40, f16), o5);
+                o6 = _mm256_fmadd_ps(p, ld(v, b + 48, f16), o6);
+                o7 = _mm256_fmadd_ps(p, ld(v, b + 56, f16), o7);
+            }
+            _mm256_storeu_ps(o, o0), _mm256_storeu_ps(o + 8, o1), _mm256_storeu_ps(o + 16, o2);
+            _mm256_storeu_ps(o + 24, o3), _mm256_storeu_ps(o + 32, o4), _mm256_storeu_ps(o + 40, o5);
+            _mm256_storeu_ps(o + 48, o6), _mm256_storeu_ps(o + 56, o7);
+        }
+    }
+}
+
+static void multi_f32(int nq, const float *const *q, const int64_t *n, const void *k, const void *v, int64_t stride,
+                      int hd, float scale, float *const *part, float *const *scores) {
+    chunk_multi(nq, q, n, k, v, stride, hd, scale, part, scores, 0);
+}
+static void multi_f16(int nq, const float *const *q, const int64_t *n, const void *k, const void *v, int64_t stride,
+                      int hd, float scale, float *const *part, float *const *scores) {
+    chunk_multi(nq, q, n, k, v, stride, hd, scale, part, scores, 1);
 }
 
 /* 8 int8 -> 8 f32 (exact) */
@@ -228,6 +305,8 @@ void llmk_xkernels_avx2(struct llmk_xkernels *k) {
     k->attn_f32 = chunk_f32;
     k->attn_f16 = chunk_f16;
     k->attn_q8_0 = chunk_q8_0;
+    k->multi_f32 = multi_f32;
+    k->multi_f16 = multi_f16;
     k->swiglu = swiglu;
     k->name = "avx2";
 }

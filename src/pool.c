@@ -17,12 +17,12 @@
  * decode steps, short enough that an idle pool goes quiet at once. */
 enum { SPIN_LIMIT = 1 << 15 };
 /* A thread waiting at a barrier (or for the end of a region) spins about
- * 100 us, then sleeps on a futex until the last arrival wakes it. Phases of
+ * 0.5 ms, then sleeps on a futex until the last arrival wakes it. Phases of
  * a decode step last tens of microseconds, so on a quiet machine nobody
  * sleeps; when other processes hold the cores, a waiter that kept spinning
  * would burn the time slice its descheduled peer needs (the step then took
  * one scheduler slice per barrier: tg fell from ~100 to ~2 t/s at load 6). */
-enum { SPIN_WAIT = 1 << 12 };
+enum { SPIN_WAIT = 1 << 14 };
 
 struct worker_arg {
     llmk_pool *pool;

@@ -22,6 +22,16 @@ INLINE __m256i bcast32(const int16_t *p) {
     return _mm256_set1_epi32(v);
 }
 
+/* Software prefetch PF_AHEAD bytes ahead of the record being read, every
+ * cache line of that far record: from DRAM the hardware prefetcher alone
+ * left a single thread at ~7 GB/s of the ~14 it can read. The stream is
+ * sequential (records, then the next group), so running past a group's end
+ * still fetches what comes next. */
+enum { PF_AHEAD = 2048 };
+INLINE void prefetch_rec(const unsigned char *rec, int bytes) {
+    for (int o = 0; o < bytes; o += 64) _mm_prefetch((const char *)rec + PF_AHEAD + o, _MM_HINT_T0);
+}
+
 /* The eight rows of group g x activation rows a[0..NA): 8 results per row. */
 INLINE void tile_q4_1(int NA, const unsigned char *rec, int64_t nb, int64_t k, const unsigned char *const *a,
                       __m256 *out) {
@@ -32,6 +42,7 @@ INLINE void tile_q4_1(int NA, const unsigned char *rec, int64_t nb, int64_t k, c
     _Pragma("GCC unroll 8")
     for (int i = 0; i < NA; i++) q[i] = (const int16_t *)a[i], d[i] = (const float *)(a[i] + (size_t)k * 2);
     for (int64_t b = 0; b < nb; b++, rec += 160) {
+        prefetch_rec(rec, 160);
         __m256i n[4];
         _Pragma("GCC unroll 8")
         for (int i = 0; i < NA; i++) n[i] = _mm256_setzero_si256();
@@ -68,6 +79,7 @@ INLINE void tile_q8_0(int NA, const unsigned char *rec, int64_t nb, int64_t k, c
     _Pragma("GCC unroll 8")
     for (int i = 0; i < NA; i++) q[i] = (const int16_t *)a[i], d[i] = (const float *)(a[i] + (size_t)k * 2);
     for (int64_t b = 0; b < nb; b++, rec += 272) {
+        prefetch_rec(rec, 272);
         __m256i n[4];
         _Pragma("GCC unroll 8")
         for (int i = 0; i < NA; i++) n[i] = _mm256_setzero_si256();

@@ -36,7 +36,7 @@ BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
 isa_flags = $(if $(findstring _avx512.c,$1),$(FLAGS_avx512),$(if $(findstring _avx2.c,$1),$(FLAGS_avx2)))
 
-.PHONY: all lib setup run test test-unit test-san check-clang bench bench-kernels fuzz clean
+.PHONY: all lib setup run test test-unit test-san check-clang check-arm64 bench bench-kernels fuzz clean
 all: $(BUILD)/libllmk.a $(BUILD)/libllmk.so $(BUILD)/llmk
 lib: $(BUILD)/libllmk.a
 
@@ -86,6 +86,14 @@ test: setup
 # gcc is the default compiler; clang must build the same tree warning-free.
 check-clang:
 	$(MAKE) BUILD=build/clang CC=clang all
+
+# arm64 compile check of the library (NEON kernels, no x86 files), with
+# Debian's cross compiler (apt install gcc-aarch64-linux-gnu); not in CI.
+check-arm64:
+	@if command -v aarch64-linux-gnu-gcc >/dev/null; then \
+	  $(MAKE) BUILD=build/arm64 CC=aarch64-linux-gnu-gcc ARCH=aarch64 build/arm64/libllmk.a && \
+	  echo "check-arm64: libllmk.a builds for aarch64 warning-free"; \
+	else echo "check-arm64: aarch64-linux-gnu-gcc not installed, skipped"; fi
 
 # ---- measuring ----------------------------------------------------------
 bench: all benches-bin

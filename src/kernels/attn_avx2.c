@@ -110,6 +110,30 @@ static inline __attribute__((always_inline)) __m256 score_group(const float *q, 
     return _mm256_max_ps(vm, _mm256_loadu_ps(t));
 }
 
+/* o[0..64) += sum over keys j in [j0, j1), in order, of p_j * v_j (one FMA
+ * per element and key: the same bits whether the keys come in one run or
+ * in pieces, as o round-trips through memory exactly). */
+static inline __attribute__((always_inline)) void accum_v64(float *o, const float *p, const void *v, int64_t j0,
+                                                            int64_t j1, int64_t stride, int f16) {
+    __m256 o0 = _mm256_loadu_ps(o), o1 = _mm256_loadu_ps(o + 8), o2 = _mm256_loadu_ps(o + 16), o3 = _mm256_loadu_ps(o + 24);
+    __m256 o4 = _mm256_loadu_ps(o + 32), o5 = _mm256_loadu_ps(o + 40), o6 = _mm256_loadu_ps(o + 48), o7 = _mm256_loadu_ps(o + 56);
+    for (int64_t j = j0; j < j1; j++) {
+        __m256 pj = _mm256_set1_ps(p[j]);
+        int64_t b = j * stride;
+        o0 = _mm256_fmadd_ps(pj, ld(v, b, f16), o0);
+        o1 = _mm256_fmadd_ps(pj, ld(v, b + 8, f16), o1);
+        o2 = _mm256_fmadd_ps(pj, ld(v, b + 16, f16), o2);
+        o3 = _mm256_fmadd_ps(pj, ld(v, b + 24, f16), o3);
+        o4 = _mm256_fmadd_ps(pj, ld(v, b + 32, f16), o4);
+        o5 = _mm256_fmadd_ps(pj, ld(v, b + 40, f16), o5);
+        o6 = _mm256_fmadd_ps(pj, ld(v, b + 48, f16), o6);
+        o7 = _mm256_fmadd_ps(pj, ld(v, b + 56, f16), o7);
+    }
+    _mm256_storeu_ps(o, o0), _mm256_storeu_ps(o + 8, o1), _mm256_storeu_ps(o + 16, o2);
+    _mm256_storeu_ps(o + 24, o3), _mm256_storeu_ps(o + 32, o4), _mm256_storeu_ps(o + 40, o5);
+    _mm256_storeu_ps(o + 48, o6), _mm256_storeu_ps(o + 56, o7);
+}
+
 static inline __attribute__((always_inline)) void chunk(const float *q, const void *k, const void *v, int64_t n, int64_t stride, int hd,
                          float scale, float *part, float *scores, int f16) {
     __m256 vs = _mm256_set1_ps(scale), vm = _mm256_set1_ps(-INFINITY);
@@ -119,22 +143,8 @@ static inline __attribute__((always_inline)) void chunk(const float *q, const vo
     float l = exp_scores(scores, n, m), *o = part + 2;
     int64_t j;
     if (hd == 64) {
-        __m256 o0 = _mm256_setzero_ps(), o1 = o0, o2 = o0, o3 = o0, o4 = o0, o5 = o0, o6 = o0, o7 = o0;
-        for (j = 0; j < n; j++) {
-            __m256 p = _mm256_set1_ps(scores[j]);
-            int64_t b = j * stride;
-            o0 = _mm256_fmadd_ps(p, ld(v, b, f16), o0);
-            o1 = _mm256_fmadd_ps(p, ld(v, b + 8, f16), o1);
-            o2 = _mm256_fmadd_ps(p, ld(v, b + 16, f16), o2);
-            o3 = _mm256_fmadd_ps(p, ld(v, b + 24, f16), o3);
-            o4 = _mm256_fmadd_ps(p, ld(v, b + 32, f16), o4);
-            o5 = _mm256_fmadd_ps(p, ld(v, b + 40, f16), o5);
-            o6 = _mm256_fmadd_ps(p, ld(v, b + 48, f16), o6);
-            o7 = _mm256_fmadd_ps(p, ld(v, b + 56, f16), o7);
-        }
-        _mm256_storeu_ps(o, o0), _mm256_storeu_ps(o + 8, o1), _mm256_storeu_ps(o + 16, o2);
-        _mm256_storeu_ps(o + 24, o3), _mm256_storeu_ps(o + 32, o4), _mm256_storeu_ps(o + 40, o5);
-        _mm256_storeu_ps(o + 48, o6), _mm256_storeu_ps(o + 56, o7);
+        memset(o, 0, 64 * sizeof(float));
+        accum_v64(o, scores, v, 0, n, stride, f16);
     } else {
         for (int d = 0; d < hd; d += 8) {
             __m256 acc = _mm256_setzero_ps();
@@ -179,29 +189,9 @@ static inline __attribute__((always_inline)) void chunk_multi(int nq, const floa
         part[i][0] = m[i];
         memset(part[i] + 2, 0, 64 * sizeof(float));
     }
-    for (int64_t j0 = 0; j0 < nmax; j0 += 8) {
-        for (int i = 0; i < nq; i++) {
-            float *o = part[i] + 2;
-            __m256 o0 = _mm256_loadu_ps(o), o1 = _mm256_loadu_ps(o + 8), o2 = _mm256_loadu_ps(o + 16), o3 = _mm256_loadu_ps(o + 24);
-            __m256 o4 = _mm256_loadu_ps(o + 32), o5 = _mm256_loadu_ps(o + 40), o6 = _mm256_loadu_ps(o + 48), o7 = _mm256_loadu_ps(o + 56);
-            int64_t j1 = j0 + 8 < n[i] ? j0 + 8 : n[i];
-            for (int64_t j = j0; j < j1; j++) {
-                __m256 p = _mm256_set1_ps(scores[i][j]);
-                int64_t b = j * stride;
-                o0 = _mm256_fmadd_ps(p, ld(v, b, f16), o0);
-                o1 = _mm256_fmadd_ps(p, ld(v, b + 8, f16), o1);
-                o2 = _mm256_fmadd_ps(p, ld(v, b + 16, f16), o2);
-                o3 = _mm256_fmadd_ps(p, ld(v, b + 24, f16), o3);
-                o4 = _mm256_fmadd_ps(p, ld(v, b + 32, f16), o4);
-                o5 = _mm256_fmadd_ps(p, ld(v, b + 40, f16), o5);
-                o6 = _mm256_fmadd_ps(p, ld(v, b + 48, f16), o6);
-                o7 = _mm256_fmadd_ps(p, ld(v, b + 56, f16), o7);
-            }
-            _mm256_storeu_ps(o, o0), _mm256_storeu_ps(o + 8, o1), _mm256_storeu_ps(o + 16, o2);
-            _mm256_storeu_ps(o + 24, o3), _mm256_storeu_ps(o + 32, o4), _mm256_storeu_ps(o + 40, o5);
-            _mm256_storeu_ps(o + 48, o6), _mm256_storeu_ps(o + 56, o7);
-        }
-    }
+    for (int64_t j0 = 0; j0 < nmax; j0 += 8)
+        for (int i = 0; i < nq; i++)
+            accum_v64(part[i] + 2, scores[i], v, j0, j0 + 8 < n[i] ? j0 + 8 : n[i], stride, f16);
 }
 
 static void multi_f32(int nq, const float *const *q, const int64_t *n, const void *k, const void *v, int64_t stride,

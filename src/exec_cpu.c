@@ -567,6 +567,19 @@ static void run_program(struct llmk_exec *ex) {
 
 /* ---- lifetime ------------------------------------------------------------ */
 
+/* Pack the r8 weights allocated at init: each tensor's groups split over
+ * the workers (96 MB for SmolLM2: the init's largest cost). */
+static void repack_worker(void *ctx, int ith, int nth) {
+    struct llmk_exec *ex = ctx;
+    for (int i = 0; i < ex->prog.n_phases * 3; i++) {
+        struct llmk_r8 *w = &ex->r8w[i];
+        if (!w->data) continue;
+        int64_t lo, hi;
+        llmk_split_range(llmk_r8_groups(w), ith, nth, &lo, &hi);
+        llmk_r8_pack(ex->prog.ph[i / 3].w[i % 3], w, lo, hi);
+    }
+}
+
 int llmk_exec_init(const struct llmk_model *m, const struct llmk_exec_params *p, struct llmk_exec **out) {
     if (!out) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_exec_init: out is NULL");
     *out = NULL;
@@ -655,12 +668,13 @@ int llmk_exec_init(const struct llmk_model *m, const struct llmk_exec_params *p,
         if (ph->op != LLMK_OP_MATMUL) continue;
         for (int w = 0; w < ph->n_w; w++) {
             uint32_t wt = ph->w[w]->type;
-            if (ex->a16 && ex->r8k && llmk_a16_supports(wt) && (st = llmk_r8_repack(ph->w[w], &ex->r8w[i * 3 + w])) != LLMK_OK)
+            if (ex->a16 && ex->r8k && llmk_a16_supports(wt) && (st = llmk_r8_alloc(ph->w[w], &ex->r8w[i * 3 + w])) != LLMK_OK)
                 goto fail;
             if (!ex->a16 && ex->xq && wt == LLMK_TYPE_Q4_1 && (st = llmk_xq4_1_repack(ph->w[w], &ex->xw[i * 3 + w])) != LLMK_OK)
                 goto fail;
         }
     }
+    llmk_pool_run(ex->pool, repack_worker, ex); /* every worker packs its share of every tensor */
     /* each producer quantizes into the forms its consumer (the next phase) reads */
     for (int i = 0; i + 1 < ex->prog.n_phases; i++) {
         struct llmk_phase *ph = &ex->prog.ph[i], *next = ph + 1;

@@ -21,14 +21,13 @@ static void pack_q4_1(unsigned char *dst, const llmk_block_q4_1 *const src[8]) {
         if (!src[r]) continue;
         put_u16(dst + 2 * r, llmk_ld_u16(&src[r]->d));
         put_u16(dst + 16 + 2 * r, llmk_ld_u16(&src[r]->m));
-        for (int j = 0; j < LLMK_QK; j++) {
-            /* GGUF Q4_1: element j < 16 is the low nibble of qs[j], j >= 16 the high nibble of qs[j - 16] */
-            unsigned v = j < 16 ? src[r]->qs[j] & 0x0f : src[r]->qs[j - 16] >> 4;
-            int c = j / 8, s = (j % 8) / 2, lane = 2 * r + j % 2;
-            unsigned char *u = dst + 32 + 32 * c + 2 * lane;
-            uint16_t cur = llmk_ld_u16(u);
-            put_u16(u, (uint16_t)(cur | v << (4 * s)));
-        }
+        /* GGUF Q4_1: element j < 16 is the low nibble of qs[j], j >= 16 the high nibble of qs[j - 16] */
+        unsigned v[32];
+        for (int j = 0; j < 16; j++) v[j] = src[r]->qs[j] & 0x0f, v[j + 16] = src[r]->qs[j] >> 4;
+        for (int c = 0; c < 4; c++)
+            for (int e = 0; e < 2; e++) /* lane 2r + e: nibble s holds element 8c + 2s + e */
+                put_u16(dst + 32 + 32 * c + 2 * (2 * r + e),
+                        (uint16_t)(v[8 * c + e] | v[8 * c + 2 + e] << 4 | v[8 * c + 4 + e] << 8 | v[8 * c + 6 + e] << 12));
     }
 }
 
@@ -41,7 +40,7 @@ static void pack_q8_0(unsigned char *dst, const llmk_block_q8_0 *const src[8]) {
     }
 }
 
-int llmk_r8_repack(const llmk_tensor_info *t, struct llmk_r8 *w) {
+int llmk_r8_alloc(const llmk_tensor_info *t, struct llmk_r8 *w) {
     memset(w, 0, sizeof *w);
     if (!llmk_a16_supports(t->type) || t->ne[0] % LLMK_QK != 0 || t->ne[0] == 0)
         return llmk_fail(LLMK_INVALID_ARGUMENT, "r8: tensor %s is %s with rows of %llu", t->name,
@@ -49,25 +48,36 @@ int llmk_r8_repack(const llmk_tensor_info *t, struct llmk_r8 *w) {
     w->type = t->type;
     w->k = (int64_t)t->ne[0], w->n = (int64_t)t->ne[1], w->nb = w->k / LLMK_QK;
     w->block_bytes = t->type == LLMK_TYPE_Q4_1 ? 160 : 272;
-    uint64_t groups = ((uint64_t)w->n + 7) / 8, bytes;
-    if (!llmk_mul_u64(groups * (uint64_t)w->nb, w->block_bytes, &bytes) || bytes > SIZE_MAX - 64)
+    uint64_t bytes;
+    if (!llmk_mul_u64((uint64_t)llmk_r8_groups(w) * (uint64_t)w->nb, w->block_bytes, &bytes) || bytes > SIZE_MAX - 64)
         return llmk_fail(LLMK_DIMENSION_OVERFLOW, "r8: tensor %s too large", t->name);
     w->data = aligned_alloc(64, ((size_t)bytes + 63) / 64 * 64);
     if (!w->data) return llmk_fail(LLMK_OUT_OF_MEMORY, "r8: repacking %s (%llu bytes)", t->name, (unsigned long long)bytes);
+    return LLMK_OK;
+}
+
+int64_t llmk_r8_groups(const struct llmk_r8 *w) { return (w->n + 7) / 8; }
+
+void llmk_r8_pack(const llmk_tensor_info *t, struct llmk_r8 *w, int64_t g0, int64_t g1) {
     size_t sb = t->type == LLMK_TYPE_Q4_1 ? sizeof(llmk_block_q4_1) : sizeof(llmk_block_q8_0);
     const unsigned char *src = t->data;
-    for (uint64_t g = 0; g < groups; g++)
+    for (int64_t g = g0; g < g1; g++)
         for (int64_t b = 0; b < w->nb; b++) {
             const void *blk[8];
             for (int r = 0; r < 8; r++) {
-                int64_t row = (int64_t)g * 8 + r;
+                int64_t row = g * 8 + r;
                 blk[r] = row < w->n ? src + ((size_t)row * (size_t)w->nb + (size_t)b) * sb : NULL;
             }
             unsigned char *dst = w->data + ((size_t)g * (size_t)w->nb + (size_t)b) * w->block_bytes;
             if (t->type == LLMK_TYPE_Q4_1) pack_q4_1(dst, (const llmk_block_q4_1 *const *)blk);
             else pack_q8_0(dst, (const llmk_block_q8_0 *const *)blk);
         }
-    return LLMK_OK;
+}
+
+int llmk_r8_repack(const llmk_tensor_info *t, struct llmk_r8 *w) {
+    int st = llmk_r8_alloc(t, w);
+    if (st == LLMK_OK) llmk_r8_pack(t, w, 0, llmk_r8_groups(w));
+    return st;
 }
 
 void llmk_r8_free(struct llmk_r8 *w) {

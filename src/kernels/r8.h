@@ -47,6 +47,12 @@ struct llmk_r8 {
 /* Repack a Q4_1 or Q8_0 tensor (the types llmk_a16_supports names) (ne = {k, n}, k a multiple of 32); allocates. */
 int llmk_r8_repack(const llmk_tensor_info *t, struct llmk_r8 *out);
 void llmk_r8_free(struct llmk_r8 *w);
+/* The same in two steps, so the packing can be split across threads:
+ * validate and allocate, then pack groups [g0, g1) of 8 rows (any split
+ * gives the same bytes). */
+int llmk_r8_alloc(const llmk_tensor_info *t, struct llmk_r8 *w);
+int64_t llmk_r8_groups(const struct llmk_r8 *w);
+void llmk_r8_pack(const llmk_tensor_info *t, struct llmk_r8 *w, int64_t g0, int64_t g1);
 
 /* y[i * y_stride + r] = dot(weight row r, activation row i) for r in
  * [r0, r1) and i in [0, m); activation rows (a16 format) a_stride bytes

@@ -64,6 +64,7 @@ struct llmk_exec {
     bool a16;                 /* int16 activations for Q4_1/Q8_0 (src/kernels/a16.h); LLMK_ACT=q8: off */
     llmk_r8_mm_fn r8k;        /* A16 kernel on repacked weights; NULL: the scalar reference on the GGUF rows */
     struct llmk_r8 *r8w;      /* [n_phases][3]: A16 weights repacked (data NULL when not) */
+    unsigned char *r8_arena;  /* the repacked weights' storage */
     bool f32act;              /* LLMK_EXEC_F32ACT=1: dequantized weight rows . f32 activations (a check) */
     const char *f32act_only;  /* LLMK_EXEC_F32ACT=qkv,lm_head,...: only these phases */
     float *wrow;              /* f32act: [nth][wrow_stride] */
@@ -663,13 +664,34 @@ int llmk_exec_init(const struct llmk_model *m, const struct llmk_exec_params *p,
     ex->xw = xalloc((uint64_t)ex->prog.n_phases * 3, sizeof *ex->xw, &st);
     ex->r8w = xalloc((uint64_t)ex->prog.n_phases * 3, sizeof *ex->r8w, &st);
     if (st != LLMK_OK) goto fail;
+    /* r8 weights: sized, then placed in one arena (huge pages) */
+    size_t r8_total = 0, r8_size[3] = {0};
+    for (int pass = 0; pass < 2 && ex->a16 && ex->r8k; pass++) {
+        if (pass == 1 && r8_total) {
+            ex->r8_arena = llmk_r8_buffer(r8_total);
+            if (!ex->r8_arena) {
+                st = llmk_fail(LLMK_OUT_OF_MEMORY, "exec: %zu bytes of repacked weights", r8_total);
+                goto fail;
+            }
+        }
+        size_t off = 0;
+        for (int i = 0; i < ex->prog.n_phases; i++) {
+            struct llmk_phase *ph = &ex->prog.ph[i];
+            if (ph->op != LLMK_OP_MATMUL) continue;
+            for (int w = 0; w < ph->n_w; w++) {
+                if (!llmk_a16_supports(ph->w[w]->type)) continue;
+                if ((st = llmk_r8_size(ph->w[w], &r8_size[w])) != LLMK_OK) goto fail;
+                if (pass == 1) llmk_r8_place(ph->w[w], &ex->r8w[i * 3 + w], ex->r8_arena + off);
+                off += r8_size[w];
+            }
+        }
+        r8_total = off;
+    }
     for (int i = 0; i < ex->prog.n_phases; i++) {
         struct llmk_phase *ph = &ex->prog.ph[i];
         if (ph->op != LLMK_OP_MATMUL) continue;
         for (int w = 0; w < ph->n_w; w++) {
             uint32_t wt = ph->w[w]->type;
-            if (ex->a16 && ex->r8k && llmk_a16_supports(wt) && (st = llmk_r8_alloc(ph->w[w], &ex->r8w[i * 3 + w])) != LLMK_OK)
-                goto fail;
             if (!ex->a16 && ex->xq && wt == LLMK_TYPE_Q4_1 && (st = llmk_xq4_1_repack(ph->w[w], &ex->xw[i * 3 + w])) != LLMK_OK)
                 goto fail;
         }
@@ -753,6 +775,7 @@ void llmk_exec_free(struct llmk_exec *ex) {
     free(ex->xw);
     for (int i = 0; ex->r8w && i < ex->prog.n_phases * 3; i++) llmk_r8_free(&ex->r8w[i]);
     free(ex->r8w);
+    free(ex->r8_arena);
     llmk_program_free(&ex->prog);
     free(ex->kv_k), free(ex->kv_v), free(ex->pos), free(ex->rope_cs);
     for (int b = 0; b < LLMK_BUF_COUNT_; b++) {

@@ -42,15 +42,22 @@ struct llmk_r8 {
     int64_t n, k, nb;     /* rows, elements per row, blocks per row */
     size_t block_bytes;   /* bytes of one 8-row block record */
     unsigned char *data;  /* [ceil(n / 8)][nb][block_bytes], 64-byte aligned */
+    int owned;            /* data is this struct's (llmk_r8_alloc), else a caller's arena */
 };
 
 /* Repack a Q4_1 or Q8_0 tensor (the types llmk_a16_supports names) (ne = {k, n}, k a multiple of 32); allocates. */
 int llmk_r8_repack(const llmk_tensor_info *t, struct llmk_r8 *out);
 void llmk_r8_free(struct llmk_r8 *w);
-/* The same in two steps, so the packing can be split across threads:
- * validate and allocate, then pack groups [g0, g1) of 8 rows (any split
- * gives the same bytes). */
+/* The same in steps, so the packing can be split across threads and all of
+ * a model's tensors can share one huge-page arena: validate and size (a
+ * multiple of 64), place at data (the caller's, 64-byte aligned) or allocate,
+ * then pack groups [g0, g1) of 8 rows (any split gives the same bytes).
+ * llmk_r8_buffer: an allocation for repacked weights (free()), on 2 MB
+ * pages where the OS grants them. */
+int llmk_r8_size(const llmk_tensor_info *t, size_t *bytes);
+void llmk_r8_place(const llmk_tensor_info *t, struct llmk_r8 *w, unsigned char *data);
 int llmk_r8_alloc(const llmk_tensor_info *t, struct llmk_r8 *w);
+void *llmk_r8_buffer(size_t bytes);
 int64_t llmk_r8_groups(const struct llmk_r8 *w);
 void llmk_r8_pack(const llmk_tensor_info *t, struct llmk_r8 *w, int64_t g0, int64_t g1);
 

@@ -22,7 +22,6 @@
 #include "kernels/xq4_1.h"
 
 #include <math.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -31,7 +30,6 @@ enum {
     MM_UNIT = 16,     /* weight rows per work unit and per cache-resident chunk */
     SPLIT_ROWS = 16,  /* at most this many rows: attention splits keys across workers */
     R8_CHUNK = 64,    /* weight rows per pass of the activation rows (r8 kernels) */
-    CLAIM_ROWS = 64,  /* matmul output rows per claimed work unit (at least; see ph_matmul) */
     DUP_ROWS = 4,     /* at most this many rows: every worker norms them itself (dup_norm) */
     ATTN_Q = 4,       /* prefill attention: queries of one sequence per K/V pass */
     MAX_WORKERS = 256
@@ -85,7 +83,6 @@ struct llmk_exec {
     int ph_lo, ph_hi;
     bool phase_mode;
     double *phase_ns;
-    atomic_int *claim;        /* [n_phases]: next unclaimed work unit of each matmul phase */
 };
 
 /* ---- helpers ------------------------------------------------------------ */
@@ -218,12 +215,12 @@ static void ph_norm(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, 
     }
 }
 
-/* Whether ph is a Q/K/V matmul that does its RoPE phase's work itself: the
- * matmul's units are then whole heads (head_dim rows, a multiple of the r8
- * kernels' 8 rows), and the worker that computes a head ropes and appends it
- * right away, so no barrier separates the two phases and the RoPE phase has
- * nothing left to do. Each element's arithmetic is unchanged, so the bits are
- * the same as with the separate phase. */
+/* Whether ph is a Q/K/V matmul whose RoPE phase follows it without a
+ * barrier: the matmul is then split in whole heads (units of head_dim
+ * rows, a multiple of the r8 kernels' 8 rows) and each worker ropes and
+ * appends exactly the heads it computed. The split depends only on the
+ * shape, and each element's arithmetic is unchanged, so the bits are the
+ * same as with a barrier (and as phase-at-a-time mode). */
 static bool rope_fused(const struct llmk_exec *ex, const struct llmk_phase *ph) {
     return ph->op == LLMK_OP_MATMUL && ph + 1 < ex->prog.ph + ex->prog.n_phases && ph[1].op == LLMK_OP_ROPE_KV &&
            ex->m->hp.head_dim % MM_UNIT == 0;
@@ -285,65 +282,51 @@ static void mm_rows(struct llmk_exec *ex, const struct llmk_phase *ph, int wi, i
     }
 }
 
-/* The next unclaimed unit of phase ph (of n), or -1. Matmul work is handed
- * out dynamically: which worker computes a unit never changes its bits (each
- * output row is one kernel call on its own weight row), and a worker that
- * finishes early takes more instead of waiting at the barrier. */
-static int64_t claim(struct llmk_exec *ex, const struct llmk_phase *ph, int64_t n) {
-    int64_t u = atomic_fetch_add_explicit(&ex->claim[ph - ex->prog.ph], 1, memory_order_relaxed);
-    return u < n ? u : -1;
-}
-
-static void rope_unit(struct llmk_exec *ex, const struct llmk_phase *ph, int32_t t, int u);
-
 static void ph_matmul(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, int nth) {
     int32_t t0, t1;
     rows_of(ex, ph, &t0, &t1);
     if (ph->epilogue == LLMK_EPI_SWIGLU) {
-        /* gate and up rows of one unit on one worker, in whole blocks of the
+        /* gate and up rows of one range on one worker, in whole blocks of the
          * down-projection's activation form so the worker can quantize them */
-        int64_t unit = CLAIM_ROWS, F = ph->rows[0];
+        int64_t unit = MM_UNIT, F = ph->rows[0];
         for (int f = 0; f < LLMK_ACT_FORMS; f++)
             if ((ph->qmask & (1u << f)) && ex->form_block[f] > unit) unit = ex->form_block[f];
+        int64_t lo, hi;
+        llmk_split_range((F + unit - 1) / unit, ith, nth, &lo, &hi);
+        int64_t r0 = lo * unit, r1 = hi * unit < F ? hi * unit : F;
+        if (r0 >= r1) return;
         float *g = ex->buf[ph->out[0]], *u = ex->buf[ph->out[1]];
-        for (int64_t c; (c = claim(ex, ph, (F + unit - 1) / unit)) >= 0;) {
-            int64_t r0 = c * unit, r1 = r0 + unit < F ? r0 + unit : F;
-            mm_rows(ex, ph, 0, r0, r1, t0, t1, g, F, ith);
-            mm_rows(ex, ph, 1, r0, r1, t0, t1, u, F, ith);
-            for (int32_t t = t0; t < t1; t++) {
-                ex->xk->swiglu(g + (int64_t)t * F + r0, u + (int64_t)t * F + r0, r1 - r0);
-                quantize_part(ex, ph->out[0], ph->qmask, t, r0, r1);
-            }
+        mm_rows(ex, ph, 0, r0, r1, t0, t1, g, F, ith);
+        mm_rows(ex, ph, 1, r0, r1, t0, t1, u, F, ith);
+        for (int32_t t = t0; t < t1; t++) {
+            ex->xk->swiglu(g + (int64_t)t * F + r0, u + (int64_t)t * F + r0, r1 - r0);
+            quantize_part(ex, ph->out[0], ph->qmask, t, r0, r1);
         }
         return;
     }
-    /* units over the concatenated outputs of the phase's weights; with the
-     * RoPE phase fused, whole heads, roped and appended by their worker */
-    bool rope = rope_fused(ex, ph);
-    int64_t total = 0, unit = rope ? ex->m->hp.head_dim : CLAIM_ROWS;
+    int64_t total = 0, unit = rope_fused(ex, ph) ? ex->m->hp.head_dim : MM_UNIT;
     for (int i = 0; i < ph->n_w; i++) total += ph->rows[i];
-    for (int64_t c; (c = claim(ex, ph, (total + unit - 1) / unit)) >= 0;) {
-        int64_t lo = c * unit, hi = lo + unit, base = 0;
-        for (int i = 0; i < ph->n_w; i++) {
-            int64_t n = ph->rows[i];
-            int64_t r0 = lo - base, r1 = hi - base;
-            if (r0 < 0) r0 = 0;
-            if (r1 > n) r1 = n;
-            base += n;
-            if (r0 >= r1) continue;
-            float *out = ph->out[i] == LLMK_BUF_LOGITS ? ex->logits : ex->buf[ph->out[i]];
-            mm_rows(ex, ph, i, r0, r1, t0, t1, out, n, ith);
-            if (ph->epilogue == LLMK_EPI_BIAS && ph->vec[i]) {
-                for (int32_t t = t0; t < t1; t++)
-                    for (int64_t r = r0; r < r1; r++) out[(int64_t)t * n + r] += ph->vec[i][r];
-            } else if (ph->epilogue == LLMK_EPI_RESIDUAL) {
-                float *x = ex->buf[LLMK_BUF_X];
-                for (int32_t t = t0; t < t1; t++)
-                    for (int64_t r = r0; r < r1; r++) x[(int64_t)t * n + r] += out[(int64_t)t * n + r];
-            }
+    int64_t lo, hi;
+    llmk_split_range((total + unit - 1) / unit, ith, nth, &lo, &hi);
+    lo *= unit, hi *= unit;
+    int64_t base = 0;
+    for (int i = 0; i < ph->n_w; i++) {
+        int64_t n = ph->rows[i];
+        int64_t r0 = lo - base, r1 = hi - base;
+        if (r0 < 0) r0 = 0;
+        if (r1 > n) r1 = n;
+        base += n;
+        if (r0 >= r1) continue;
+        float *out = ph->out[i] == LLMK_BUF_LOGITS ? ex->logits : ex->buf[ph->out[i]];
+        mm_rows(ex, ph, i, r0, r1, t0, t1, out, n, ith);
+        if (ph->epilogue == LLMK_EPI_BIAS && ph->vec[i]) {
+            for (int32_t t = t0; t < t1; t++)
+                for (int64_t r = r0; r < r1; r++) out[(int64_t)t * n + r] += ph->vec[i][r];
+        } else if (ph->epilogue == LLMK_EPI_RESIDUAL) {
+            float *x = ex->buf[LLMK_BUF_X];
+            for (int32_t t = t0; t < t1; t++)
+                for (int64_t r = r0; r < r1; r++) x[(int64_t)t * n + r] += out[(int64_t)t * n + r];
         }
-        if (rope)
-            for (int32_t t = t0; t < t1; t++) rope_unit(ex, ph + 1, t, (int)c);
     }
 }
 
@@ -388,7 +371,14 @@ static void ph_rope_kv(struct llmk_exec *ex, const struct llmk_phase *ph, int it
     const llmk_hparams *hp = &ex->m->hp;
     int U = hp->n_head + 2 * hp->n_head_kv;
     int64_t lo, hi;
-    if (rope_fused(ex, ph - 1)) return; /* done head by head inside the Q/K/V matmul */
+    if (rope_fused(ex, ph - 1)) {
+        /* the head units this worker's Q/K/V matmul share produced (same
+         * split, no barrier in between): all rows of each */
+        llmk_split_range(U, ith, nth, &lo, &hi);
+        for (int64_t u = lo; u < hi; u++)
+            for (int32_t t = 0; t < ex->n_rows; t++) rope_unit(ex, ph, t, (int)u);
+        return;
+    }
     llmk_split_range((int64_t)ex->n_rows * U, ith, nth, &lo, &hi);
     for (int64_t it = lo; it < hi; it++) rope_unit(ex, ph, (int32_t)(it / U), (int)(it % U));
 }
@@ -551,8 +541,6 @@ static void worker(void *ctx, int ith, int nth) {
 
 static void run_program(struct llmk_exec *ex) {
     int n = ex->run_final ? ex->prog.n_phases : ex->prog.n_layer_phases;
-    /* the region's start (an atomic in llmk_pool_run) publishes these */
-    for (int i = 0; i < n; i++) atomic_store_explicit(&ex->claim[i], 0, memory_order_relaxed);
     if (!ex->phase_mode) {
         ex->ph_lo = 0, ex->ph_hi = n;
         llmk_pool_run(ex->pool, worker, ex);
@@ -745,7 +733,6 @@ int llmk_exec_init(const struct llmk_model *m, const struct llmk_exec_params *p,
     ex->row_seq = xalloc(rc, sizeof(int32_t), &st);
     ex->row_pos = xalloc(rc, sizeof(int32_t), &st);
     ex->phase_ns = xalloc((uint64_t)ex->prog.n_phases, sizeof(double), &st);
-    ex->claim = xalloc((uint64_t)ex->prog.n_phases, sizeof(atomic_int), &st);
     {
         const char *e = getenv("LLMK_EXEC_F32ACT");
         ex->f32act = e && *e && strcmp(e, "0") != 0;
@@ -785,7 +772,6 @@ void llmk_exec_free(struct llmk_exec *ex) {
     free(ex->parts), free(ex->wparts), free(ex->wscores), free(ex->wnorm);
     free(ex->amax_v), free(ex->amax_i), free(ex->argmax);
     free(ex->row_id), free(ex->row_seq), free(ex->row_pos), free(ex->phase_ns), free(ex->wrow);
-    free(ex->claim);
     free(ex);
 }
 

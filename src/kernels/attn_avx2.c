@@ -91,11 +91,27 @@ static inline float hmax8(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
+/* Prefetch rows j0..j1 (clamped to n) of a cache side: a decode step finds
+ * the cache cold (the step's weight stream evicted it), and the 8 strided
+ * rows a score group reads are more streams than the hardware prefetcher
+ * follows. */
+static inline void prefetch_rows(const void *base, int64_t j0, int64_t j1, int64_t n, int64_t stride, int hd, int f16) {
+    if (j1 > n) j1 = n;
+    size_t es = f16 ? 2 : 4;
+    for (int64_t j = j0; j < j1; j++)
+        for (size_t o = 0; o < (size_t)hd * es; o += 64)
+            _mm_prefetch((const char *)base + (size_t)(j * stride) * es + o, _MM_HINT_T0);
+}
+
 /* Scaled scores of keys j..j+7 (those below n) into scores[j..]; returns
- * vm raised to them (a maximum: exact in any order). */
+ * vm raised to them (a maximum: exact in any order). Prefetches the next
+ * group's keys and, when v is given, this group's values (read after the
+ * softmax). */
 static inline __attribute__((always_inline)) __m256 score_group(const float *q, const void *k, int64_t j, int64_t n,
                                                                 int64_t stride, int hd, __m256 vs, float *scores,
-                                                                __m256 vm, int f16) {
+                                                                __m256 vm, int f16, const void *v) {
+    prefetch_rows(k, j + 8, j + 16, n, stride, hd, f16);
+    if (v) prefetch_rows(v, j, j + 8, n, stride, hd, f16);
     const void *kj = f16 ? (const void *)((const uint16_t *)k + j * stride) : (const void *)((const float *)k + j * stride);
     if (n - j >= 8) {
         __m256 t = _mm256_mul_ps(scores8(q, kj, stride, hd, 8, f16), vs);
@@ -138,7 +154,7 @@ static inline __attribute__((always_inline)) void chunk(const float *q, const vo
                          float scale, float *part, float *scores, int f16) {
     __m256 vs = _mm256_set1_ps(scale), vm = _mm256_set1_ps(-INFINITY);
     for (int64_t j = 0; j < n; j += 8)
-        vm = score_group(q, k, j, n, stride, hd, vs, scores, vm, f16);
+        vm = score_group(q, k, j, n, stride, hd, vs, scores, vm, f16, v);
     float m = hmax8(vm);
     float l = exp_scores(scores, n, m), *o = part + 2;
     int64_t j;
@@ -182,7 +198,7 @@ static inline __attribute__((always_inline)) void chunk_multi(int nq, const floa
     for (int i = 0; i < nq; i++) vm[i] = _mm256_set1_ps(-INFINITY);
     for (int64_t j = 0; j < nmax; j += 8)
         for (int i = 0; i < nq; i++)
-            if (j < n[i]) vm[i] = score_group(q[i], k, j, n[i], stride, 64, vs, scores[i], vm[i], f16);
+            if (j < n[i]) vm[i] = score_group(q[i], k, j, n[i], stride, 64, vs, scores[i], vm[i], f16, i == 0 ? v : NULL);
     for (int i = 0; i < nq; i++) m[i] = hmax8(vm[i]);
     for (int i = 0; i < nq; i++) {
         part[i][1] = exp_scores(scores[i], n[i], m[i]);

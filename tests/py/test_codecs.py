@@ -2,9 +2,8 @@
 shared library with ctypes: llmk_dequantize_row / llmk_quantize_row are the
 _ref kernels, so this compares them directly, block by block.
 
-Library: $LLMK_LIB, else libllmk.so next to $LLMK_BIN (default build/llmk).
+Library: the codec_lib fixture (tests/py/conftest.py).
 """
-import ctypes
 import os
 import pathlib
 
@@ -16,7 +15,6 @@ from gguf import quants as gq
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BIN = pathlib.Path(os.environ.get("LLMK_BIN", ROOT / "build" / "llmk"))
-LIB = pathlib.Path(os.environ.get("LLMK_LIB", BIN.parent / "libllmk.so"))
 MODEL = pathlib.Path(os.environ.get("LLMK_MODELS", pathlib.Path.home() / ".cache" / "llmk")) / \
     "SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -39,14 +37,8 @@ OK = 560
 
 
 @pytest.fixture(scope="module")
-def lib():
-    if not LIB.exists():
-        pytest.skip(f"{LIB} not built")
-    L = ctypes.CDLL(str(LIB))
-    for f in (L.llmk_dequantize_row, L.llmk_quantize_row):
-        f.restype = ctypes.c_int
-        f.argtypes = [ctypes.c_uint32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
-    return L
+def lib(codec_lib):  # tests/py/conftest.py
+    return codec_lib
 
 
 def deq(lib, name, raw: np.ndarray) -> np.ndarray:

@@ -7,21 +7,17 @@ recorded in tests/fixtures/quant/ggml_rmse.json by tests/ref/ggml_quant_rmse.py
 (ggml through llama-cpp-python; not needed here). The control codecs (Q4_0 ...
 Q8_0) must be bit-identical to ggml's bytes, which checks the harness itself.
 
-Library: $LLMK_LIB, else libllmk.so next to $LLMK_BIN (default build/llmk).
+Library: the codec_lib fixture (tests/py/conftest.py).
 Run with -s to see the table.
 """
-import ctypes
 import hashlib
 import json
-import os
 import pathlib
 
 import numpy as np
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-BIN = pathlib.Path(os.environ.get("LLMK_BIN", ROOT / "build" / "llmk"))
-LIB = pathlib.Path(os.environ.get("LLMK_LIB", BIN.parent / "libllmk.so"))
 FIX = ROOT / "tests" / "fixtures" / "quant"
 OK = 560
 
@@ -39,14 +35,8 @@ ABS = 1e-30    # absolute slack: lets 0 <= 0 pass; far below every non-zero data
 
 
 @pytest.fixture(scope="module")
-def lib():
-    if not LIB.exists():
-        pytest.skip(f"{LIB} not built")
-    L = ctypes.CDLL(str(LIB))
-    for f in (L.llmk_dequantize_row, L.llmk_quantize_row):
-        f.restype = ctypes.c_int
-        f.argtypes = [ctypes.c_uint32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
-    return L
+def lib(codec_lib):  # tests/py/conftest.py
+    return codec_lib
 
 
 @pytest.fixture(scope="module")

@@ -400,6 +400,73 @@ static int64_t n_chunks(const struct llmk_exec *ex, int32_t t) {
     return ((int64_t)ex->row_pos[t] + LLMK_ATTN_CHUNK) / LLMK_ATTN_CHUNK;
 }
 
+/* Attention for few rows (decode, batched decode): items are (row, key
+ * chunk, head) in that order, split into contiguous ranges, so a worker's
+ * consecutive heads of one KV group share each K/V pass (the multi-query
+ * kernel gives each head the single-query bits) and a cache that spans
+ * several chunks is split by chunks. Partials merge in chunk order: at once
+ * when every row has one chunk, else after a barrier. The grouping never
+ * changes a bit, so results do not depend on the thread count. */
+static void attn_few_rows(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, int nth, bool head_quant,
+                          float *scores) {
+    const llmk_hparams *hp = &ex->m->hp;
+    int HD = hp->head_dim, H = hp->n_head, gs = hp->n_head / hp->n_head_kv;
+    int64_t ps = HD + 2, items = 0, most = 1;
+    for (int32_t t = 0; t < ex->n_rows; t++) {
+        int64_t nc = n_chunks(ex, t);
+        items += nc * H;
+        most = nc > most ? nc : most;
+    }
+    int64_t lo, hi, base = 0;
+    llmk_split_range(items, ith, nth, &lo, &hi);
+    float scale = (float)(1.0 / sqrt((double)HD));
+    for (int32_t t = 0; t < ex->n_rows && base < hi; t++) {
+        int64_t nc = n_chunks(ex, t);
+        for (int64_t c = 0; c < nc; c++, base += H) {
+            int h = lo > base ? (int)(lo - base) : 0, h1 = hi - base < H ? (int)(hi - base) : H;
+            while (h < h1) {
+                int g = h / gs, he = (g + 1) * gs < h1 ? (g + 1) * gs : h1;
+                if (he - h > ATTN_Q) he = h + ATTN_Q;
+                float *part = ex->parts + (((int64_t)t * H + h) * ex->max_chunks + c) * ps;
+                if (ex->attn_multi) {
+                    int64_t k0 = c * LLMK_ATTN_CHUNK, nk = (int64_t)ex->row_pos[t] + 1 - k0;
+                    const float *q[ATTN_Q];
+                    int64_t n[ATTN_Q];
+                    float *pp[ATTN_Q], *sc[ATTN_Q];
+                    for (int i = 0; i < he - h; i++) {
+                        q[i] = ex->buf[LLMK_BUF_Q] + (int64_t)t * ex->qd + (int64_t)(h + i) * HD;
+                        n[i] = nk > LLMK_ATTN_CHUNK ? LLMK_ATTN_CHUNK : nk;
+                        pp[i] = part + (int64_t)i * ex->max_chunks * ps;
+                        sc[i] = scores + (int64_t)i * LLMK_ATTN_CHUNK;
+                    }
+                    const unsigned char *K = kv_row(ex, ex->kv_k, ex->row_seq[t], ph->layer, (int32_t)k0) + (size_t)g * ex->kv_hb;
+                    const unsigned char *V = kv_row(ex, ex->kv_v, ex->row_seq[t], ph->layer, (int32_t)k0) + (size_t)g * ex->kv_hb;
+                    ex->attn_multi(he - h, q, n, K, V, ex->kvd, HD, scale, pp, sc);
+                } else {
+                    for (int i = 0; i < he - h; i++)
+                        attn_part(ex, ph->layer, t, h + i, c, part + (int64_t)i * ex->max_chunks * ps, scores);
+                }
+                if (most == 1)
+                    for (int i = h; i < he; i++) {
+                        llmk_attn_merge(ex->parts + ((int64_t)t * H + i) * ex->max_chunks * ps, 1, HD,
+                                        ex->buf[LLMK_BUF_ATT] + (int64_t)t * ex->qd + (int64_t)i * HD);
+                        if (head_quant) quantize_part(ex, LLMK_BUF_ATT, ph->qmask, t, (int64_t)i * HD, (int64_t)(i + 1) * HD);
+                    }
+                h = he;
+            }
+        }
+    }
+    if (most == 1) return;
+    llmk_pool_barrier(ex->pool);
+    for (int64_t it = ith; it < (int64_t)ex->n_rows * H; it += nth) {
+        int32_t t = (int32_t)(it / H);
+        int h = (int)(it % H);
+        llmk_attn_merge(ex->parts + ((int64_t)t * H + h) * ex->max_chunks * ps, (int)n_chunks(ex, t), HD,
+                        ex->buf[LLMK_BUF_ATT] + (int64_t)t * ex->qd + (int64_t)h * HD);
+        if (head_quant) quantize_part(ex, LLMK_BUF_ATT, ph->qmask, t, (int64_t)h * HD, (int64_t)(h + 1) * HD);
+    }
+}
+
 static void ph_attn(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, int nth) {
     const llmk_hparams *hp = &ex->m->hp;
     int HD = hp->head_dim, H = hp->n_head;
@@ -408,31 +475,8 @@ static void ph_attn(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, 
     bool head_quant = true; /* each head's output is whole blocks of every form */
     for (int f = 0; f < LLMK_ACT_FORMS; f++)
         if ((ph->qmask & (1u << f)) && HD % (int)ex->form_block[f] != 0) head_quant = false;
-    int64_t most = 1; /* the largest chunk count of any row: with one chunk each there is nothing to split */
-    for (int32_t t = 0; t < ex->n_rows && ex->n_rows <= SPLIT_ROWS; t++)
-        if (n_chunks(ex, t) > most) most = n_chunks(ex, t);
-    if (ex->n_rows <= SPLIT_ROWS && most > 1) {
-        /* few rows with long caches: items are (row, head, chunk), strided
-         * over workers, then a merge per (row, head) in chunk order (the
-         * other branch computes the same partials and merge on one worker,
-         * so the choice never changes a bit) */
-        int64_t item = 0;
-        for (int32_t t = 0; t < ex->n_rows; t++) {
-            int64_t nc = n_chunks(ex, t);
-            for (int h = 0; h < H; h++)
-                for (int64_t c = 0; c < nc; c++, item++)
-                    if (item % nth == ith)
-                        attn_part(ex, ph->layer, t, h, c, ex->parts + (((int64_t)t * H + h) * ex->max_chunks + c) * ps,
-                                  scores);
-        }
-        llmk_pool_barrier(ex->pool);
-        for (int64_t it = ith; it < (int64_t)ex->n_rows * H; it += nth) {
-            int32_t t = (int32_t)(it / H);
-            int h = (int)(it % H);
-            llmk_attn_merge(ex->parts + ((int64_t)t * H + h) * ex->max_chunks * ps, (int)n_chunks(ex, t), HD,
-                            ex->buf[LLMK_BUF_ATT] + (int64_t)t * ex->qd + (int64_t)h * HD);
-            if (head_quant) quantize_part(ex, LLMK_BUF_ATT, ph->qmask, t, (int64_t)h * HD, (int64_t)(h + 1) * HD);
-        }
+    if (ex->n_rows <= SPLIT_ROWS) {
+        attn_few_rows(ex, ph, ith, nth, head_quant, scores);
     } else {
         /* items are (group of up to ATTN_Q rows, head), strided over the
          * workers; a group's rows of one sequence share each chunk's K/V

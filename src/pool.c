@@ -23,6 +23,10 @@ enum { SPIN_LIMIT = 1 << 15 };
  * would burn the time slice its descheduled peer needs (the step then took
  * one scheduler slice per barrier: tg fell from ~100 to ~2 t/s at load 6). */
 enum { SPIN_WAIT = 1 << 14 };
+/* With more threads than online CPUs some thread is always descheduled, so
+ * a waiter sleeps almost at once (test_exec, which decodes on 3 threads on
+ * this 2-core machine: 29 s spinning the full budget, 11 s with this) */
+enum { SPIN_OVERSUBSCRIBED = 1 << 6 };
 
 struct worker_arg {
     llmk_pool *pool;
@@ -31,6 +35,7 @@ struct worker_arg {
 
 struct llmk_pool {
     int n;
+    int spin_wait; /* SPIN_WAIT, or SPIN_OVERSUBSCRIBED */
     pthread_t *threads;
     struct worker_arg *args;
     llmk_pool_fn fn;
@@ -108,6 +113,7 @@ int llmk_pool_create(int n_threads, llmk_pool **out) {
     llmk_pool *pool = calloc(1, sizeof *pool);
     if (!pool) return llmk_fail(LLMK_OUT_OF_MEMORY, "pool: out of memory");
     pool->n = n_threads;
+    pool->spin_wait = n_threads > llmk_cpu_count() ? SPIN_OVERSUBSCRIBED : SPIN_WAIT;
     pthread_mutex_init(&pool->mu, NULL);
     pthread_cond_init(&pool->cv, NULL);
     if (n_threads > 1) {
@@ -160,7 +166,7 @@ void llmk_pool_run(llmk_pool *pool, llmk_pool_fn fn, void *ctx) {
     pthread_mutex_unlock(&pool->mu);
     fn(ctx, 0, pool->n);
     for (int spins = 0; atomic_load(&pool->pending) != 0;) {
-        if (++spins < SPIN_WAIT) {
+        if (++spins < pool->spin_wait) {
             cpu_relax();
             continue;
         }
@@ -183,7 +189,7 @@ void llmk_pool_barrier(llmk_pool *pool) {
         return;
     }
     for (int spins = 0; atomic_load(&pool->bar_phase) == phase;) {
-        if (++spins < SPIN_WAIT) {
+        if (++spins < pool->spin_wait) {
             cpu_relax();
             continue;
         }

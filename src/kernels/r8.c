@@ -67,12 +67,22 @@ int llmk_r8_size(const llmk_tensor_info *t, size_t *bytes) {
     return LLMK_OK;
 }
 
-void llmk_r8_place(const llmk_tensor_info *t, struct llmk_r8 *w, unsigned char *data) {
+size_t llmk_r8_view_bytes(const llmk_tensor_info *t, int64_t g0, int64_t g1) {
+    size_t rec = t->type == LLMK_TYPE_Q4_1 ? 160 : 272;
+    return ((size_t)(g1 - g0) * (size_t)(t->ne[0] / LLMK_QK) * rec + 63) / 64 * 64;
+}
+
+void llmk_r8_place_view(const llmk_tensor_info *t, struct llmk_r8 *w, unsigned char *data, int64_t g0, int64_t g1) {
     memset(w, 0, sizeof *w);
     w->type = t->type;
     w->k = (int64_t)t->ne[0], w->n = (int64_t)t->ne[1], w->nb = w->k / LLMK_QK;
     w->block_bytes = t->type == LLMK_TYPE_Q4_1 ? 160 : 272;
     w->data = data;
+    w->g0 = g0, w->g1 = g1;
+}
+
+void llmk_r8_place(const llmk_tensor_info *t, struct llmk_r8 *w, unsigned char *data) {
+    llmk_r8_place_view(t, w, data, 0, ((int64_t)t->ne[1] + 7) / 8);
 }
 
 int llmk_r8_alloc(const llmk_tensor_info *t, struct llmk_r8 *w) {
@@ -92,6 +102,7 @@ int64_t llmk_r8_groups(const struct llmk_r8 *w) { return (w->n + 7) / 8; }
 void llmk_r8_pack(const llmk_tensor_info *t, struct llmk_r8 *w, int64_t g0, int64_t g1) {
     size_t sb = t->type == LLMK_TYPE_Q4_1 ? sizeof(llmk_block_q4_1) : sizeof(llmk_block_q8_0);
     const unsigned char *src = t->data;
+    LLMK_CHECK(g0 >= w->g0 && g1 <= w->g1);
     for (int64_t g = g0; g < g1; g++)
         for (int64_t b = 0; b < w->nb; b++) {
             const void *blk[8];
@@ -99,7 +110,7 @@ void llmk_r8_pack(const llmk_tensor_info *t, struct llmk_r8 *w, int64_t g0, int6
                 int64_t row = g * 8 + r;
                 blk[r] = row < w->n ? src + ((size_t)row * (size_t)w->nb + (size_t)b) * sb : NULL;
             }
-            unsigned char *dst = w->data + ((size_t)g * (size_t)w->nb + (size_t)b) * w->block_bytes;
+            unsigned char *dst = w->data + ((size_t)(g - w->g0) * (size_t)w->nb + (size_t)b) * w->block_bytes;
             if (t->type == LLMK_TYPE_Q4_1) pack_q4_1(dst, (const llmk_block_q4_1 *const *)blk);
             else pack_q8_0(dst, (const llmk_block_q8_0 *const *)blk);
         }

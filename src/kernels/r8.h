@@ -41,7 +41,8 @@ struct llmk_r8 {
     uint32_t type;        /* LLMK_TYPE_Q4_1 or LLMK_TYPE_Q8_0 */
     int64_t n, k, nb;     /* rows, elements per row, blocks per row */
     size_t block_bytes;   /* bytes of one 8-row block record */
-    unsigned char *data;  /* [ceil(n / 8)][nb][block_bytes], 64-byte aligned */
+    unsigned char *data;  /* groups [g0, g1): [g1 - g0][nb][block_bytes], 64-byte aligned */
+    int64_t g0, g1;       /* the whole tensor is [0, ceil(n / 8)); a view holds fewer (a worker's share) */
     int owned;            /* data is this struct's (llmk_r8_alloc), else a caller's arena */
 };
 
@@ -52,10 +53,15 @@ void llmk_r8_free(struct llmk_r8 *w);
  * a model's tensors can share one huge-page arena: validate and size (a
  * multiple of 64), place at data (the caller's, 64-byte aligned) or allocate,
  * then pack groups [g0, g1) of 8 rows (any split gives the same bytes).
+ * llmk_r8_place_view places only groups [g0, g1) (llmk_r8_view_bytes of
+ * them), so that each worker's shares of successive matmuls can lie in one
+ * stream; kernels and llmk_r8_pack take only rows inside the view.
  * llmk_r8_buffer: an allocation for repacked weights (free()), on 2 MB
  * pages where the OS grants them. */
 int llmk_r8_size(const llmk_tensor_info *t, size_t *bytes);
 void llmk_r8_place(const llmk_tensor_info *t, struct llmk_r8 *w, unsigned char *data);
+size_t llmk_r8_view_bytes(const llmk_tensor_info *t, int64_t g0, int64_t g1);
+void llmk_r8_place_view(const llmk_tensor_info *t, struct llmk_r8 *w, unsigned char *data, int64_t g0, int64_t g1);
 int llmk_r8_alloc(const llmk_tensor_info *t, struct llmk_r8 *w);
 void *llmk_r8_buffer(size_t bytes);
 int64_t llmk_r8_groups(const struct llmk_r8 *w);
@@ -63,7 +69,7 @@ void llmk_r8_pack(const llmk_tensor_info *t, struct llmk_r8 *w, int64_t g0, int6
 
 /* y[i * y_stride + r] = dot(weight row r, activation row i) for r in
  * [r0, r1) and i in [0, m); activation rows (a16 format) a_stride bytes
- * apart. r0 must be a multiple of 8. */
+ * apart. r0 must be a multiple of 8, and [r0, r1) inside w's groups. */
 typedef void (*llmk_r8_mm_fn)(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *act, size_t a_stride,
                               int64_t m, float *y, size_t y_stride);
 

@@ -109,7 +109,7 @@ INLINE void tile_q8_0(int NA, const unsigned char *rec, int64_t nb, int64_t k, c
 INLINE void rows_na(int NA, int Q41, const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1,
                     const unsigned char *const *a, float *y, size_t ys) {
     for (int64_t g = g0; g < g1; g++) {
-        const unsigned char *rec = w->data + (size_t)g * (size_t)w->nb * w->block_bytes;
+        const unsigned char *rec = w->data + (size_t)(g - w->g0) * (size_t)w->nb * w->block_bytes;
         __m256 out[4];
         if (Q41) tile_q4_1(NA, rec, w->nb, w->k, a, out);
         else tile_q8_0(NA, rec, w->nb, w->k, a, out);

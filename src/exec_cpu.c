@@ -251,8 +251,9 @@ static void mm_rows(struct llmk_exec *ex, const struct llmk_phase *ph, int wi, i
         const struct llmk_r8 *rw = &ex->r8w[((ph - ex->prog.ph) * 3 + wi) * ex->nth + ith];
         /* chunks of R8_CHUNK weight rows (L2-resident) against every
          * activation row, 4 at a time (L1) */
-        for (int64_t c0 = r0; c0 < r1; c0 += R8_CHUNK) {
-            int64_t c1 = c0 + R8_CHUNK < r1 ? c0 + R8_CHUNK : r1;
+        int64_t chunk = t1 - t0 == 1 ? r1 - r0 : R8_CHUNK; /* one row reuses nothing: the kernel streams the range */
+        for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
+            int64_t c1 = c0 + chunk < r1 ? c0 + chunk : r1;
             if (rw->data) ex->r8k(rw, c0, c1, act, as, t1 - t0, out, (size_t)out_stride);
             else (w->type == LLMK_TYPE_Q4_1 ? llmk_r8_ref_q4_1 : llmk_r8_ref_q8_0)(k, w->data, ws, c0, c1, act, as,
                                                                                 t1 - t0, out, (size_t)out_stride);

@@ -33,75 +33,142 @@ INLINE void prefetch_rec(const unsigned char *rec, int bytes) {
     for (int o = 0; o < bytes; o += 64) _mm_prefetch((const char *)rec + PF_AHEAD + o, _MM_HINT_T0);
 }
 
-/* The eight rows of group g x activation rows a[0..NA): 8 results per row. */
-INLINE void tile_q4_1(int NA, const unsigned char *rec, int64_t nb, int64_t k, const unsigned char *const *a,
-                      __m256 *out) {
+/* One block record (8 rows x 32 weights) x activation rows q/d[0..NA),
+ * accumulated into acc[0..NA). Every caller runs each row through exactly
+ * these operations in block order, so a row's bits do not depend on NA or
+ * on how the groups are walked. */
+INLINE void block_q4_1(int NA, const unsigned char *rec, const int16_t *const *q, const float *const *d, int64_t b,
+                       int64_t nb, __m256 *acc) {
     const __m256i m4 = _mm256_set1_epi16(0x0f);
+    __m256i n[4];
+    _Pragma("GCC unroll 8")
+    for (int i = 0; i < NA; i++) n[i] = _mm256_setzero_si256();
+    _Pragma("GCC unroll 1")
+    for (int c = 0; c < 4; c++) {
+        __m256i x = _mm256_load_si256((const __m256i *)(rec + 32 + 32 * c));
+        __m256i p0 = _mm256_and_si256(x, m4), p1 = _mm256_and_si256(_mm256_srli_epi16(x, 4), m4);
+        __m256i p2 = _mm256_and_si256(_mm256_srli_epi16(x, 8), m4), p3 = _mm256_srli_epi16(x, 12);
+        _Pragma("GCC unroll 8")
+        for (int i = 0; i < NA; i++) {
+            const int16_t *qa = q[i] + b * LLMK_QK + 8 * c;
+            __m256i s01 = _mm256_add_epi32(_mm256_madd_epi16(p0, bcast32(qa)), _mm256_madd_epi16(p1, bcast32(qa + 2)));
+            __m256i s23 = _mm256_add_epi32(_mm256_madd_epi16(p2, bcast32(qa + 4)), _mm256_madd_epi16(p3, bcast32(qa + 6)));
+            n[i] = _mm256_add_epi32(n[i], _mm256_add_epi32(s01, s23));
+        }
+    }
+    __m256 dw = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)rec));
+    __m256 mw = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(rec + 16)));
+    _Pragma("GCC unroll 8")
+    for (int i = 0; i < NA; i++) {
+        acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(n[i]), _mm256_mul_ps(dw, _mm256_broadcast_ss(d[i] + b)), acc[i]);
+        acc[i] = _mm256_fmadd_ps(mw, _mm256_broadcast_ss(d[i] + nb + b), acc[i]);
+    }
+}
+
+INLINE void block_q8_0(int NA, const unsigned char *rec, const int16_t *const *q, const float *const *d, int64_t b,
+                       __m256 *acc) {
+    __m256i n[4];
+    _Pragma("GCC unroll 8")
+    for (int i = 0; i < NA; i++) n[i] = _mm256_setzero_si256();
+    _Pragma("GCC unroll 2")
+    for (int p = 0; p < 16; p += 2) {
+        __m256i w0 = _mm256_cvtepi8_epi16(_mm_load_si128((const __m128i *)(rec + 16 * p)));
+        __m256i w1 = _mm256_cvtepi8_epi16(_mm_load_si128((const __m128i *)(rec + 16 * p + 16)));
+        _Pragma("GCC unroll 8")
+        for (int i = 0; i < NA; i++) {
+            const int16_t *qa = q[i] + b * LLMK_QK + 2 * p;
+            n[i] = _mm256_add_epi32(n[i], _mm256_add_epi32(_mm256_madd_epi16(w0, bcast32(qa)),
+                                                           _mm256_madd_epi16(w1, bcast32(qa + 2))));
+        }
+    }
+    __m256 dw = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(rec + 256)));
+    _Pragma("GCC unroll 8")
+    for (int i = 0; i < NA; i++)
+        acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(n[i]), _mm256_mul_ps(dw, _mm256_broadcast_ss(d[i] + b)), acc[i]);
+}
+
+INLINE void split_act(const unsigned char *a, int64_t k, const int16_t **q, const float **d) {
+    *q = (const int16_t *)a;
+    *d = (const float *)(a + (size_t)k * 2);
+}
+
+/* The eight rows of group g x activation rows a[0..NA): 8 results per row. */
+INLINE void tile(int NA, int Q41, const unsigned char *rec, int64_t nb, int64_t k, const unsigned char *const *a,
+                 __m256 *out) {
+    const int rb = Q41 ? 160 : 272;
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     const int16_t *q[4];
     const float *d[4];
     _Pragma("GCC unroll 8")
-    for (int i = 0; i < NA; i++) q[i] = (const int16_t *)a[i], d[i] = (const float *)(a[i] + (size_t)k * 2);
-    for (int64_t b = 0; b < nb; b++, rec += 160) {
-        prefetch_rec(rec, 160);
-        __m256i n[4];
-        _Pragma("GCC unroll 8")
-        for (int i = 0; i < NA; i++) n[i] = _mm256_setzero_si256();
-        _Pragma("GCC unroll 1")
-        for (int c = 0; c < 4; c++) {
-            __m256i x = _mm256_load_si256((const __m256i *)(rec + 32 + 32 * c));
-            __m256i p0 = _mm256_and_si256(x, m4), p1 = _mm256_and_si256(_mm256_srli_epi16(x, 4), m4);
-            __m256i p2 = _mm256_and_si256(_mm256_srli_epi16(x, 8), m4), p3 = _mm256_srli_epi16(x, 12);
-            _Pragma("GCC unroll 8")
-            for (int i = 0; i < NA; i++) {
-                const int16_t *qa = q[i] + b * LLMK_QK + 8 * c;
-                __m256i s01 = _mm256_add_epi32(_mm256_madd_epi16(p0, bcast32(qa)), _mm256_madd_epi16(p1, bcast32(qa + 2)));
-                __m256i s23 = _mm256_add_epi32(_mm256_madd_epi16(p2, bcast32(qa + 4)), _mm256_madd_epi16(p3, bcast32(qa + 6)));
-                n[i] = _mm256_add_epi32(n[i], _mm256_add_epi32(s01, s23));
-            }
-        }
-        __m256 dw = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)rec));
-        __m256 mw = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(rec + 16)));
-        _Pragma("GCC unroll 8")
-        for (int i = 0; i < NA; i++) {
-            acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(n[i]), _mm256_mul_ps(dw, _mm256_broadcast_ss(d[i] + b)), acc[i]);
-            acc[i] = _mm256_fmadd_ps(mw, _mm256_broadcast_ss(d[i] + nb + b), acc[i]);
-        }
+    for (int i = 0; i < NA; i++) split_act(a[i], k, &q[i], &d[i]);
+    for (int64_t b = 0; b < nb; b++, rec += rb) {
+        prefetch_rec(rec, rb);
+        if (Q41) block_q4_1(NA, rec, q, d, b, nb, acc);
+        else block_q8_0(NA, rec, q, d, b, acc);
     }
     _Pragma("GCC unroll 8")
     for (int i = 0; i < NA; i++) out[i] = acc[i];
 }
 
-INLINE void tile_q8_0(int NA, const unsigned char *rec, int64_t nb, int64_t k, const unsigned char *const *a,
-                      __m256 *out) {
+/* One activation row against NS groups at once, each from its own stream
+ * (rec[s]), interleaved block by block; each row's operations are tile(1)'s.
+ * Why: from DRAM, a thread reading 4 distant streams in small steps kept
+ * more misses in flight than one sequential stream (2 threads: 21-26 vs
+ * 17-19 GB/s). */
+INLINE void streams(int NS, int Q41, const unsigned char *const *rec, int64_t nb, int64_t k, const unsigned char *a,
+                    __m256 *out) {
+    const size_t rb = Q41 ? 160 : 272;
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    const int16_t *q[4];
-    const float *d[4];
-    _Pragma("GCC unroll 8")
-    for (int i = 0; i < NA; i++) q[i] = (const int16_t *)a[i], d[i] = (const float *)(a[i] + (size_t)k * 2);
-    for (int64_t b = 0; b < nb; b++, rec += 272) {
-        prefetch_rec(rec, 272);
-        __m256i n[4];
-        _Pragma("GCC unroll 8")
-        for (int i = 0; i < NA; i++) n[i] = _mm256_setzero_si256();
-        _Pragma("GCC unroll 2")
-        for (int p = 0; p < 16; p += 2) {
-            __m256i w0 = _mm256_cvtepi8_epi16(_mm_load_si128((const __m128i *)(rec + 16 * p)));
-            __m256i w1 = _mm256_cvtepi8_epi16(_mm_load_si128((const __m128i *)(rec + 16 * p + 16)));
-            _Pragma("GCC unroll 8")
-            for (int i = 0; i < NA; i++) {
-                const int16_t *qa = q[i] + b * LLMK_QK + 2 * p;
-                n[i] = _mm256_add_epi32(n[i], _mm256_add_epi32(_mm256_madd_epi16(w0, bcast32(qa)),
-                                                               _mm256_madd_epi16(w1, bcast32(qa + 2))));
-            }
+    const int16_t *q;
+    const float *d;
+    split_act(a, k, &q, &d);
+    for (int64_t b = 0; b < nb; b++) {
+        _Pragma("GCC unroll 4")
+        for (int s = 0; s < NS; s++) {
+            const unsigned char *r = rec[s] + (size_t)b * rb;
+            prefetch_rec(r, (int)rb);
+            if (Q41) block_q4_1(1, r, &q, &d, b, nb, &acc[s]);
+            else block_q8_0(1, r, &q, &d, b, &acc[s]);
         }
-        __m256 dw = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(rec + 256)));
-        _Pragma("GCC unroll 8")
-        for (int i = 0; i < NA; i++)
-            acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(n[i]), _mm256_mul_ps(dw, _mm256_broadcast_ss(d[i] + b)), acc[i]);
     }
-    _Pragma("GCC unroll 8")
-    for (int i = 0; i < NA; i++) out[i] = acc[i];
+    _Pragma("GCC unroll 4")
+    for (int s = 0; s < NS; s++) out[s] = acc[s];
+}
+
+INLINE void store_group(float *y, int64_t g, int64_t r1, __m256 v) {
+    int64_t r = g * 8, nr = r1 - r < 8 ? r1 - r : 8;
+    if (nr == 8) {
+        _mm256_storeu_ps(y + r, v);
+    } else {
+        float tmp[8];
+        _mm256_storeu_ps(tmp, v);
+        memcpy(y + r, tmp, (size_t)nr * sizeof(float));
+    }
+}
+
+/* One activation row x groups [g0, g1), cut into NSTREAM contiguous runs
+ * read side by side. */
+enum { NSTREAM = 4 };
+INLINE void rows_streams(int Q41, const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1, const unsigned char *a,
+                         float *y) {
+    int64_t len = (g1 - g0 + NSTREAM - 1) / NSTREAM;
+    size_t gb = (size_t)w->nb * w->block_bytes;
+    for (int64_t i = 0; i < len; i++) {
+        const unsigned char *rec[NSTREAM] = {0};
+        int ns = 0;
+        while (ns < NSTREAM && g0 + ns * len + i < g1) {
+            rec[ns] = w->data + (size_t)(g0 + ns * len + i - w->g0) * gb;
+            ns++;
+        }
+        __m256 out[NSTREAM];
+        switch (ns) {
+        case 4: streams(4, Q41, rec, w->nb, w->k, a, out); break;
+        case 3: streams(3, Q41, rec, w->nb, w->k, a, out); break;
+        case 2: streams(2, Q41, rec, w->nb, w->k, a, out); break;
+        default: streams(1, Q41, rec, w->nb, w->k, a, out); break;
+        }
+        for (int s = 0; s < ns; s++) store_group(y, g0 + s * len + i, r1, out[s]);
+    }
 }
 
 /* NA activation rows x groups [g0, g1): full groups stored directly, a
@@ -111,20 +178,9 @@ INLINE void rows_na(int NA, int Q41, const struct llmk_r8 *w, int64_t g0, int64_
     for (int64_t g = g0; g < g1; g++) {
         const unsigned char *rec = w->data + (size_t)(g - w->g0) * (size_t)w->nb * w->block_bytes;
         __m256 out[4];
-        if (Q41) tile_q4_1(NA, rec, w->nb, w->k, a, out);
-        else tile_q8_0(NA, rec, w->nb, w->k, a, out);
-        int64_t r = g * 8, nr = r1 - r < 8 ? r1 - r : 8;
+        tile(NA, Q41, rec, w->nb, w->k, a, out);
         _Pragma("GCC unroll 8")
-        for (int i = 0; i < NA; i++) {
-            float *dst = y + (size_t)i * ys + (size_t)r;
-            if (nr == 8) {
-                _mm256_storeu_ps(dst, out[i]);
-            } else {
-                float tmp[8];
-                _mm256_storeu_ps(tmp, out[i]);
-                memcpy(dst, tmp, (size_t)nr * sizeof(float));
-            }
-        }
+        for (int i = 0; i < NA; i++) store_group(y + (size_t)i * ys, g, r1, out[i]);
     }
 }
 
@@ -153,6 +209,11 @@ void llmk_r8_mm_avx2(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void
     if (r1 <= r0 || m <= 0) return;
     int64_t g0 = r0 / 8, g1 = (r1 + 7) / 8;
     const unsigned char *ab = act;
+    if (m == 1) {
+        if (w->type == LLMK_TYPE_Q4_1) rows_streams(1, w, g0, g1, r1, ab, y);
+        else rows_streams(0, w, g0, g1, r1, ab, y);
+        return;
+    }
     for (int64_t i = 0; i < m; i += 4) {
         int na = m - i < 4 ? (int)(m - i) : 4;
         const unsigned char *a[4];

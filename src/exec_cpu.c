@@ -60,6 +60,7 @@ struct llmk_exec {
     const struct llmk_xkernels *xk;
     bool xq;                  /* Q4_1 weights repacked for the AVX2 kernel */
     bool a16;                 /* int16 activations for Q4_1/Q8_0 (src/kernels/a16.h); LLMK_ACT=q8: off */
+    llmk_argmax_fn amaxk;     /* argmax of one worker's logits range */
     llmk_r8_mm_fn r8k;        /* A16 kernel on repacked weights; NULL: the scalar reference on the GGUF rows */
     struct llmk_r8 *r8w;      /* [n_phases][3]: A16 weights repacked (data NULL when not) */
     unsigned char *r8_arena;  /* the repacked weights' storage */
@@ -553,12 +554,9 @@ static void ph_argmax(struct llmk_exec *ex, const struct llmk_phase *ph, int ith
     llmk_split_range(V, ith, nth, &lo, &hi);
     for (int32_t r = 0; r < nr; r++) {
         const float *l = ex->logits + (int64_t)r * V;
-        float best = -INFINITY;
-        int32_t bi = -1;
-        for (int64_t i = lo; i < hi; i++)
-            if (l[i] > best || (bi < 0 && l[i] == best)) best = l[i], bi = (int32_t)i;
-        ex->amax_v[(int64_t)ith * ex->rows_cap + r] = best;
-        ex->amax_i[(int64_t)ith * ex->rows_cap + r] = bi;
+        int64_t j = ex->amaxk(l + lo, hi - lo);
+        ex->amax_v[(int64_t)ith * ex->rows_cap + r] = j < 0 ? -INFINITY : l[lo + j];
+        ex->amax_i[(int64_t)ith * ex->rows_cap + r] = j < 0 ? -1 : (int32_t)(lo + j);
     }
     llmk_pool_barrier(ex->pool);
     if (ith != 0) return;
@@ -703,6 +701,7 @@ int llmk_exec_init(const struct llmk_model *m, const struct llmk_exec_params *p,
         const char *act = getenv("LLMK_ACT");
         ex->a16 = !(act && strcmp(act, "q8") == 0); /* LLMK_ACT=q8: the 8-bit activation path */
         ex->r8k = llmk_r8_kernel();
+        ex->amaxk = llmk_f32_argmax_kernel();
     }
     ex->xw = xalloc((uint64_t)ex->prog.n_phases * 3, sizeof *ex->xw, &st);
     ex->r8w = xalloc((uint64_t)ex->prog.n_phases * 3 * (uint64_t)ex->nth, sizeof *ex->r8w, &st);

@@ -373,6 +373,38 @@ static void test_avx2_kernels(void) {
 #endif
 }
 
+/* argmax: the first maximum, NaNs skipped, -1 when none; the AVX2 kernel
+ * agrees on random rows with planted ties, NaNs and infinities. */
+static void test_argmax(void) {
+    const float nan = NAN, inf = INFINITY;
+    const float a[] = {nan, 1, 3, nan, 3, 2}, b[] = {nan, nan}, c[] = {-inf, nan, -inf}, d[] = {-0.0f, 0.0f, -1};
+    llmk_argmax_fn fns[2] = {llmk_f32_argmax, llmk_f32_argmax_kernel()};
+    for (int f = 0; f < 2; f++) {
+        CHECK(fns[f](a, 6) == 2);
+        CHECK(fns[f](b, 2) == -1);
+        CHECK(fns[f](a, 0) == -1);
+        CHECK(fns[f](c, 3) == 0);
+        CHECK(fns[f](d, 3) == 0);
+    }
+    enum { N = 80 };
+    float x[N];
+    for (int rep = 0; rep < 400; rep++) {
+        int n = rep % N;
+        for (int i = 0; i < n; i++) x[i] = (float)(rand() % 7) - 3.0f; /* many ties */
+        if (n && rep % 3 == 0) x[rand() % n] = nan;
+        if (n && rep % 5 == 0) x[rand() % n] = rep % 10 ? inf : -inf;
+        if (rep % 7 == 0)
+            for (int i = 0; i < n; i++) x[i] = nan;
+        int64_t want = -1;
+        for (int i = 0; i < n; i++) /* the definition, written out */
+            if (x[i] == x[i] && (want < 0 || x[i] > x[want])) want = i;
+        CHECK(llmk_f32_argmax(x, n) == want);
+#if defined(__x86_64__)
+        if (strcmp(llmk_f32_kernels(), "avx2") == 0) CHECK(llmk_f32_argmax_avx2(x, n) == want);
+#endif
+    }
+}
+
 static const char *default_model(void) {
     static char path[4096];
     const char *dir = getenv("LLMK_MODELS"), *home = getenv("HOME");
@@ -471,6 +503,7 @@ int main(void) {
     }
     test_row_decoders();
     test_avx2_kernels();
+    test_argmax();
     test_load_refusals();
     test_tiny_architectures();
     test_llama3_rope();

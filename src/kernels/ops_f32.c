@@ -8,6 +8,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 float llmk_f32_dot(const float *restrict a, const float *restrict b, int64_t n) {
@@ -50,6 +51,22 @@ static void choose_kernels(void) {
 const char *llmk_f32_kernels(void) {
     pthread_once(&k_once, choose_kernels);
     return k_name;
+}
+
+int64_t llmk_f32_argmax(const float *x, int64_t n) {
+    int64_t bi = -1;
+    float best = -INFINITY;
+    for (int64_t i = 0; i < n; i++)
+        if (x[i] > best || (bi < 0 && x[i] == best)) best = x[i], bi = i;
+    return bi;
+}
+
+llmk_argmax_fn llmk_f32_argmax_kernel(void) {
+#if defined(__x86_64__)
+    const char *e = getenv("LLMK_KERNELS");
+    if ((llmk_cpu_detect() & LLMK_CPU_AVX2) && !(e && strcmp(e, "ref") == 0)) return llmk_f32_argmax_avx2;
+#endif
+    return llmk_f32_argmax;
 }
 
 /* The sum of squares runs in 8 independent double lanes, added in a fixed

@@ -31,6 +31,15 @@ void llmk_f32_swiglu(float *g, const float *u, int64_t n);
 void llmk_f32_attend(const float *q, const float *k, const float *v, int64_t n_kv,
                      int64_t kv_stride, int head_dim, float scale, float *scores, float *out);
 
+/* The index of the first maximum of x[0..n), NaNs skipped; -1 when there is
+ * none (n <= 0 or every element NaN). */
+int64_t llmk_f32_argmax(const float *x, int64_t n);
+int64_t llmk_f32_argmax_avx2(const float *x, int64_t n);
+/* llmk_f32_argmax_avx2 when the CPU has AVX2 (LLMK_CPU_MASK=none or
+ * LLMK_KERNELS=ref: the baseline). */
+typedef int64_t (*llmk_argmax_fn)(const float *, int64_t);
+llmk_argmax_fn llmk_f32_argmax_kernel(void);
+
 /* Decode one row of n elements (whole blocks; caller checked the type and
  * size): Q4_0, Q4_1, Q8_0 and F32 inline and bitwise equal to
  * llmk_dequantize_row, other types through it. */

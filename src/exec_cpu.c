@@ -22,6 +22,7 @@
 #include "kernels/xq4_1.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -32,7 +33,8 @@ enum {
     R8_CHUNK = 64,    /* weight rows per pass of the activation rows (r8 kernels) */
     DUP_ROWS = 4,     /* at most this many rows: every worker norms them itself (dup_norm) */
     ATTN_Q = 4,       /* prefill attention: queries of one sequence per K/V pass */
-    MAX_WORKERS = 256
+    MAX_WORKERS = 256,
+    CLAIM_STRIDE = 8  /* atomics per claim counter: one cache line each */
 };
 
 struct llmk_exec {
@@ -82,6 +84,7 @@ struct llmk_exec {
     float *logits;            /* LM head destination: rows out_first.. */
     bool run_final;
     int ph_lo, ph_hi;
+    atomic_llong *claims;     /* [n_phases][nth][CLAIM_STRIDE]: see claimed() */
     bool phase_mode;
     double *phase_ns;
 };
@@ -227,9 +230,25 @@ static bool rope_fused(const struct llmk_exec *ex, const struct llmk_phase *ph) 
            ex->m->hp.head_dim % MM_UNIT == 0;
 }
 
-/* out[t][r] for r in [r0, r1) and t in [t0, t1): one dot per element. */
+/* Prefill matmuls (more than SPLIT_ROWS rows) are claimed, not assigned:
+ * the phase's rows are cut into units that workers take from per-owner
+ * counters, their own share first, then the others'. A core slowed by
+ * another tenant (seen here: one core at half the other's speed for
+ * minutes) then costs its share of the work, not the whole phase waiting
+ * at the barrier. Each output element is the same kernel call's whoever
+ * computes it, so the bits do not change. Decode keeps the fixed shares:
+ * there each worker's streaming prefetch over its own rows is the speed. */
+static bool claimed(const struct llmk_exec *ex, const struct llmk_phase *ph) {
+    int32_t t0, t1;
+    rows_of(ex, ph, &t0, &t1);
+    return t1 - t0 > SPLIT_ROWS;
+}
+
+/* out[t][r] for r in [r0, r1) and t in [t0, t1): one dot per element.
+ * Rows [r0, r1) lie in worker owner's share (its repacked view); ith is the
+ * worker doing it (its scratch). */
 static void mm_rows(struct llmk_exec *ex, const struct llmk_phase *ph, int wi, int64_t r0, int64_t r1, int32_t t0,
-                    int32_t t1, float *out, int64_t out_stride, int ith) {
+                    int32_t t1, float *out, int64_t out_stride, int ith, int owner) {
     const llmk_tensor_info *w = ph->w[wi];
     int in = ph->in;
     int64_t k = ph->k;
@@ -249,7 +268,7 @@ static void mm_rows(struct llmk_exec *ex, const struct llmk_phase *ph, int wi, i
         size_t as = ex->qrow[in][f], ws = (size_t)(w->n_bytes / w->ne[1]);
         const unsigned char *act = ex->qbuf[in][f] + (size_t)t0 * as;
         if (ph > ex->prog.ph && dup_norm(ex, ph - 1)) act = wnorm_rows(ex, ith), as = llmk_a16_row_bytes(k);
-        const struct llmk_r8 *rw = &ex->r8w[((ph - ex->prog.ph) * 3 + wi) * ex->nth + ith];
+        const struct llmk_r8 *rw = &ex->r8w[((ph - ex->prog.ph) * 3 + wi) * ex->nth + owner];
         /* chunks of R8_CHUNK weight rows (L2-resident) against every
          * activation row, 4 at a time (L1) */
         int64_t chunk = t1 - t0 == 1 ? r1 - r0 : R8_CHUNK; /* one row reuses nothing: the kernel streams the range */
@@ -311,40 +330,6 @@ static void mm_share(const struct llmk_exec *ex, const struct llmk_phase *ph, in
     *r1 = hi < *r0 ? *r0 : hi < ph->rows[wi] ? hi : ph->rows[wi];
 }
 
-static void ph_matmul(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, int nth) {
-    int32_t t0, t1;
-    rows_of(ex, ph, &t0, &t1);
-    int64_t r0, r1;
-    if (ph->epilogue == LLMK_EPI_SWIGLU) {
-        mm_share(ex, ph, 0, ith, nth, &r0, &r1);
-        if (r0 >= r1) return;
-        int64_t F = ph->rows[0];
-        float *g = ex->buf[ph->out[0]], *u = ex->buf[ph->out[1]];
-        mm_rows(ex, ph, 0, r0, r1, t0, t1, g, F, ith);
-        mm_rows(ex, ph, 1, r0, r1, t0, t1, u, F, ith);
-        for (int32_t t = t0; t < t1; t++) {
-            ex->xk->swiglu(g + (int64_t)t * F + r0, u + (int64_t)t * F + r0, r1 - r0);
-            quantize_part(ex, ph->out[0], ph->qmask, t, r0, r1);
-        }
-        return;
-    }
-    for (int i = 0; i < ph->n_w; i++) {
-        int64_t n = ph->rows[i];
-        mm_share(ex, ph, i, ith, nth, &r0, &r1);
-        if (r0 >= r1) continue;
-        float *out = ph->out[i] == LLMK_BUF_LOGITS ? ex->logits : ex->buf[ph->out[i]];
-        mm_rows(ex, ph, i, r0, r1, t0, t1, out, n, ith);
-        if (ph->epilogue == LLMK_EPI_BIAS && ph->vec[i]) {
-            for (int32_t t = t0; t < t1; t++)
-                for (int64_t r = r0; r < r1; r++) out[(int64_t)t * n + r] += ph->vec[i][r];
-        } else if (ph->epilogue == LLMK_EPI_RESIDUAL) {
-            float *x = ex->buf[LLMK_BUF_X];
-            for (int32_t t = t0; t < t1; t++)
-                for (int64_t r = r0; r < r1; r++) x[(int64_t)t * n + r] += out[(int64_t)t * n + r];
-        }
-    }
-}
-
 /* One head's row of n values; a q8_0 row is whole blocks (n % 32 == 0 is
  * checked at init), each quantized on its own as the codec does. */
 static void store_kv(const struct llmk_exec *ex, unsigned char *dst, const float *src, int64_t n) {
@@ -386,6 +371,7 @@ static void ph_rope_kv(struct llmk_exec *ex, const struct llmk_phase *ph, int it
     const llmk_hparams *hp = &ex->m->hp;
     int U = hp->n_head + 2 * hp->n_head_kv;
     int64_t lo, hi;
+    if (rope_fused(ex, ph - 1) && claimed(ex, ph - 1)) return; /* the claimers roped their units */
     if (rope_fused(ex, ph - 1)) {
         /* the head units this worker's Q/K/V matmul share produced (same
          * split, no barrier in between): all rows of each */
@@ -396,6 +382,124 @@ static void ph_rope_kv(struct llmk_exec *ex, const struct llmk_phase *ph, int it
     }
     llmk_split_range((int64_t)ex->n_rows * U, ith, nth, &lo, &hi);
     for (int64_t it = lo; it < hi; it++) rope_unit(ex, ph, (int32_t)(it / U), (int)(it % U));
+}
+
+/* Bias or residual of weight i's rows [r0, r1), rows t0..t1 of the call. */
+static void mm_epilogue(struct llmk_exec *ex, const struct llmk_phase *ph, int i, int64_t r0, int64_t r1, int32_t t0,
+                        int32_t t1, float *out) {
+    int64_t n = ph->rows[i];
+    if (ph->epilogue == LLMK_EPI_BIAS && ph->vec[i]) {
+        for (int32_t t = t0; t < t1; t++)
+            for (int64_t r = r0; r < r1; r++) out[(int64_t)t * n + r] += ph->vec[i][r];
+    } else if (ph->epilogue == LLMK_EPI_RESIDUAL) {
+        float *x = ex->buf[LLMK_BUF_X];
+        for (int32_t t = t0; t < t1; t++)
+            for (int64_t r = r0; r < r1; r++) x[(int64_t)t * n + r] += out[(int64_t)t * n + r];
+    }
+}
+
+/* Gate and up rows [r0, r1) of owner's share, then SwiGLU and the
+ * down-projection's activation forms of those rows. */
+static void mm_swiglu(struct llmk_exec *ex, const struct llmk_phase *ph, int64_t r0, int64_t r1, int32_t t0,
+                      int32_t t1, int ith, int owner) {
+    int64_t F = ph->rows[0];
+    float *g = ex->buf[ph->out[0]], *u = ex->buf[ph->out[1]];
+    mm_rows(ex, ph, 0, r0, r1, t0, t1, g, F, ith, owner);
+    mm_rows(ex, ph, 1, r0, r1, t0, t1, u, F, ith, owner);
+    for (int32_t t = t0; t < t1; t++) {
+        ex->xk->swiglu(g + (int64_t)t * F + r0, u + (int64_t)t * F + r0, r1 - r0);
+        quantize_part(ex, ph->out[0], ph->qmask, t, r0, r1);
+    }
+}
+
+static float *mm_out(struct llmk_exec *ex, const struct llmk_phase *ph, int i) {
+    return ph->out[i] == LLMK_BUF_LOGITS ? ex->logits : ex->buf[ph->out[i]];
+}
+
+static atomic_llong *claim_counter(struct llmk_exec *ex, const struct llmk_phase *ph, int owner) {
+    return &ex->claims[((ph - ex->prog.ph) * ex->nth + owner) * CLAIM_STRIDE];
+}
+
+/* The next unreserved unit of [0, n_units), or -1: owner ranges are those
+ * of llmk_split_range; *from counts the owners ith has emptied. */
+static int64_t claim_next(struct llmk_exec *ex, const struct llmk_phase *ph, int64_t n_units, int ith, int nth,
+                          int *from) {
+    for (; *from < nth; ++*from) {
+        int w = (ith + *from) % nth;
+        int64_t lo, hi;
+        llmk_split_range(n_units, w, nth, &lo, &hi);
+        int64_t j = lo + atomic_fetch_add_explicit(claim_counter(ex, ph, w), 1, memory_order_relaxed);
+        if (j < hi) return j;
+    }
+    return -1;
+}
+
+/* The next unreserved item of [0, n), or -1, from the phase's first counter. */
+static int64_t claim_any(struct llmk_exec *ex, const struct llmk_phase *ph, int64_t n) {
+    int64_t j = atomic_fetch_add_explicit(claim_counter(ex, ph, 0), 1, memory_order_relaxed);
+    return j < n ? j : -1;
+}
+
+/* Units of rows a claimed matmul is cut into: whole heads where RoPE
+ * follows (the claimer ropes them), whole SwiGLU units, at least R8_CHUNK. */
+static int64_t claim_unit(const struct llmk_exec *ex, const struct llmk_phase *ph) {
+    if (rope_fused(ex, ph)) return ex->m->hp.head_dim;
+    int64_t u = MM_UNIT;
+    if (ph->epilogue == LLMK_EPI_SWIGLU)
+        for (int f = 0; f < LLMK_ACT_FORMS; f++)
+            if ((ph->qmask & (1u << f)) && ex->form_block[f] > u) u = ex->form_block[f];
+    return (R8_CHUNK + u - 1) / u * u;
+}
+
+static void ph_matmul_claimed(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, int nth) {
+    int32_t t0, t1;
+    rows_of(ex, ph, &t0, &t1);
+    bool swiglu = ph->epilogue == LLMK_EPI_SWIGLU;
+    int64_t unit = claim_unit(ex, ph), total = 0;
+    for (int i = 0; i < (swiglu ? 1 : ph->n_w); i++) total += ph->rows[i];
+    int from = 0;
+    for (int64_t j; (j = claim_next(ex, ph, (total + unit - 1) / unit, ith, nth, &from)) >= 0;) {
+        int64_t g0 = j * unit, g1 = g0 + unit < total ? g0 + unit : total, base = 0;
+        /* the unit's rows of each weight, cut at the owners' shares */
+        for (int i = 0; i < (swiglu ? 1 : ph->n_w); base += ph->rows[i], i++) {
+            int64_t a = g0 - base > 0 ? g0 - base : 0, b = g1 - base < ph->rows[i] ? g1 - base : ph->rows[i];
+            for (int w = 0; w < nth && a < b; w++) {
+                int64_t s0, s1;
+                mm_share(ex, ph, i, w, nth, &s0, &s1);
+                int64_t r0 = a > s0 ? a : s0, r1 = b < s1 ? b : s1;
+                if (r0 >= r1) continue;
+                if (swiglu) {
+                    mm_swiglu(ex, ph, r0, r1, t0, t1, ith, w);
+                } else {
+                    mm_rows(ex, ph, i, r0, r1, t0, t1, mm_out(ex, ph, i), ph->rows[i], ith, w);
+                    mm_epilogue(ex, ph, i, r0, r1, t0, t1, mm_out(ex, ph, i));
+                }
+            }
+        }
+        if (rope_fused(ex, ph)) /* unit j is rope unit j (Q heads, then K, then V) */
+            for (int32_t t = t0; t < t1; t++) rope_unit(ex, ph + 1, t, (int)j);
+    }
+}
+
+static void ph_matmul(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, int nth) {
+    if (claimed(ex, ph)) {
+        ph_matmul_claimed(ex, ph, ith, nth);
+        return;
+    }
+    int32_t t0, t1;
+    rows_of(ex, ph, &t0, &t1);
+    int64_t r0, r1;
+    if (ph->epilogue == LLMK_EPI_SWIGLU) {
+        mm_share(ex, ph, 0, ith, nth, &r0, &r1);
+        if (r0 < r1) mm_swiglu(ex, ph, r0, r1, t0, t1, ith, ith);
+        return;
+    }
+    for (int i = 0; i < ph->n_w; i++) {
+        mm_share(ex, ph, i, ith, nth, &r0, &r1);
+        if (r0 >= r1) continue;
+        mm_rows(ex, ph, i, r0, r1, t0, t1, mm_out(ex, ph, i), ph->rows[i], ith, ith);
+        mm_epilogue(ex, ph, i, r0, r1, t0, t1, mm_out(ex, ph, i));
+    }
 }
 
 /* Partial of (row t, head h, key chunk c). */
@@ -498,7 +602,8 @@ static void ph_attn(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, 
          * pass (the multi-query kernel gives each the single-query bits) */
         float *wp = ex->wparts + (int64_t)ith * ATTN_Q * ex->max_chunks * ps;
         int64_t ngroups = (ex->n_rows + ATTN_Q - 1) / ATTN_Q;
-        for (int64_t it = ith; it < ngroups * H; it += nth) {
+        /* claimed in order from one counter: items differ in cost (causal) */
+        for (int64_t it; (it = claim_any(ex, ph, ngroups * H)) >= 0;) {
             int32_t t0 = (int32_t)(it / H) * ATTN_Q, t1 = t0 + ATTN_Q < ex->n_rows ? t0 + ATTN_Q : ex->n_rows;
             int h = (int)(it % H);
             bool shared = ex->attn_multi != NULL;
@@ -597,6 +702,9 @@ static void worker(void *ctx, int ith, int nth) {
 
 static void run_program(struct llmk_exec *ex) {
     int n = ex->run_final ? ex->prog.n_phases : ex->prog.n_layer_phases;
+    if (ex->n_rows > SPLIT_ROWS) /* the pool's start orders these before any claim */
+        for (int64_t i = 0; i < (int64_t)n * ex->nth; i++)
+            atomic_store_explicit(&ex->claims[i * CLAIM_STRIDE], 0, memory_order_relaxed);
     if (!ex->phase_mode) {
         ex->ph_lo = 0, ex->ph_hi = n;
         llmk_pool_run(ex->pool, worker, ex);
@@ -785,6 +893,7 @@ int llmk_exec_init(const struct llmk_model *m, const struct llmk_exec_params *p,
     ex->parts = xalloc((uint64_t)SPLIT_ROWS * hp->n_head * (uint64_t)ex->max_chunks, (uint64_t)ps * sizeof(float), &st);
     ex->wparts = xalloc((uint64_t)ex->nth * ATTN_Q * (uint64_t)ex->max_chunks, (uint64_t)ps * sizeof(float), &st);
     ex->wscores = xalloc((uint64_t)ex->nth * ATTN_Q * LLMK_ATTN_CHUNK, sizeof(float), &st);
+    ex->claims = xalloc((uint64_t)ex->prog.n_phases * (uint64_t)ex->nth * CLAIM_STRIDE, sizeof *ex->claims, &st);
     if (ex->a16 && hp->n_embd % LLMK_QK == 0) {
         ex->wnorm_bytes = ((size_t)hp->n_embd * sizeof(float) + DUP_ROWS * llmk_a16_row_bytes(hp->n_embd) + 63) / 64 * 64;
         ex->wnorm = xalloc((uint64_t)ex->nth, ex->wnorm_bytes, &st);
@@ -832,7 +941,7 @@ void llmk_exec_free(struct llmk_exec *ex) {
         free(ex->buf[b]);
         for (int f = 0; f < LLMK_ACT_FORMS; f++) free(ex->qbuf[b][f]);
     }
-    free(ex->parts), free(ex->wparts), free(ex->wscores), free(ex->wnorm);
+    free(ex->parts), free(ex->wparts), free(ex->wscores), free(ex->wnorm), free(ex->claims);
     free(ex->amax_v), free(ex->amax_i), free(ex->argmax);
     free(ex->row_id), free(ex->row_seq), free(ex->row_pos), free(ex->phase_ns), free(ex->wrow);
     free(ex);

@@ -1,7 +1,7 @@
 /* The CPU executor (src/exec_cpu.c): its determinism promises, bitwise, on a
  * tiny generated model with mixed codecs (so every activation form and both
  * attention-quantization routes run) and, when present, the default model:
- *   - 1 thread vs 2 threads (and 3 in decode);
+ *   - 1 thread vs 2 and 3 threads (prefill work is claimed at run time);
  *   - prefill in one chunk vs token by token (promised by the executor: the
  *     matmul dot kernels and attention key chunks do not depend on M);
  *   - a sequence decoded alone vs inside a batch of 4 with other prompts;
@@ -155,6 +155,7 @@ static void determinism(const llmk_model *m, size_t n, uint32_t kv, const char *
      * shorter run that still crosses the first key chunk */
     size_t n3 = n < 136 ? n : 136;
     float *tok3 = run(m, 3, 512, kv, false, ids, n3, 1);
+    float *one3 = run(m, 3, 512, kv, false, ids, n3, n3); /* prefill work claimed by 3 */
     float *small = run(m, 2, 7, kv, false, ids, n, n);
     float *ph = run(m, 2, 512, kv, true, ids, n, n);
     fprintf(stderr, "  %s: n=%zu kv=%s\n", what, n, llmk_type_name(kv));
@@ -162,9 +163,10 @@ static void determinism(const llmk_model *m, size_t n, uint32_t kv, const char *
     CHECK(same(two, again, n * V));  /* repeated run */
     CHECK(same(base, tok, n * V));   /* one chunk vs token by token */
     CHECK(same(base, tok3, n3 * V)); /* ... on 3 threads */
+    CHECK(same(base, one3, n3 * V)); /* one chunk on 3 threads */
     CHECK(same(base, small, n * V)); /* chunks of 7 rows */
     CHECK(same(base, ph, n * V));    /* phase-at-a-time */
-    free(base), free(two), free(again), free(tok), free(tok3), free(small), free(ph), free(ids);
+    free(base), free(two), free(again), free(tok), free(tok3), free(one3), free(small), free(ph), free(ids);
 }
 
 /* Four sequences with different prompts; each decoded alone and all four in

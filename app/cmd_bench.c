@@ -17,9 +17,10 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: llmk bench [-m MODEL] [-p N] [-n N] [-t T] [-r R] [--path ref|f32|fast] [--kv-type f32|f16|q8_0]\n"
-            "                  [-b N] [--json] [--phases]\n"
+            "                  [-b N] [-d N] [--json] [--phases]\n"
             "  -p N         prompt tokens of the pp test (default 512; 0 skips it)\n"
             "  -n N         generated tokens of the tg test (default 128; 0 skips it)\n"
+            "  -d N         context depth: N tokens evaluated (untimed) before each test (default 0)\n"
             "  -t T         threads (default: one per core)\n"
             "  -r R         repetitions, after one warm-up (default 5)\n"
             "  --path P     decode path (default fast)\n"
@@ -134,7 +135,7 @@ static void print_phases(FILE *o, const struct llmk_exec *ex, const char *what, 
 
 int cmd_bench(int argc, char **argv) {
     const char *model = NULL;
-    long n_prompt = 512, n_gen = 128, threads = 0, reps = 5, n_batch = 0;
+    long n_prompt = 512, n_gen = 128, threads = 0, reps = 5, n_batch = 0, depth = 0;
     int path = LLMK_PATH_FAST;
     uint32_t kv_type = LLMK_TYPE_F32;
     bool json = false, phases = false;
@@ -160,6 +161,8 @@ int cmd_bench(int argc, char **argv) {
             if (!cli_parse_long("bench", a, argv[++i], 1, 1024, &threads)) return CLI_EXIT_USAGE;
         } else if (!strcmp(a, "-r")) {
             if (!cli_parse_long("bench", a, argv[++i], 1, 1000, &reps)) return CLI_EXIT_USAGE;
+        } else if (!strcmp(a, "-d")) {
+            if (!cli_parse_long("bench", a, argv[++i], 0, 1 << 20, &depth)) return CLI_EXIT_USAGE;
         } else if (!strcmp(a, "-b")) {
             if (!cli_parse_long("bench", a, argv[++i], 1, 8192, &n_batch)) return CLI_EXIT_USAGE;
         } else if (!strcmp(a, "--path")) {
@@ -178,7 +181,10 @@ int cmd_bench(int argc, char **argv) {
     if (st != LLMK_OK) return cli_report("bench", st);
     const llmk_hparams *hp = llmk_model_hparams(m);
     struct runner r = {.path = path, .V = (size_t)hp->n_vocab};
-    int32_t n_ctx = (int32_t)(n_prompt > n_gen ? n_prompt : n_gen) + 1;
+    long n_test = n_prompt > n_gen ? n_prompt : n_gen;
+    if (phases && n_test < 32) n_test = 32; /* --phases decodes 32 tokens when -n 0 */
+    long n_ids = depth + n_test;
+    int32_t n_ctx = (int32_t)n_ids + 1;
     if (path == LLMK_PATH_FAST) {
         struct llmk_exec_params ep = {.n_ctx = n_ctx, .n_threads = (int32_t)threads, .n_batch = (int32_t)n_batch,
                                       .n_seq = 1, .kv_type = kv_type};
@@ -189,26 +195,26 @@ int cmd_bench(int argc, char **argv) {
         st = llmk_session_init(m, &sp, &r.s);
     }
     r.logits = malloc(r.V * sizeof(float));
-    int32_t *ids = malloc((size_t)(n_prompt > n_gen ? n_prompt : n_gen) * sizeof *ids + 4);
+    int32_t *ids = malloc((size_t)n_ids * sizeof *ids + 4);
     double *pp = calloc((size_t)reps, sizeof *pp), *tg = calloc((size_t)reps, sizeof *tg);
     if (st != LLMK_OK || !r.logits || !ids || !pp || !tg) {
         if (st == LLMK_OK) st = llmk_fail(LLMK_OUT_OF_MEMORY, "bench: buffers");
         goto done;
     }
     int nth = r.ex ? llmk_exec_n_threads(r.ex) : (threads > 0 ? (int)threads : llmk_cpu_count());
-    for (long i = 0; i < (n_prompt > n_gen ? n_prompt : n_gen); i++)
-        ids[i] = (int32_t)((i * 7919 + 13) % hp->n_vocab);
+    for (long i = 0; i < n_ids; i++) ids[i] = (int32_t)((i * 7919 + 13) % hp->n_vocab);
+    const int32_t *test_ids = ids + depth; /* after the depth's context */
     for (long rep = -1; rep < reps && st == LLMK_OK; rep++) { /* rep -1 warms up */
         if (n_prompt > 0) {
-            if ((st = r_reset(&r)) != LLMK_OK) break;
+            if ((st = r_reset(&r)) != LLMK_OK || (depth && (st = r_eval(&r, ids, (size_t)depth)) != LLMK_OK)) break;
             double t = now_s();
-            if ((st = r_eval(&r, ids, (size_t)n_prompt)) != LLMK_OK) break;
+            if ((st = r_eval(&r, test_ids, (size_t)n_prompt)) != LLMK_OK) break;
             if (rep >= 0) pp[rep] = (double)n_prompt / (now_s() - t);
         }
         if (n_gen > 0) {
-            if ((st = r_reset(&r)) != LLMK_OK) break;
+            if ((st = r_reset(&r)) != LLMK_OK || (depth && (st = r_eval(&r, ids, (size_t)depth)) != LLMK_OK)) break;
             double t = now_s();
-            for (long i = 0; i < n_gen && st == LLMK_OK; i++) st = r_eval(&r, &ids[i], 1);
+            for (long i = 0; i < n_gen && st == LLMK_OK; i++) st = r_eval(&r, &test_ids[i], 1);
             if (rep >= 0) tg[rep] = (double)n_gen / (now_s() - t);
         }
     }
@@ -242,8 +248,9 @@ int cmd_bench(int argc, char **argv) {
             long np = k == 0 ? n_prompt : 0, ng = k == 1 ? n_gen : 0;
             if (np + ng == 0) continue;
             printf("%s\n  {\"model_filename\": \"%s\", \"model_size\": %llu, \"model_n_params\": %llu, \"path\": \"%s\", "
-                   "\"n_threads\": %d, \"n_prompt\": %ld, \"n_gen\": %ld, \"avg_ts\": %.3f, \"stddev_ts\": %.3f",
-                   first ? "" : ",", mname, (unsigned long long)size, (unsigned long long)params, pname, nth, np, ng,
+                   "\"n_threads\": %d, \"n_prompt\": %ld, \"n_gen\": %ld, \"n_depth\": %ld, \"avg_ts\": %.3f, "
+                   "\"stddev_ts\": %.3f",
+                   first ? "" : ",", mname, (unsigned long long)size, (unsigned long long)params, pname, nth, np, ng, depth,
                    k == 0 ? ppm : tgm, k == 0 ? pps : tgs);
             if (k == 1)
                 printf(", \"weight_bytes_per_token\": %llu, \"effective_gbs\": %.2f, \"machine_read_gbs\": %.2f",
@@ -253,19 +260,20 @@ int cmd_bench(int argc, char **argv) {
         }
         printf("\n]\n");
     } else {
-        printf("| %-36s | %10s | %8s | %-5s | %7s | %8s | %18s |\n", "model", "size", "params", "path", "threads",
+        printf("| %-36s | %10s | %8s | %-5s | %7s | %13s | %18s |\n", "model", "size", "params", "path", "threads",
                "test", "t/s");
-        printf("| %.36s | %.10s | %.8s | %.5s | %.7s | %.8s | %.18s |\n", "------------------------------------",
-               "----------", "--------", "-----", "-------", "--------", "------------------");
-        char test[32];
+        printf("| %.36s | %.10s | %.8s | %.5s | %.7s | %.13s | %.18s |\n", "------------------------------------",
+               "----------", "--------", "-----", "-------", "-------------", "------------------");
+        char test[48], at[24] = "";
+        if (depth) snprintf(at, sizeof at, " @ d%ld", depth);
         if (n_prompt > 0) {
-            snprintf(test, sizeof test, "pp%ld", n_prompt);
-            printf("| %-36s | %6.2f MiB | %6.2f M | %-5s | %7d | %8s | %8.2f ± %7.2f |\n", mname,
+            snprintf(test, sizeof test, "pp%ld%s", n_prompt, at);
+            printf("| %-36s | %6.2f MiB | %6.2f M | %-5s | %7d | %13s | %8.2f ± %7.2f |\n", mname,
                    (double)size / 1048576.0, (double)params / 1e6, pname, nth, test, ppm, pps);
         }
         if (n_gen > 0) {
-            snprintf(test, sizeof test, "tg%ld", n_gen);
-            printf("| %-36s | %6.2f MiB | %6.2f M | %-5s | %7d | %8s | %8.2f ± %7.2f |\n", mname,
+            snprintf(test, sizeof test, "tg%ld%s", n_gen, at);
+            printf("| %-36s | %6.2f MiB | %6.2f M | %-5s | %7d | %13s | %8.2f ± %7.2f |\n", mname,
                    (double)size / 1048576.0, (double)params / 1e6, pname, nth, test, tgm, tgs);
             printf("\ndecode streams %.1f MB of weights per token: %.1f GB/s effective, machine read bandwidth "
                    "%.1f GB/s on %d threads (%.0f%%)\n",
@@ -276,19 +284,20 @@ int cmd_bench(int argc, char **argv) {
         /* phase-at-a-time mode: same results, one region per phase */
         llmk_exec_set_phase_mode(r.ex, true);
         long ng = n_gen > 0 ? n_gen : 32;
-        if ((st = r_reset(&r)) != LLMK_OK) goto done;
+        if ((st = r_reset(&r)) != LLMK_OK || (depth && (st = r_eval(&r, ids, (size_t)depth)) != LLMK_OK)) goto done;
         llmk_exec_reset_timings(r.ex);
         double t = now_s();
-        for (long i = 0; i < ng && st == LLMK_OK; i++) st = r_eval(&r, &ids[i], 1);
+        for (long i = 0; i < ng && st == LLMK_OK; i++) st = r_eval(&r, &test_ids[i], 1);
         double wall = now_s() - t;
         if (st != LLMK_OK) goto done;
         FILE *o = json ? stderr : stdout;
         print_phases(o, r.ex, "decode", ng, wall, tgm);
         if (n_prompt > 0) {
-            if ((st = r_reset(&r)) != LLMK_OK) goto done;
+            if ((st = r_reset(&r)) != LLMK_OK || (depth && (st = r_eval(&r, ids, (size_t)depth)) != LLMK_OK))
+                goto done;
             llmk_exec_reset_timings(r.ex);
             t = now_s();
-            st = r_eval(&r, ids, (size_t)n_prompt);
+            st = r_eval(&r, test_ids, (size_t)n_prompt);
             wall = now_s() - t;
             if (st != LLMK_OK) goto done;
             print_phases(o, r.ex, "prefill", n_prompt, wall, ppm);

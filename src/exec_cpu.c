@@ -49,7 +49,7 @@ struct llmk_exec {
     llmk_attn_chunk_fn attn;  /* the chunk kernel of the cache's type */
     llmk_attn_multi_fn attn_multi; /* its multi-query form, or NULL */
     int64_t kvd, qd, max_chunks;
-    unsigned char *kv_k, *kv_v; /* [seq][layer][n_ctx][kv_rb bytes] */
+    unsigned char *kv_k, *kv_v; /* [seq][layer][kv head][n_ctx][kv_hb bytes], see kv_head */
     int32_t *pos;             /* [n_seq] */
     float *rope_cs;           /* [n_ctx][half][cos, sin] */
     float *buf[LLMK_BUF_COUNT_];
@@ -121,10 +121,14 @@ static void *xalloc(uint64_t a, uint64_t b, int *st) {
     return p;
 }
 
-static inline unsigned char *kv_row(const struct llmk_exec *ex, unsigned char *base, int32_t seq, int layer,
-                                    int32_t pos) {
-    int64_t idx = ((int64_t)seq * ex->m->hp.n_layer + layer) * ex->n_ctx + pos;
-    return base + (size_t)idx * ex->kv_rb;
+/* KV head g's row at pos. Head-major: one head's keys (or values) are one
+ * contiguous run, so an attention pass over a chunk streams 128 adjacent
+ * rows instead of every n_head_kv-th one (decode at depth 1024 spent half
+ * its time in attention with the position-major layout). */
+static inline unsigned char *kv_head(const struct llmk_exec *ex, unsigned char *base, int32_t seq, int layer, int g,
+                                     int32_t pos) {
+    int64_t idx = (((int64_t)seq * ex->m->hp.n_layer + layer) * ex->m->hp.n_head_kv + g) * ex->n_ctx + pos;
+    return base + (size_t)idx * ex->kv_hb;
 }
 
 /* Phase timings use the wall clock; LLMK_PHASE_CLOCK=thread switches to the
@@ -359,11 +363,11 @@ static void rope_unit(struct llmk_exec *ex, const struct llmk_phase *ph, int32_t
         float *k = ex->buf[LLMK_BUF_K] + (int64_t)t * ex->kvd + (int64_t)h * HD;
         if (ph->vec[1]) llmk_f32_rmsnorm(k, k, ph->vec[1], HD, eps);
         llmk_f32_rope(k, 1, HD, cs, hp->rope_neox);
-        store_kv(ex, kv_row(ex, ex->kv_k, ex->row_seq[t], ph->layer, ex->row_pos[t]) + (size_t)h * ex->kv_hb, k, HD);
+        store_kv(ex, kv_head(ex, ex->kv_k, ex->row_seq[t], ph->layer, h, ex->row_pos[t]), k, HD);
     } else {
         int h = u - H - Hkv;
         const float *v = ex->buf[LLMK_BUF_V] + (int64_t)t * ex->kvd + (int64_t)h * HD;
-        store_kv(ex, kv_row(ex, ex->kv_v, ex->row_seq[t], ph->layer, ex->row_pos[t]) + (size_t)h * ex->kv_hb, v, HD);
+        store_kv(ex, kv_head(ex, ex->kv_v, ex->row_seq[t], ph->layer, h, ex->row_pos[t]), v, HD);
     }
 }
 
@@ -508,22 +512,24 @@ static void attn_part(struct llmk_exec *ex, int layer, int32_t t, int h, int64_t
     int HD = hp->head_dim, g = h / (hp->n_head / hp->n_head_kv);
     int64_t k0 = c * LLMK_ATTN_CHUNK, n = (int64_t)ex->row_pos[t] + 1 - k0;
     if (n > LLMK_ATTN_CHUNK) n = LLMK_ATTN_CHUNK;
-    const unsigned char *K = kv_row(ex, ex->kv_k, ex->row_seq[t], layer, (int32_t)k0) + (size_t)g * ex->kv_hb;
-    const unsigned char *V = kv_row(ex, ex->kv_v, ex->row_seq[t], layer, (int32_t)k0) + (size_t)g * ex->kv_hb;
+    const unsigned char *K = kv_head(ex, ex->kv_k, ex->row_seq[t], layer, g, (int32_t)k0);
+    const unsigned char *V = kv_head(ex, ex->kv_v, ex->row_seq[t], layer, g, (int32_t)k0);
     const float *q = ex->buf[LLMK_BUF_Q] + (int64_t)t * ex->qd + (int64_t)h * HD;
     float scale = (float)(1.0 / sqrt((double)HD));
-    ex->attn(q, K, V, n, ex->kvd, HD, scale, part, scores);
+    ex->attn(q, K, V, n, HD, HD, scale, part, scores);
 }
 
 static int64_t n_chunks(const struct llmk_exec *ex, int32_t t) {
     return ((int64_t)ex->row_pos[t] + LLMK_ATTN_CHUNK) / LLMK_ATTN_CHUNK;
 }
 
-/* Attention for few rows (decode, batched decode): items are (row, key
- * chunk, head) in that order, split into contiguous ranges, so a worker's
- * consecutive heads of one KV group share each K/V pass (the multi-query
- * kernel gives each head the single-query bits) and a cache that spans
- * several chunks is split by chunks. Partials merge in chunk order: at once
+/* Attention for few rows (decode, batched decode): items are (row, KV
+ * group, key chunk, head of the group) in that order, split into contiguous
+ * ranges, so a worker's consecutive heads of one KV group share each K/V
+ * pass (the multi-query kernel gives each head the single-query bits), its
+ * successive chunks of one group read one contiguous run of the
+ * head-major cache, and a cache that spans several chunks is split by
+ * chunks. Partials merge in chunk order: at once
  * when every row has one chunk, else after a barrier. The grouping never
  * changes a bit, so results do not depend on the thread count. */
 static void attn_few_rows(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, int nth, bool head_quant,
@@ -541,11 +547,12 @@ static void attn_few_rows(struct llmk_exec *ex, const struct llmk_phase *ph, int
     float scale = (float)(1.0 / sqrt((double)HD));
     for (int32_t t = 0; t < ex->n_rows && base < hi; t++) {
         int64_t nc = n_chunks(ex, t);
-        for (int64_t c = 0; c < nc; c++, base += H) {
-            int h = lo > base ? (int)(lo - base) : 0, h1 = hi - base < H ? (int)(hi - base) : H;
+        for (int64_t gc = 0; gc < nc * hp->n_head_kv; gc++, base += gs) {
+            int64_t c = gc % nc;
+            int g = (int)(gc / nc), h = g * gs + (lo > base ? (int)(lo - base) : 0);
+            int h1 = g * gs + (hi - base < gs ? (int)(hi - base) : gs);
             while (h < h1) {
-                int g = h / gs, he = (g + 1) * gs < h1 ? (g + 1) * gs : h1;
-                if (he - h > ATTN_Q) he = h + ATTN_Q;
+                int he = h1 - h > ATTN_Q ? h + ATTN_Q : h1;
                 float *part = ex->parts + (((int64_t)t * H + h) * ex->max_chunks + c) * ps;
                 if (ex->attn_multi) {
                     int64_t k0 = c * LLMK_ATTN_CHUNK, nk = (int64_t)ex->row_pos[t] + 1 - k0;
@@ -558,9 +565,9 @@ static void attn_few_rows(struct llmk_exec *ex, const struct llmk_phase *ph, int
                         pp[i] = part + (int64_t)i * ex->max_chunks * ps;
                         sc[i] = scores + (int64_t)i * LLMK_ATTN_CHUNK;
                     }
-                    const unsigned char *K = kv_row(ex, ex->kv_k, ex->row_seq[t], ph->layer, (int32_t)k0) + (size_t)g * ex->kv_hb;
-                    const unsigned char *V = kv_row(ex, ex->kv_v, ex->row_seq[t], ph->layer, (int32_t)k0) + (size_t)g * ex->kv_hb;
-                    ex->attn_multi(he - h, q, n, K, V, ex->kvd, HD, scale, pp, sc);
+                    const unsigned char *K = kv_head(ex, ex->kv_k, ex->row_seq[t], ph->layer, g, (int32_t)k0);
+                    const unsigned char *V = kv_head(ex, ex->kv_v, ex->row_seq[t], ph->layer, g, (int32_t)k0);
+                    ex->attn_multi(he - h, q, n, K, V, HD, HD, scale, pp, sc);
                 } else {
                     for (int i = 0; i < he - h; i++)
                         attn_part(ex, ph->layer, t, h + i, c, part + (int64_t)i * ex->max_chunks * ps, scores);
@@ -629,9 +636,9 @@ static void ph_attn(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, 
                         nq++;
                     }
                     int32_t k0 = (int32_t)(c * LLMK_ATTN_CHUNK);
-                    const unsigned char *K = kv_row(ex, ex->kv_k, ex->row_seq[t0], ph->layer, k0) + (size_t)g * ex->kv_hb;
-                    const unsigned char *V = kv_row(ex, ex->kv_v, ex->row_seq[t0], ph->layer, k0) + (size_t)g * ex->kv_hb;
-                    ex->attn_multi(nq, q, n, K, V, ex->kvd, HD, scale, pp, sc);
+                    const unsigned char *K = kv_head(ex, ex->kv_k, ex->row_seq[t0], ph->layer, g, k0);
+                    const unsigned char *V = kv_head(ex, ex->kv_v, ex->row_seq[t0], ph->layer, g, k0);
+                    ex->attn_multi(nq, q, n, K, V, HD, HD, scale, pp, sc);
                 }
             } else {
                 for (int32_t t = t0; t < t1; t++)

@@ -6,12 +6,12 @@
 # virtual environment under build/ (git-ignored); LLAMACPP_VENV points at an
 # existing one instead.
 #
-#   bench/compare.sh [-m MODEL] [-t THREADS] [-p 512] [-n 128] [-r 3]
+#   bench/compare.sh [-m MODEL] [-t THREADS] [-p 512] [-n 128] [-d 0] [-r 3]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 MODEL="${LLMK_MODELS:-$HOME/.cache/llmk}/SmolLM2-135M-Instruct.Q4_1.gguf"
-THREADS=2 NP=512 NG=128 REPS=3
+THREADS=2 NP=512 NG=128 REPS=3 DEPTH=0
 while [ $# -gt 0 ]; do
     case "$1" in
         -m) MODEL="$2"; shift 2 ;;
@@ -19,6 +19,7 @@ while [ $# -gt 0 ]; do
         -p) NP="$2"; shift 2 ;;
         -n) NG="$2"; shift 2 ;;
         -r) REPS="$2"; shift 2 ;;
+        -d) DEPTH="$2"; shift 2 ;;
         -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
         *) echo "compare.sh: unknown option $1" >&2; exit 2 ;;
     esac
@@ -35,8 +36,8 @@ fi
 
 OUT="$(mktemp -d)"
 trap 'rm -rf "$OUT"' EXIT
-"$VENV/bin/python" bench/llamacpp_bench.py -m "$MODEL" -p "$NP" -n "$NG" -t "$THREADS" -r "$REPS" > "$OUT/llamacpp.json"
-"$LLMK_BIN" bench -m "$MODEL" -p "$NP" -n "$NG" -t "$THREADS" -r "$REPS" --json > "$OUT/llmk.json"
+"$VENV/bin/python" bench/llamacpp_bench.py -m "$MODEL" -p "$NP" -n "$NG" -t "$THREADS" -r "$REPS" -d "$DEPTH" > "$OUT/llamacpp.json"
+"$LLMK_BIN" bench -m "$MODEL" -p "$NP" -n "$NG" -t "$THREADS" -r "$REPS" -d "$DEPTH" --json > "$OUT/llmk.json"
 
 python3 - "$OUT/llmk.json" "$OUT/llamacpp.json" "$MODEL" "$THREADS" <<'EOF'
 import json, os, sys
@@ -44,14 +45,16 @@ ours, theirs = (json.load(open(p)) for p in sys.argv[1:3])
 key = lambda o: (o["n_prompt"], o["n_gen"])
 t = {key(o): o for o in theirs}
 print(f"model {os.path.basename(sys.argv[3])}, {sys.argv[4]} threads")
-print(f"| {'test':>7} | {'llmk t/s':>18} | {'llama.cpp t/s':>18} | {'ratio':>6} |")
-print(f"| {'-'*7} | {'-'*18} | {'-'*18} | {'-'*6} |")
+print(f"| {'test':>12} | {'llmk t/s':>18} | {'llama.cpp t/s':>18} | {'ratio':>6} |")
+print(f"| {'-'*12} | {'-'*18} | {'-'*18} | {'-'*6} |")
 for o in ours:
     name = f"pp{o['n_prompt']}" if o["n_prompt"] else f"tg{o['n_gen']}"
+    if o.get("n_depth"):
+        name += f"@d{o['n_depth']}"
     l = t.get(key(o))
     if not l:
         continue
-    print(f"| {name:>7} | {o['avg_ts']:8.2f} ± {o['stddev_ts']:7.2f} | {l['avg_ts']:8.2f} ± {l['stddev_ts']:7.2f} "
+    print(f"| {name:>12} | {o['avg_ts']:8.2f} ± {o['stddev_ts']:7.2f} | {l['avg_ts']:8.2f} ± {l['stddev_ts']:7.2f} "
           f"| {o['avg_ts'] / l['avg_ts']:5.2f}x |")
 for o in ours:
     if "effective_gbs" in o:

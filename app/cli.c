@@ -166,6 +166,11 @@ int cli_parse_kv_type(const char *cmd, const char *s, uint32_t *out) {
     return 1;
 }
 
+uint32_t cli_kv_type_or_default(uint32_t kv_type, int path) {
+    if (kv_type != (uint32_t)CLI_KV_DEFAULT) return kv_type;
+    return path == LLMK_PATH_FAST && !getenv("LLMK_KV_TYPE") ? LLMK_TYPE_F16 : LLMK_TYPE_F32;
+}
+
 int cli_parse_path(const char *cmd, const char *s, int *out) {
     if (llmk_path_from_name(s, out) != LLMK_OK)
         return cli_usage_error(cmd, "--path expects ref, f32 or fast, got '%s'", s), 0;

@@ -40,6 +40,11 @@ int cli_parse_path(const char *cmd, const char *s, int *out);
 
 /* --kv-type f32|f16|q8_0 -> LLMK_TYPE_F32 / _F16 / _Q8_0; prints a usage error and returns 0 otherwise. */
 int cli_parse_kv_type(const char *cmd, const char *s, uint32_t *out);
+/* --kv-type not given (kv_type == CLI_KV_DEFAULT): f16 on the fast path, as
+ * llama.cpp's default cache, unless LLMK_KV_TYPE is set (the executor then
+ * follows it); f32 on the others, which keep f32 caches. */
+enum { CLI_KV_DEFAULT = -1 };
+uint32_t cli_kv_type_or_default(uint32_t kv_type, int path);
 
 /* Subcommands. Declared weak so the dispatcher links while a subcommand is
  * being built; main() reports one that is absent instead of crashing. */

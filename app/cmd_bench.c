@@ -24,7 +24,7 @@ static void usage(FILE *f) {
             "  -t T         threads (default: one per core)\n"
             "  -r R         repetitions, after one warm-up (default 5)\n"
             "  --path P     decode path (default fast)\n"
-            "  --kv-type T  KV cache type of the fast path (default f32)\n"
+            "  --kv-type T  KV cache type of the fast path (default f16)\n"
             "  -b N         rows per prefill chunk of the fast path (default 512)\n"
             "  --json       an array of objects with llama-bench's keys\n"
             "  --phases     per-phase decode timings (fast path, phase-at-a-time mode)\n");
@@ -137,7 +137,7 @@ int cmd_bench(int argc, char **argv) {
     const char *model = NULL;
     long n_prompt = 512, n_gen = 128, threads = 0, reps = 5, n_batch = 0, depth = 0;
     int path = LLMK_PATH_FAST;
-    uint32_t kv_type = LLMK_TYPE_F32;
+    uint32_t kv_type = (uint32_t)CLI_KV_DEFAULT;
     bool json = false, phases = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -174,6 +174,7 @@ int cmd_bench(int argc, char **argv) {
         }
     }
     if (!model) model = cli_default_model();
+    kv_type = cli_kv_type_or_default(kv_type, path);
     if (phases && path != LLMK_PATH_FAST) return cli_usage_error("bench", "--phases needs --path fast");
     if (n_prompt + n_gen == 0) return cli_usage_error("bench", "nothing to measure (-p 0 -n 0)");
     llmk_model *m = NULL;

@@ -24,7 +24,7 @@ static void usage(FILE *to) {
             "  -t N         worker threads (default: number of cores)\n"
             "  --ctx N      context size in tokens (default min(4096, the model's))\n"
             "  --path P     decode path: ref, f32, fast (default fast)\n"
-            "  --kv-type T  KV cache type: f32 (default), f16 or q8_0 (fast path only)\n"
+            "  --kv-type T  KV cache type: f16 (the fast path's default), f32 or q8_0 (not f32: fast path only)\n"
             "  --save FILE  write the conversation as a JSON messages array after each turn\n"
             "  --messages FILE  start from this conversation (e.g. one written by --save)\n"
             "  --verbose    per-turn token counts (reused / prefilled / generated) on stderr\n",
@@ -115,7 +115,7 @@ int cmd_chat(int argc, char **argv) {
     const char *cmd = "chat", *model_path = NULL, *save = NULL, *history = NULL;
     long n_predict = 1024, threads = 0, n_ctx_arg = 0;
     int path = LLMK_PATH_FAST;
-    uint32_t kv_type = LLMK_TYPE_F32;
+    uint32_t kv_type = (uint32_t)CLI_KV_DEFAULT;
     bool verbose = false;
     struct gen_opts o;
     gen_opts_default(&o, 0.8);
@@ -156,6 +156,7 @@ int cmd_chat(int argc, char **argv) {
     }
     if (o.chat) return cli_usage_error(cmd, "--chat is for llmk run; chat always uses the template");
     if (!model_path) model_path = cli_default_model();
+    kv_type = cli_kv_type_or_default(kv_type, path);
 
     int rc = CLI_EXIT_OK, st;
     llmk_model *m = NULL;

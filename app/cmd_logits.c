@@ -19,7 +19,7 @@ static void usage(FILE *to) {
             "  -m MODEL     GGUF model (default %s)\n"
             "  --ids LIST   comma-separated token ids\n"
             "  --path P     decode path: ref (f64 reference), f32, fast (default fast)\n"
-            "  --kv-type T  KV cache type: f32 (default), f16 or q8_0 (fast path only)\n"
+            "  --kv-type T  KV cache type: f16 (the fast path's default), f32 or q8_0 (not f32: fast path only)\n"
             "  -t N         worker threads (default: number of cores)\n"
             "  --out FILE   output file\n",
             cli_default_model());
@@ -43,7 +43,7 @@ static int write_le_f32(FILE *f, const float *v, size_t n) {
 int cmd_logits(int argc, char **argv) {
     const char *cmd = "logits", *model_path = NULL, *ids_arg = NULL, *out_path = NULL;
     int path = LLMK_PATH_FAST;
-    uint32_t kv_type = LLMK_TYPE_F32;
+    uint32_t kv_type = (uint32_t)CLI_KV_DEFAULT;
     long threads = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -78,6 +78,7 @@ int cmd_logits(int argc, char **argv) {
         return cli_usage_error(cmd, "--ids: no token ids given");
     }
     if (!model_path) model_path = cli_default_model();
+    kv_type = cli_kv_type_or_default(kv_type, path);
 
     llmk_model *m = NULL;
     llmk_session *s = NULL;

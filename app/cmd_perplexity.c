@@ -18,7 +18,7 @@ static const char *const CMD = "perplexity";
 
 static void usage(FILE *to) {
     fprintf(to,
-            "usage: llmk perplexity [-m MODEL] -f TEXT [--ctx N] [--chunks K] [-t T] [--path P]\n"
+            "usage: llmk perplexity [-m MODEL] -f TEXT [--ctx N] [--chunks K] [-t T] [--path P] [--kv-type T]\n"
             "                       [--save-logits FILE] [--kl-base FILE]\n"
             "\n"
             "Tokenizes TEXT (with BOS when the tokenizer asks for one), cuts the ids into\n"
@@ -37,6 +37,7 @@ static void usage(FILE *to) {
             "                      --kl-base, the base's)\n"
             "  -t T                worker threads (default: number of cores)\n"
             "  --path P            decode path: ref, f32, fast (default fast)\n"
+            "  --kv-type T         KV cache type: f16 (the fast path's default), f32 or q8_0\n"
             "  --save-logits FILE  write the scored positions' log-probabilities (f32, full\n"
             "                      vocabulary) and the evaluated ids to FILE\n"
             "  --kl-base FILE      compare with a file written by --save-logits from the\n"
@@ -219,6 +220,7 @@ struct opts {
     const char *model, *text, *save, *base;
     long ctx, chunks, threads;
     int path;
+    uint32_t kv_type;
 };
 
 
@@ -379,7 +381,7 @@ static int evaluate(struct run *r, struct acc *nll, struct acc *base_nll, struct
 }
 
 int cmd_perplexity(int argc, char **argv) {
-    struct opts o = {.ctx = 512, .path = LLMK_PATH_FAST};
+    struct opts o = {.ctx = 512, .path = LLMK_PATH_FAST, .kv_type = (uint32_t)CLI_KV_DEFAULT};
     bool ctx_given = false, chunks_given = false, save_created = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -403,6 +405,8 @@ int cmd_perplexity(int argc, char **argv) {
             if (!cli_parse_long(CMD, a, v, 1, 1024, &o.threads)) return CLI_EXIT_USAGE;
         } else if (!strcmp(a, "--path")) {
             if (!cli_parse_path(CMD, v, &o.path)) return CLI_EXIT_USAGE;
+        } else if (!strcmp(a, "--kv-type")) {
+            if (!cli_parse_kv_type(CMD, v, &o.kv_type)) return CLI_EXIT_USAGE;
         } else if (!strcmp(a, "--save-logits")) {
             o.save = v;
         } else if (!strcmp(a, "--kl-base")) {
@@ -413,6 +417,7 @@ int cmd_perplexity(int argc, char **argv) {
     }
     if (!o.text) return cli_usage_error(CMD, "-f TEXT is required");
     if (!o.model) o.model = cli_default_model();
+    o.kv_type = cli_kv_type_or_default(o.kv_type, o.path);
 
     struct run r = {.o = &o};
     int rc = CLI_EXIT_OK, st;
@@ -452,7 +457,7 @@ int cmd_perplexity(int argc, char **argv) {
 
     llmk_session_params sp = {.n_ctx = (int32_t)r.ctx,
                               .n_threads = o.threads > 0 ? (int32_t)o.threads : llmk_cpu_count(),
-                              .path = o.path};
+                              .path = o.path, .kv_type = o.kv_type};
     if ((st = llmk_session_init(r.m, &sp, &r.s)) != LLMK_OK) goto fail;
     r.win = malloc(r.ctx * sizeof *r.win);
     r.lp = malloc((size_t)BATCH * r.V * sizeof *r.lp);

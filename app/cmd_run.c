@@ -25,7 +25,7 @@ static void usage(FILE *to) {
             "  --chat          format PROMPT as one user turn with the model's chat template\n"
             "  -t N            worker threads (default: number of cores)\n"
             "  --path P        decode path: ref (f64 reference), f32, fast (default fast)\n"
-            "  --kv-type T     KV cache type: f32 (default), f16 or q8_0 (fast path only)\n"
+            "  --kv-type T     KV cache type: f16 (the fast path's default), f32 or q8_0 (not f32: fast path only)\n"
             "  --ctx N         context size (default: prompt + N, at most the model's)\n"
             "  --special       recognise special-token texts (<|im_start|>) in the prompt\n"
             "  --prompt-ids L  use these comma-separated ids as the prompt (no BOS added)\n"
@@ -55,7 +55,7 @@ int cmd_run(int argc, char **argv) {
     struct gen_opts go;
     gen_opts_default(&go, 0.8);
     int path = LLMK_PATH_FAST;
-    uint32_t kv_type = LLMK_TYPE_F32;
+    uint32_t kv_type = (uint32_t)CLI_KV_DEFAULT;
     bool print_ids = false, special = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -99,6 +99,7 @@ int cmd_run(int argc, char **argv) {
     if (!prompt && !prompt_ids) return cli_usage_error(cmd, "-p PROMPT (or --prompt-ids) is required");
     if (prompt && prompt_ids) return cli_usage_error(cmd, "-p and --prompt-ids exclude each other");
     if (!model_path) model_path = cli_default_model();
+    kv_type = cli_kv_type_or_default(kv_type, path);
     if (go.chat && !prompt) return cli_usage_error(cmd, "--chat needs -p PROMPT");
 
     int rc = CLI_EXIT_OK, st;

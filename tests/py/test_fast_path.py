@@ -86,6 +86,20 @@ def test_bench_json_keys():
     for o in out:
         assert o["n_threads"] == 2 and o["avg_ts"] > 0 and o["stddev_ts"] >= 0
     assert out[1]["effective_gbs"] > 0 and out[1]["machine_read_gbs"] > 0
+    assert [o["n_depth"] for o in out] == [0, 0]
+
+
+def test_bench_depth():
+    """-d N: each test after N tokens of context, as llama-bench's -d (JSON n_depth,
+    test names 'tg2 @ d150', --phases too); a negative depth is a usage error."""
+    out = json.loads(run("bench", "-m", str(MODEL), "-p", "4", "-n", "3", "-d", "200", "-r", "1", "-t", "2",
+                         "--json"))
+    assert [o["n_depth"] for o in out] == [200, 200] and all(o["avg_ts"] > 0 for o in out)
+    txt = run("bench", "-m", str(MODEL), "-p", "0", "-n", "2", "-d", "150", "-r", "1", "-t", "2",
+              "--phases").decode()
+    assert "tg2 @ d150" in txt and "attn" in txt
+    r = subprocess.run([LLMK, "bench", "-d", "-1"], capture_output=True)
+    assert r.returncode == 2
 
 
 def test_bench_phases_and_refusals():

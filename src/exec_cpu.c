@@ -34,7 +34,8 @@ enum {
     DUP_ROWS = 4,     /* at most this many rows: every worker norms them itself (dup_norm) */
     ATTN_Q = 4,       /* prefill attention: queries of one sequence per K/V pass */
     MAX_WORKERS = 256,
-    CLAIM_STRIDE = 8  /* atomics per claim counter: one cache line each */
+    CLAIM_STRIDE = 8, /* atomics per claim counter: one cache line each */
+    NEXT_RUN_BYTES = 4096 /* prefetch_next_runs: bytes per run start (8 KB: no better) */
 };
 
 struct llmk_exec {
@@ -86,6 +87,7 @@ struct llmk_exec {
     int ph_lo, ph_hi;
     atomic_llong *claims;     /* [n_phases][nth][CLAIM_STRIDE]: see claimed() */
     bool phase_mode;
+    bool pf_next;             /* prefetch_next_runs (LLMK_PREFETCH_NEXT=0: off) */
     double *phase_ns;
 };
 
@@ -696,12 +698,43 @@ static void run_phase(struct llmk_exec *ex, const struct llmk_phase *ph, int ith
     }
 }
 
+/* Decode: the first bytes of each of the 4 runs this worker's share of the
+ * next matmul starts with (llmk_r8_steps' walk), fetched into L2 before the
+ * barrier. The kernels prefetch 4 KB ahead of where they read, so without
+ * this a run's first 4 KB arrive as demand misses, 4 runs per weight, ~150
+ * short phases per token. */
+static void prefetch_next_runs(const struct llmk_exec *ex, int i, int ith) {
+    for (int j = i + 1; j < ex->ph_hi; j++) {
+        const struct llmk_phase *ph = &ex->prog.ph[j];
+        if (ph->final && !ex->run_final) return;
+        if (ph->op != LLMK_OP_MATMUL) continue;
+        int32_t t0, t1;
+        rows_of(ex, ph, &t0, &t1);
+        if (t1 - t0 != 1 || !ex->r8k) return;
+        for (int wi = 0; wi < ph->n_w; wi++) {
+            const struct llmk_r8 *w = &ex->r8w[((ph - ex->prog.ph) * 3 + wi) * ex->nth + ith];
+            int64_t r0, r1;
+            mm_share(ex, ph, wi, ith, ex->nth, &r0, &r1);
+            if (!w->data || r0 >= r1) continue;
+            int64_t g0 = r0 / 8, g1 = (r1 + 7) / 8, len = (g1 - g0 + 3) / 4;
+            size_t gb = (size_t)w->nb * w->block_bytes;
+            for (int64_t g = g0; g < g1; g += len) {
+                const char *p = (const char *)w->data + (size_t)(g - w->g0) * gb;
+                size_t n = gb < NEXT_RUN_BYTES ? gb : NEXT_RUN_BYTES;
+                for (size_t o = 0; o < n; o += 64) __builtin_prefetch(p + o, 0, 2);
+            }
+        }
+        return;
+    }
+}
+
 static void worker(void *ctx, int ith, int nth) {
     struct llmk_exec *ex = ctx;
     for (int i = ex->ph_lo; i < ex->ph_hi; i++) {
         const struct llmk_phase *ph = &ex->prog.ph[i];
         if (ph->final && !ex->run_final) break; /* final phases are last */
         run_phase(ex, ph, ith, nth);
+        if (ex->pf_next) prefetch_next_runs(ex, i, ith);
         /* a Q/K/V matmul split by heads feeds its RoPE phase worker-locally */
         if (i + 1 < ex->ph_hi && !rope_fused(ex, ph) && !dup_norm(ex, ph)) llmk_pool_barrier(ex->pool);
     }
@@ -817,6 +850,8 @@ int llmk_exec_init(const struct llmk_model *m, const struct llmk_exec_params *p,
         ex->a16 = !(act && strcmp(act, "q8") == 0); /* LLMK_ACT=q8: the 8-bit activation path */
         ex->r8k = llmk_r8_kernel();
         ex->amaxk = llmk_f32_argmax_kernel();
+        const char *pn = getenv("LLMK_PREFETCH_NEXT"); /* =0: off, for A/B runs */
+        ex->pf_next = !(pn && strcmp(pn, "0") == 0);
     }
     ex->xw = xalloc((uint64_t)ex->prog.n_phases * 3, sizeof *ex->xw, &st);
     ex->r8w = xalloc((uint64_t)ex->prog.n_phases * 3 * (uint64_t)ex->nth, sizeof *ex->r8w, &st);

@@ -342,8 +342,7 @@ static void store_kv(const struct llmk_exec *ex, unsigned char *dst, const float
     if (ex->kv_quant) {
         ex->kv_quant(src, dst, n);
     } else if (ex->kv_type == LLMK_TYPE_F16) {
-        uint16_t *d = (uint16_t *)dst;
-        for (int64_t i = 0; i < n; i++) d[i] = llmk_fp32_to_fp16(src[i]);
+        ex->xk->to_f16(src, (uint16_t *)dst, n);
     } else {
         memcpy(dst, src, (size_t)n * sizeof(float));
     }

@@ -148,7 +148,47 @@ static void multi(uint32_t t, int hd) {
     free(kx), free(vx), free(held), free(k), free(v);
 }
 
+/* The f16 row converters equal llmk_fp32_to_fp16 bit for bit: random bit
+ * patterns (every exponent, NaNs included), halfway cases, the subnormal
+ * and overflow edges, ragged lengths. */
+static void to_f16(void) {
+    enum { N = 4099 };
+    static float x[N];
+    static uint16_t a[N], b[N];
+    const uint32_t edges[] = {0x477fefffu, 0x477ff000u, 0x38800000u, 0x387fffffu, 0x33000000u, 0x33000001u,
+                              0x32ffffffu, 0x7f800000u, 0x7f800001u, 0x7fc00000u, 0xffc01234u, 0x80000000u,
+                              0x38801000u, 0x38803000u, 0x3f801000u, 0x3f803000u};
+    uint32_t r = 12345;
+    for (int i = 0; i < N; i++) {
+        r = r * 1664525u + 1013904223u;
+        uint32_t u = i < (int)(sizeof edges / sizeof edges[0]) ? edges[i] : r;
+        memcpy(&x[i], &u, 4);
+    }
+    const struct llmk_xkernels *ref = llmk_xkernels_ref();
+    ref->to_f16(x, a, N);
+    int ok = 1;
+    for (int i = 0; i < N; i++) ok &= a[i] == llmk_fp32_to_fp16(x[i]);
+    CHECK(ok);
+#if defined(__x86_64__)
+    if (llmk_cpu_detect() & LLMK_CPU_AVX2) {
+        struct llmk_xkernels avx;
+        memset(&avx, 0, sizeof avx);
+        llmk_xkernels_avx2(&avx);
+        for (int n = 0; n < 20; n++) { /* ragged tails keep the rest untouched */
+            memset(b, 0xAB, sizeof b);
+            avx.to_f16(x, b, n);
+            ok = b[n] == 0xABAB;
+            for (int i = 0; i < n; i++) ok &= b[i] == a[i];
+            CHECK(ok);
+        }
+        avx.to_f16(x, b, N);
+        CHECK(memcmp(a, b, sizeof a) == 0);
+    }
+#endif
+}
+
 int main(void) {
+    to_f16();
     const uint32_t types[3] = {LLMK_TYPE_F32, LLMK_TYPE_F16, LLMK_TYPE_Q8_0};
     const int hds[3] = {32, 64, 128};
     const int64_t ns[6] = {1, 5, 8, 77, 128, MAXN}; /* partial vector tails, one full chunk, three chunks */

@@ -108,8 +108,13 @@ void llmk_attn_merge(const float *parts, int nc, int hd, float *out) {
     for (int d = 0; d < hd; d++) out[d] *= inv;
 }
 
-static const struct llmk_xkernels ref_kernels = {
-    .attn_f32 = chunk_ref_f32, .attn_f16 = chunk_ref_f16, .attn_q8_0 = chunk_ref_q8_0, .swiglu = swiglu_ref, .name = "ref"};
+static void to_f16_ref(const float *src, uint16_t *dst, int64_t n) {
+    for (int64_t i = 0; i < n; i++) dst[i] = llmk_fp32_to_fp16(src[i]);
+}
+
+static const struct llmk_xkernels ref_kernels = {.attn_f32 = chunk_ref_f32, .attn_f16 = chunk_ref_f16,
+                                                 .attn_q8_0 = chunk_ref_q8_0, .swiglu = swiglu_ref,
+                                                 .to_f16 = to_f16_ref, .name = "ref"};
 static struct llmk_xkernels chosen;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 

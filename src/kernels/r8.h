@@ -73,6 +73,11 @@ void llmk_r8_pack(const llmk_tensor_info *t, struct llmk_r8 *w, int64_t g0, int6
 typedef void (*llmk_r8_mm_fn)(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *act, size_t a_stride,
                               int64_t m, float *y, size_t y_stride);
 
+/* With one activation row the AVX2 kernel reads rows [r0, r1) as this many
+ * contiguous runs side by side (groups r0/8 + s*len + i, len the groups
+ * divided by it, rounded up): more DRAM misses in flight than one run. */
+enum { LLMK_R8_RUNS = 4 };
+
 /* The same products from the original GGUF rows (w: the tensor's data, rows
  * w_stride bytes apart; rows [r0, r1) of it): the scalar reference, and the
  * path for CPUs without AVX2 (no repacking needed). */

@@ -148,7 +148,7 @@ INLINE void store_group(float *y, int64_t g, int64_t r1, __m256 v) {
 
 /* One activation row x groups [g0, g1), cut into NSTREAM contiguous runs
  * read side by side. */
-enum { NSTREAM = 4 };
+enum { NSTREAM = LLMK_R8_RUNS };
 INLINE void rows_streams(int Q41, const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1, const unsigned char *a,
                          float *y) {
     int64_t len = (g1 - g0 + NSTREAM - 1) / NSTREAM;

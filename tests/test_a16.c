@@ -177,6 +177,11 @@ struct wtype {
 /* worst |y - f64 dot| / sum |w x| seen by the accuracy checks, per weight type */
 static double worst_rel[2];
 
+/* The repacked kernels this CPU runs (AVX2; AVX-512 VNNI where present):
+ * each must give the reference's bits. */
+static llmk_r8_mm_fn kernels[2];
+static int n_kernels;
+
 static void test_dots(const struct wtype *t, int have_avx2, float outlier) {
     for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
         int64_t k = ks[ki], nb = k / 32;
@@ -199,19 +204,20 @@ static void test_dots(const struct wtype *t, int have_avx2, float outlier) {
                 for (int64_t r = 0; r < nrows; r++)
                     t->ref(k, w, ws, r, r + 1, a + i * as, as, 1, y_1 + i * nrows, (size_t)nrows);
             CHECK(bits_equal(y_ref, y_1, nrows * m));
-            if (have_avx2) {
+            for (int kn = 0; have_avx2 && kn < n_kernels; kn++) {
+                llmk_r8_mm_fn kern = kernels[kn];
                 llmk_tensor_info ti;
                 memset(&ti, 0, sizeof ti);
                 ti.name = "w", ti.type = t->type, ti.ne[0] = (uint64_t)k, ti.ne[1] = (uint64_t)nrows, ti.data = w;
                 ti.n_bytes = ws * (size_t)nrows;
                 struct llmk_r8 rw;
                 CHECK_EQ_INT(llmk_r8_repack(&ti, &rw), LLMK_OK);
-                llmk_r8_mm_avx2(&rw, 0, nrows, a, as, m, y_fast, (size_t)nrows);
+                kern(&rw, 0, nrows, a, as, m, y_fast, (size_t)nrows);
                 CHECK(bits_equal(y_ref, y_fast, nrows * m));
                 /* an 8-aligned sub-range, activation rows one at a time */
                 int64_t r0 = 8 * (int64_t)(rnd() % (uint32_t)((nrows + 7) / 8)), r1 = r0 + 1 + rnd() % (nrows - r0);
                 memset(y_fast, 0, (size_t)nrows * m * sizeof(float));
-                for (int64_t i = 0; i < m; i++) llmk_r8_mm_avx2(&rw, r0, r1, a + i * as, as, 1, y_fast + i * nrows, 0);
+                for (int64_t i = 0; i < m; i++) kern(&rw, r0, r1, a + i * as, as, 1, y_fast + i * nrows, 0);
                 int ok = 1;
                 for (int64_t i = 0; i < m; i++)
                     for (int64_t r = 0; r < nrows; r++) {
@@ -279,6 +285,10 @@ int main(void) {
     struct wtype q80 = {"q8_0", LLMK_TYPE_Q8_0, sizeof(llmk_block_q8_0), fill_q8_0, llmk_r8_ref_q8_0};
 #if !defined(__x86_64__)
     have_avx2 = 0;
+#else
+    kernels[n_kernels++] = llmk_r8_mm_avx2;
+    if (llmk_cpu_detect() & LLMK_CPU_AVX512_VNNI) kernels[n_kernels++] = llmk_r8_mm_avx512;
+    else fprintf(stderr, "test_a16: no AVX-512 VNNI, its r8 kernel not tested here\n");
 #endif
     /* blocks with 40x outliers (coarse steps for the other elements) */
     for (int rep = 0; rep < 8; rep++) {

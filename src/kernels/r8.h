@@ -91,7 +91,13 @@ void llmk_r8_ref_q8_0(int64_t k, const void *w, size_t w_stride, int64_t r0, int
 void llmk_r8_mm_avx2(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *act, size_t a_stride, int64_t m,
                      float *y, size_t y_stride);
 
-/* The repacked kernel for this CPU, or NULL (no AVX2, or LLMK_KERNELS=ref):
+/* AVX-512 F/BW/VL + VNNI (src/kernels/r8_avx512.c), the same bits as the
+ * AVX2 kernel; only when llmk_cpu_detect() reports LLMK_CPU_AVX512_VNNI. */
+void llmk_r8_mm_avx512(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *act, size_t a_stride, int64_t m,
+                       float *y, size_t y_stride);
+
+/* The repacked kernel for this CPU (AVX-512 VNNI, else AVX2), or NULL (no
+ * AVX2, or LLMK_KERNELS=ref):
  * then use llmk_r8_ref_* on the unpacked weights. */
 llmk_r8_mm_fn llmk_r8_kernel(void);
 

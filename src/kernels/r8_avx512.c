@@ -1,0 +1,235 @@
+/* AVX-512 VNNI kernels on r8-repacked weights: r8_avx2.c's products, two
+ * 8-row groups per 512-bit register (one in each 256-bit half), the int16
+ * pairs multiplied and accumulated by vpdpwssd.
+ *
+ * Same bits as the AVX2 kernels and the reference (r8.h): a block's integer
+ * sum is exact in int32 whatever the order of its adds, and every f32
+ * operation is the AVX2 kernel's, lane for lane. Only the pairing differs:
+ * the decode walk (one activation row) pairs its runs 0+1 and 2+3, which sit
+ * at the same block index and so share the broadcast activations; prefill
+ * (several activation rows) pairs neighbouring groups. An odd one out goes
+ * through the pair code with its record twice and the upper half dropped. */
+#include "kernels/r8.h"
+
+#include "codec/blocks.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#define INLINE static inline __attribute__((always_inline))
+
+INLINE __m512i bcast32(const int16_t *p) {
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return _mm512_set1_epi32(v);
+}
+
+/* As r8_avx2.c: every cache line PF_AHEAD bytes past the record read. */
+enum { PF_AHEAD = 4096 };
+INLINE void prefetch_rec(const unsigned char *rec, int bytes) {
+    for (int o = 0; o < bytes; o += 64) _mm_prefetch((const char *)rec + PF_AHEAD + o, _MM_HINT_T0);
+}
+
+INLINE __m512i load_pair256(const unsigned char *a, const unsigned char *b) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_load_si256((const __m256i *)a)),
+                              _mm256_load_si256((const __m256i *)b), 1);
+}
+
+/* Eight f16 scales from each record, at byte offset off: lanes 0-7 from a, 8-15 from b. */
+INLINE __m512 scales_pair(const unsigned char *a, const unsigned char *b, int off) {
+    __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_load_si128((const __m128i *)(a + off))),
+                                        _mm_load_si128((const __m128i *)(b + off)), 1);
+    return _mm512_cvtph_ps(h);
+}
+
+/* Block b of two 8-row group records ra, rb x activation rows q/d[0..NA),
+ * into acc[0..NA) (lanes 0-7: ra's rows, 8-15: rb's). */
+INLINE void block_q4_1(int NA, const unsigned char *ra, const unsigned char *rb, const int16_t *const *q,
+                       const float *const *d, int64_t b, int64_t nb, __m512 *acc) {
+    const __m512i m4 = _mm512_set1_epi16(0x0f);
+    __m512i n[4];
+    _Pragma("GCC unroll 8")
+    for (int i = 0; i < NA; i++) n[i] = _mm512_setzero_si512();
+    _Pragma("GCC unroll 4")
+    for (int c = 0; c < 4; c++) {
+        __m512i x = load_pair256(ra + 32 + 32 * c, rb + 32 + 32 * c);
+        __m512i p0 = _mm512_and_si512(x, m4), p1 = _mm512_and_si512(_mm512_srli_epi16(x, 4), m4);
+        __m512i p2 = _mm512_and_si512(_mm512_srli_epi16(x, 8), m4), p3 = _mm512_srli_epi16(x, 12);
+        _Pragma("GCC unroll 8")
+        for (int i = 0; i < NA; i++) {
+            const int16_t *qa = q[i] + b * LLMK_QK + 8 * c;
+            n[i] = _mm512_dpwssd_epi32(n[i], p0, bcast32(qa));
+            n[i] = _mm512_dpwssd_epi32(n[i], p1, bcast32(qa + 2));
+            n[i] = _mm512_dpwssd_epi32(n[i], p2, bcast32(qa + 4));
+            n[i] = _mm512_dpwssd_epi32(n[i], p3, bcast32(qa + 6));
+        }
+    }
+    __m512 dw = scales_pair(ra, rb, 0), mw = scales_pair(ra, rb, 16);
+    _Pragma("GCC unroll 8")
+    for (int i = 0; i < NA; i++) {
+        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(n[i]), _mm512_mul_ps(dw, _mm512_set1_ps(d[i][b])), acc[i]);
+        acc[i] = _mm512_fmadd_ps(mw, _mm512_set1_ps(d[i][nb + b]), acc[i]);
+    }
+}
+
+INLINE void block_q8_0(int NA, const unsigned char *ra, const unsigned char *rb, const int16_t *const *q,
+                       const float *const *d, int64_t b, __m512 *acc) {
+    __m512i n[4];
+    _Pragma("GCC unroll 8")
+    for (int i = 0; i < NA; i++) n[i] = _mm512_setzero_si512();
+    _Pragma("GCC unroll 4")
+    for (int p = 0; p < 16; p++) {
+        __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_load_si128((const __m128i *)(ra + 16 * p))),
+                                            _mm_load_si128((const __m128i *)(rb + 16 * p)), 1);
+        __m512i w = _mm512_cvtepi8_epi16(h);
+        _Pragma("GCC unroll 8")
+        for (int i = 0; i < NA; i++) n[i] = _mm512_dpwssd_epi32(n[i], w, bcast32(q[i] + b * LLMK_QK + 2 * p));
+    }
+    __m512 dw = scales_pair(ra, rb, 256);
+    _Pragma("GCC unroll 8")
+    for (int i = 0; i < NA; i++)
+        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(n[i]), _mm512_mul_ps(dw, _mm512_set1_ps(d[i][b])), acc[i]);
+}
+
+INLINE void split_act(const unsigned char *a, int64_t k, const int16_t **q, const float **d) {
+    *q = (const int16_t *)a;
+    *d = (const float *)(a + (size_t)k * 2);
+}
+
+/* Two groups' records (ra, rb: the same one for a group alone) x activation
+ * rows a[0..NA). */
+INLINE void tile(int NA, int Q41, const unsigned char *ra, const unsigned char *rb, int64_t nb, int64_t k,
+                 const unsigned char *const *a, __m512 *out) {
+    const int rs = Q41 ? 160 : 272;
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    const int16_t *q[4];
+    const float *d[4];
+    _Pragma("GCC unroll 8")
+    for (int i = 0; i < NA; i++) split_act(a[i], k, &q[i], &d[i]);
+    int two = ra != rb;
+    for (int64_t b = 0; b < nb; b++, ra += rs, rb += rs) {
+        prefetch_rec(ra, rs);
+        if (two) prefetch_rec(rb, rs);
+        if (Q41) block_q4_1(NA, ra, rb, q, d, b, nb, acc);
+        else block_q8_0(NA, ra, rb, q, d, b, acc);
+    }
+    _Pragma("GCC unroll 8")
+    for (int i = 0; i < NA; i++) out[i] = acc[i];
+}
+
+/* One activation row against NP pairs of streams (rec[2p], rec[2p + 1]),
+ * interleaved block by block. */
+INLINE void streams(int NP, int Q41, const unsigned char *const *rec, int64_t nb, int64_t k, const unsigned char *a,
+                    __m512 *out) {
+    const size_t rs = Q41 ? 160 : 272;
+    __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+    const int16_t *q;
+    const float *d;
+    split_act(a, k, &q, &d);
+    for (int64_t b = 0; b < nb; b++) {
+        _Pragma("GCC unroll 2")
+        for (int p = 0; p < NP; p++) {
+            const unsigned char *ra = rec[2 * p] + (size_t)b * rs, *rb = rec[2 * p + 1] + (size_t)b * rs;
+            prefetch_rec(ra, (int)rs);
+            if (rb != ra) prefetch_rec(rb, (int)rs);
+            if (Q41) block_q4_1(1, ra, rb, &q, &d, b, nb, &acc[p]);
+            else block_q8_0(1, ra, rb, &q, &d, b, &acc[p]);
+        }
+    }
+    _Pragma("GCC unroll 2")
+    for (int p = 0; p < NP; p++) out[p] = acc[p];
+}
+
+INLINE void store_group(float *y, int64_t g, int64_t r1, __m256 v) {
+    int64_t r = g * 8, nr = r1 - r < 8 ? r1 - r : 8;
+    if (nr == 8) {
+        _mm256_storeu_ps(y + r, v);
+    } else {
+        float tmp[8];
+        _mm256_storeu_ps(tmp, v);
+        memcpy(y + r, tmp, (size_t)nr * sizeof(float));
+    }
+}
+
+INLINE __m256 lo8(__m512 v) { return _mm512_castps512_ps256(v); }
+INLINE __m256 hi8(__m512 v) { return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)); }
+
+/* One activation row x groups [g0, g1) as the AVX2 kernel walks them:
+ * LLMK_R8_RUNS contiguous runs side by side (r8.h). */
+enum { NSTREAM = LLMK_R8_RUNS };
+_Static_assert(NSTREAM == 4, "the decode walk pairs runs 0+1 and 2+3");
+INLINE void rows_streams(int Q41, const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1, const unsigned char *a,
+                         float *y) {
+    int64_t len = (g1 - g0 + NSTREAM - 1) / NSTREAM;
+    size_t gb = (size_t)w->nb * w->block_bytes;
+    for (int64_t i = 0; i < len; i++) {
+        const unsigned char *rec[NSTREAM];
+        int ns = 0;
+        while (ns < NSTREAM && g0 + ns * len + i < g1) {
+            rec[ns] = w->data + (size_t)(g0 + ns * len + i - w->g0) * gb;
+            ns++;
+        }
+        if (ns % 2) rec[ns] = rec[ns - 1];
+        __m512 out[2];
+        if (ns > 2) streams(2, Q41, rec, w->nb, w->k, a, out);
+        else streams(1, Q41, rec, w->nb, w->k, a, out);
+        for (int s = 0; s < ns; s++) store_group(y, g0 + s * len + i, r1, s % 2 ? hi8(out[s / 2]) : lo8(out[s / 2]));
+    }
+}
+
+/* NA activation rows x groups [g0, g1), two groups at a time. */
+INLINE void rows_na(int NA, int Q41, const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1,
+                    const unsigned char *const *a, float *y, size_t ys) {
+    size_t gb = (size_t)w->nb * w->block_bytes;
+    for (int64_t g = g0; g < g1; g += 2) {
+        const unsigned char *ra = w->data + (size_t)(g - w->g0) * gb;
+        const unsigned char *rb = g + 1 < g1 ? ra + gb : ra;
+        __m512 out[4];
+        tile(NA, Q41, ra, rb, w->nb, w->k, a, out);
+        _Pragma("GCC unroll 8")
+        for (int i = 0; i < NA; i++) {
+            store_group(y + (size_t)i * ys, g, r1, lo8(out[i]));
+            if (g + 1 < g1) store_group(y + (size_t)i * ys, g + 1, r1, hi8(out[i]));
+        }
+    }
+}
+
+static void mm_q4_1(const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1, const unsigned char *const *a,
+                    int na, float *y, size_t ys) {
+    switch (na) {
+    case 4: rows_na(4, 1, w, g0, g1, r1, a, y, ys); break;
+    case 3: rows_na(3, 1, w, g0, g1, r1, a, y, ys); break;
+    case 2: rows_na(2, 1, w, g0, g1, r1, a, y, ys); break;
+    default: rows_na(1, 1, w, g0, g1, r1, a, y, ys); break;
+    }
+}
+
+static void mm_q8_0(const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1, const unsigned char *const *a,
+                    int na, float *y, size_t ys) {
+    switch (na) {
+    case 4: rows_na(4, 0, w, g0, g1, r1, a, y, ys); break;
+    case 3: rows_na(3, 0, w, g0, g1, r1, a, y, ys); break;
+    case 2: rows_na(2, 0, w, g0, g1, r1, a, y, ys); break;
+    default: rows_na(1, 0, w, g0, g1, r1, a, y, ys); break;
+    }
+}
+
+void llmk_r8_mm_avx512(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *act, size_t as, int64_t m,
+                       float *y, size_t ys) {
+    if (r1 <= r0 || m <= 0) return;
+    int64_t g0 = r0 / 8, g1 = (r1 + 7) / 8;
+    const unsigned char *ab = act;
+    if (m == 1) {
+        if (w->type == LLMK_TYPE_Q4_1) rows_streams(1, w, g0, g1, r1, ab, y);
+        else rows_streams(0, w, g0, g1, r1, ab, y);
+        return;
+    }
+    for (int64_t i = 0; i < m; i += 4) {
+        int na = m - i < 4 ? (int)(m - i) : 4;
+        const unsigned char *a[4];
+        _Pragma("GCC unroll 8")
+        for (int j = 0; j < 4; j++) a[j] = ab + (size_t)(i + (j < na ? j : 0)) * as;
+        if (w->type == LLMK_TYPE_Q4_1) mm_q4_1(w, g0, g1, r1, a, na, y + (size_t)i * ys, ys);
+        else mm_q8_0(w, g0, g1, r1, a, na, y + (size_t)i * ys, ys);
+    }
+}

@@ -28,10 +28,35 @@ done
 LLMK_BIN="${LLMK_BIN:-build/llmk}"
 [ -x "$LLMK_BIN" ] || make -s all
 VENV="${LLAMACPP_VENV:-build/bench-venv}"
+
+# llama.cpp gets every x86 vector extension this CPU has except AMX:
+# GGML_NATIVE would compile ggml's AMX matmul in wherever the CPU reports it,
+# and on the Xeon VMs here (llama-cpp-python 0.3.36) that build segfaults in
+# ggml_backend_amx_mul_mat on its first batch, so llama.cpp's fastest build
+# that runs is its AVX-512 VNNI one. LLAMACPP_CMAKE_ARGS overrides.
+llamacpp_isa_args() {
+    local f a="-DGGML_NATIVE=OFF"
+    f=" $(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | cut -d: -f2) "
+    if [ "$f" = "  " ]; then echo "-DGGML_NATIVE=ON"; return; fi
+    has() { case "$f" in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+    has avx && a+=" -DGGML_AVX=ON"
+    has avx2 && a+=" -DGGML_AVX2=ON"
+    has fma && a+=" -DGGML_FMA=ON"
+    has f16c && a+=" -DGGML_F16C=ON"
+    has bmi2 && a+=" -DGGML_BMI2=ON"
+    has avx_vnni && a+=" -DGGML_AVX_VNNI=ON"
+    if has avx512f && has avx512bw && has avx512vl && has avx512dq; then
+        a+=" -DGGML_AVX512=ON"
+        has avx512_vnni && a+=" -DGGML_AVX512_VNNI=ON"
+        has avx512vbmi && a+=" -DGGML_AVX512_VBMI=ON"
+        has avx512_bf16 && a+=" -DGGML_AVX512_BF16=ON"
+    fi
+    echo "$a"
+}
 if ! "$VENV/bin/python" -c "import llama_cpp" 2>/dev/null; then
     echo "compare.sh: building llama-cpp-python into $VENV (several minutes)" >&2
     python3 -m venv "$VENV"
-    CMAKE_ARGS="-DGGML_NATIVE=ON" "$VENV/bin/pip" install -q llama-cpp-python
+    CMAKE_ARGS="${LLAMACPP_CMAKE_ARGS:-$(llamacpp_isa_args)}" "$VENV/bin/pip" install -q --no-cache-dir llama-cpp-python
 fi
 
 OUT="$(mktemp -d)"

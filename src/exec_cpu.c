@@ -389,17 +389,19 @@ static void ph_rope_kv(struct llmk_exec *ex, const struct llmk_phase *ph, int it
     for (int64_t it = lo; it < hi; it++) rope_unit(ex, ph, (int32_t)(it / U), (int)(it % U));
 }
 
-/* Bias or residual of weight i's rows [r0, r1), rows t0..t1 of the call. */
+/* Bias or residual of weight i's rows [r0, r1), rows t0..t1 of the call;
+ * out as mm_rows wrote it (row t at t - t0), the residual stream x by
+ * absolute row. */
 static void mm_epilogue(struct llmk_exec *ex, const struct llmk_phase *ph, int i, int64_t r0, int64_t r1, int32_t t0,
                         int32_t t1, float *out) {
     int64_t n = ph->rows[i];
     if (ph->epilogue == LLMK_EPI_BIAS && ph->vec[i]) {
         for (int32_t t = t0; t < t1; t++)
-            for (int64_t r = r0; r < r1; r++) out[(int64_t)t * n + r] += ph->vec[i][r];
+            for (int64_t r = r0; r < r1; r++) out[(int64_t)(t - t0) * n + r] += ph->vec[i][r];
     } else if (ph->epilogue == LLMK_EPI_RESIDUAL) {
         float *x = ex->buf[LLMK_BUF_X];
         for (int32_t t = t0; t < t1; t++)
-            for (int64_t r = r0; r < r1; r++) x[(int64_t)t * n + r] += out[(int64_t)t * n + r];
+            for (int64_t r = r0; r < r1; r++) x[(int64_t)t * n + r] += out[(int64_t)(t - t0) * n + r];
     }
 }
 

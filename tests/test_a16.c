@@ -275,6 +275,52 @@ static void test_exact(void) {
     CHECK_EQ_DBL(y, want);
 }
 
+/* The largest integer block sums the kernels can meet: every Q4_1 nibble
+ * 15 (or Q8_0 byte -128) against activations all at +-32767. The AVX-512
+ * kernel sums the upper nibbles scaled by 256 (r8_avx512.c), which fits int32
+ * with little to spare: the kernels must still give the reference's bits. */
+static void test_largest_sums(void) {
+    enum { K = 64, N = 24, M = 2 };
+    size_t as = llmk_a16_row_bytes(K);
+    unsigned char a[M * 72 * (K / 32)];
+    float x[M * K];
+    for (int j = 0; j < K; j++) x[j] = 1.0f, x[K + j] = -3.0f;
+    for (int i = 0; i < M; i++) llmk_a16_quantize_row(x + i * K, K, 0, K, a + i * as);
+    for (int q8 = 0; q8 < 2; q8++) {
+        size_t bs = q8 ? sizeof(llmk_block_q8_0) : sizeof(llmk_block_q4_1), ws = bs * (K / 32);
+        unsigned char w[N * sizeof(llmk_block_q8_0) * (K / 32)];
+        for (int r = 0; r < N; r++)
+            for (int b = 0; b < K / 32; b++) {
+                unsigned char *blk = w + r * ws + b * bs;
+                if (q8) {
+                    llmk_block_q8_0 q = {f16_of(1.0f), {0}};
+                    memset(q.qs, 0x80, sizeof q.qs);
+                    memcpy(blk, &q, sizeof q);
+                } else {
+                    llmk_block_q4_1 q = {f16_of(1.0f), f16_of(0.0f), {0}};
+                    memset(q.qs, 0xff, sizeof q.qs);
+                    memcpy(blk, &q, sizeof q);
+                }
+            }
+        float y_ref[M * N], y_k[M * N];
+        (q8 ? llmk_r8_ref_q8_0 : llmk_r8_ref_q4_1)(K, w, ws, 0, N, a, as, M, y_ref, N);
+        CHECK(fabs(y_ref[0] - (q8 ? -128.0 : 15.0) * K) < 1e-3 * 128 * K);
+        for (int kn = 0; kn < n_kernels; kn++) {
+            llmk_tensor_info ti;
+            memset(&ti, 0, sizeof ti);
+            ti.name = "w", ti.type = q8 ? LLMK_TYPE_Q8_0 : LLMK_TYPE_Q4_1, ti.ne[0] = K, ti.ne[1] = N, ti.data = w;
+            ti.n_bytes = ws * N;
+            struct llmk_r8 rw;
+            CHECK_EQ_INT(llmk_r8_repack(&ti, &rw), LLMK_OK);
+            kernels[kn](&rw, 0, N, a, as, M, y_k, N);
+            CHECK(bits_equal(y_ref, y_k, M * N));
+            for (int i = 0; i < M; i++) kernels[kn](&rw, 0, N, a + i * as, as, 1, y_k + i * N, 0);
+            CHECK(bits_equal(y_ref, y_k, M * N));
+            llmk_r8_free(&rw);
+        }
+    }
+}
+
 int main(void) {
     int have_avx2 = (llmk_cpu_detect() & LLMK_CPU_AVX2) != 0;
     if (!have_avx2) fprintf(stderr, "test_a16: no AVX2, reference only\n");
@@ -290,6 +336,7 @@ int main(void) {
     if (llmk_cpu_detect() & LLMK_CPU_AVX512_VNNI) kernels[n_kernels++] = llmk_r8_mm_avx512;
     else fprintf(stderr, "test_a16: no AVX-512 VNNI, its r8 kernel not tested here\n");
 #endif
+    if (have_avx2) test_largest_sums();
     /* blocks with 40x outliers (coarse steps for the other elements) */
     for (int rep = 0; rep < 8; rep++) {
         test_dots(&q41, have_avx2, 40.0f);

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -254,8 +255,10 @@ int cmd_bench(int argc, char **argv) {
                    first ? "" : ",", mname, (unsigned long long)size, (unsigned long long)params, pname, nth, np, ng, depth,
                    k == 0 ? ppm : tgm, k == 0 ? pps : tgs);
             if (k == 1)
-                printf(", \"weight_bytes_per_token\": %llu, \"effective_gbs\": %.2f, \"machine_read_gbs\": %.2f",
-                       (unsigned long long)wbytes, eff, bw);
+                printf(", \"weight_bytes_per_token\": %llu, \"effective_gbs\": %.2f, \"machine_read_gbs\": %.2f, "
+                       "\"llc_bytes\": %ld",
+                       (unsigned long long)wbytes, eff, bw,
+                       sysconf(_SC_LEVEL3_CACHE_SIZE) > 0 ? sysconf(_SC_LEVEL3_CACHE_SIZE) : 0L);
             printf("}");
             first = 0;
         }
@@ -279,6 +282,12 @@ int cmd_bench(int argc, char **argv) {
             printf("\ndecode streams %.1f MB of weights per token: %.1f GB/s effective, machine read bandwidth "
                    "%.1f GB/s on %d threads (%.0f%%)\n",
                    (double)wbytes / 1e6, eff, bw, nth, bw > 0 ? 100.0 * eff / bw : 0.0);
+            /* a host whose last-level cache holds the weights serves the
+             * decode from there, past what the memory probe measures */
+            long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+            if (llc > 0 && (unsigned long long)llc > wbytes)
+                printf("the weights fit in this CPU's %.0f MB last-level cache: the decode can read them from "
+                       "there, faster than from memory\n", (double)llc / 1e6);
         }
     }
     if (phases && r.ex) {

@@ -83,5 +83,7 @@ for o in ours:
           f"| {o['avg_ts'] / l['avg_ts']:5.2f}x |")
 for o in ours:
     if "effective_gbs" in o:
-        print(f"llmk decode: {o['effective_gbs']:.1f} GB/s of weights, machine reads {o['machine_read_gbs']:.1f} GB/s")
+        llc = o.get("llc_bytes", 0)
+        fit = f" (the weights fit in the {llc / 1e6:.0f} MB last-level cache)" if llc > o["weight_bytes_per_token"] else ""
+        print(f"llmk decode: {o['effective_gbs']:.1f} GB/s of weights, machine reads {o['machine_read_gbs']:.1f} GB/s{fit}")
 EOF

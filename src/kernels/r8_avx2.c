@@ -8,29 +8,17 @@
  * activation rows share each unpacked register (prefill); each row's
  * sequence of operations is the same for every NA. */
 #include "kernels/r8.h"
+#include "kernels/r8_x86.h"
 
 #include "codec/blocks.h"
 
 #include <immintrin.h>
 #include <string.h>
 
-#define INLINE static inline __attribute__((always_inline))
-
 INLINE __m256i bcast32(const int16_t *p) {
     int32_t v;
     memcpy(&v, p, sizeof v);
     return _mm256_set1_epi32(v);
-}
-
-/* Software prefetch PF_AHEAD bytes ahead of the record being read, every
- * cache line of that far record: from DRAM the hardware prefetcher alone
- * left a single thread at ~7 GB/s of the ~14 it can read. The stream is
- * sequential (records, then the next group), so running past a group's end
- * still fetches what comes next. Distance: medians of 8 alternating tg96
- * runs at 2 threads, 2 KB 134, 4 KB 137-146, 8 KB 140 t/s. */
-enum { PF_AHEAD = 4096 };
-INLINE void prefetch_rec(const unsigned char *rec, int bytes) {
-    for (int o = 0; o < bytes; o += 64) _mm_prefetch((const char *)rec + PF_AHEAD + o, _MM_HINT_T0);
 }
 
 /* One block record (8 rows x 32 weights) x activation rows q/d[0..NA),
@@ -87,11 +75,6 @@ INLINE void block_q8_0(int NA, const unsigned char *rec, const int16_t *const *q
         acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(n[i]), _mm256_mul_ps(dw, _mm256_broadcast_ss(d[i] + b)), acc[i]);
 }
 
-INLINE void split_act(const unsigned char *a, int64_t k, const int16_t **q, const float **d) {
-    *q = (const int16_t *)a;
-    *d = (const float *)(a + (size_t)k * 2);
-}
-
 /* The eight rows of group g x activation rows a[0..NA): 8 results per row. */
 INLINE void tile(int NA, int Q41, const unsigned char *rec, int64_t nb, int64_t k, const unsigned char *const *a,
                  __m256 *out) {
@@ -135,17 +118,6 @@ INLINE void streams(int NS, int Q41, const unsigned char *const *rec, int64_t nb
     for (int s = 0; s < NS; s++) out[s] = acc[s];
 }
 
-INLINE void store_group(float *y, int64_t g, int64_t r1, __m256 v) {
-    int64_t r = g * 8, nr = r1 - r < 8 ? r1 - r : 8;
-    if (nr == 8) {
-        _mm256_storeu_ps(y + r, v);
-    } else {
-        float tmp[8];
-        _mm256_storeu_ps(tmp, v);
-        memcpy(y + r, tmp, (size_t)nr * sizeof(float));
-    }
-}
-
 /* One activation row x groups [g0, g1), cut into NSTREAM contiguous runs
  * read side by side. */
 enum { NSTREAM = LLMK_R8_RUNS };
@@ -184,42 +156,9 @@ INLINE void rows_na(int NA, int Q41, const struct llmk_r8 *w, int64_t g0, int64_
     }
 }
 
-static void mm_q4_1(const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1, const unsigned char *const *a,
-                    int na, float *y, size_t ys) {
-    switch (na) {
-    case 4: rows_na(4, 1, w, g0, g1, r1, a, y, ys); break;
-    case 3: rows_na(3, 1, w, g0, g1, r1, a, y, ys); break;
-    case 2: rows_na(2, 1, w, g0, g1, r1, a, y, ys); break;
-    default: rows_na(1, 1, w, g0, g1, r1, a, y, ys); break;
-    }
-}
+#include "kernels/r8_entry.h"
 
-static void mm_q8_0(const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1, const unsigned char *const *a,
-                    int na, float *y, size_t ys) {
-    switch (na) {
-    case 4: rows_na(4, 0, w, g0, g1, r1, a, y, ys); break;
-    case 3: rows_na(3, 0, w, g0, g1, r1, a, y, ys); break;
-    case 2: rows_na(2, 0, w, g0, g1, r1, a, y, ys); break;
-    default: rows_na(1, 0, w, g0, g1, r1, a, y, ys); break;
-    }
-}
-
-void llmk_r8_mm_avx2(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *act, size_t as, int64_t m,
-                     float *y, size_t ys) {
-    if (r1 <= r0 || m <= 0) return;
-    int64_t g0 = r0 / 8, g1 = (r1 + 7) / 8;
-    const unsigned char *ab = act;
-    if (m == 1) {
-        if (w->type == LLMK_TYPE_Q4_1) rows_streams(1, w, g0, g1, r1, ab, y);
-        else rows_streams(0, w, g0, g1, r1, ab, y);
-        return;
-    }
-    for (int64_t i = 0; i < m; i += 4) {
-        int na = m - i < 4 ? (int)(m - i) : 4;
-        const unsigned char *a[4];
-        _Pragma("GCC unroll 8")
-        for (int j = 0; j < 4; j++) a[j] = ab + (size_t)(i + (j < na ? j : 0)) * as;
-        if (w->type == LLMK_TYPE_Q4_1) mm_q4_1(w, g0, g1, r1, a, na, y + (size_t)i * ys, ys);
-        else mm_q8_0(w, g0, g1, r1, a, na, y + (size_t)i * ys, ys);
-    }
+void llmk_r8_mm_avx2(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *act, size_t as, int64_t m, float *y,
+                     size_t ys) {
+    r8_mm(w, r0, r1, act, as, m, y, ys);
 }

@@ -10,24 +10,17 @@
  * (several activation rows) pairs neighbouring groups. An odd one out goes
  * through the pair code with its record twice and the upper half dropped. */
 #include "kernels/r8.h"
+#include "kernels/r8_x86.h"
 
 #include "codec/blocks.h"
 
 #include <immintrin.h>
 #include <string.h>
 
-#define INLINE static inline __attribute__((always_inline))
-
 INLINE __m512i bcast32(const int16_t *p) {
     int32_t v;
     memcpy(&v, p, sizeof v);
     return _mm512_set1_epi32(v);
-}
-
-/* As r8_avx2.c: every cache line PF_AHEAD bytes past the record read. */
-enum { PF_AHEAD = 4096 };
-INLINE void prefetch_rec(const unsigned char *rec, int bytes) {
-    for (int o = 0; o < bytes; o += 64) _mm_prefetch((const char *)rec + PF_AHEAD + o, _MM_HINT_T0);
 }
 
 INLINE __m512i load_pair256(const unsigned char *a, const unsigned char *b) {
@@ -97,11 +90,6 @@ INLINE void block_q8_0(int NA, const unsigned char *ra, const unsigned char *rb,
         acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(n[i]), _mm512_mul_ps(dw, _mm512_set1_ps(d[i][b])), acc[i]);
 }
 
-INLINE void split_act(const unsigned char *a, int64_t k, const int16_t **q, const float **d) {
-    *q = (const int16_t *)a;
-    *d = (const float *)(a + (size_t)k * 2);
-}
-
 /* Two groups' records (ra, rb: the same one for a group alone) x activation
  * rows a[0..NA). */
 INLINE void tile(int NA, int Q41, const unsigned char *ra, const unsigned char *rb, int64_t nb, int64_t k,
@@ -144,17 +132,6 @@ INLINE void streams(int NP, int Q41, const unsigned char *const *rec, int64_t nb
     }
     _Pragma("GCC unroll 2")
     for (int p = 0; p < NP; p++) out[p] = acc[p];
-}
-
-INLINE void store_group(float *y, int64_t g, int64_t r1, __m256 v) {
-    int64_t r = g * 8, nr = r1 - r < 8 ? r1 - r : 8;
-    if (nr == 8) {
-        _mm256_storeu_ps(y + r, v);
-    } else {
-        float tmp[8];
-        _mm256_storeu_ps(tmp, v);
-        memcpy(y + r, tmp, (size_t)nr * sizeof(float));
-    }
 }
 
 INLINE __m256 lo8(__m512 v) { return _mm512_castps512_ps256(v); }
@@ -200,42 +177,9 @@ INLINE void rows_na(int NA, int Q41, const struct llmk_r8 *w, int64_t g0, int64_
     }
 }
 
-static void mm_q4_1(const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1, const unsigned char *const *a,
-                    int na, float *y, size_t ys) {
-    switch (na) {
-    case 4: rows_na(4, 1, w, g0, g1, r1, a, y, ys); break;
-    case 3: rows_na(3, 1, w, g0, g1, r1, a, y, ys); break;
-    case 2: rows_na(2, 1, w, g0, g1, r1, a, y, ys); break;
-    default: rows_na(1, 1, w, g0, g1, r1, a, y, ys); break;
-    }
-}
+#include "kernels/r8_entry.h"
 
-static void mm_q8_0(const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1, const unsigned char *const *a,
-                    int na, float *y, size_t ys) {
-    switch (na) {
-    case 4: rows_na(4, 0, w, g0, g1, r1, a, y, ys); break;
-    case 3: rows_na(3, 0, w, g0, g1, r1, a, y, ys); break;
-    case 2: rows_na(2, 0, w, g0, g1, r1, a, y, ys); break;
-    default: rows_na(1, 0, w, g0, g1, r1, a, y, ys); break;
-    }
-}
-
-void llmk_r8_mm_avx512(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *act, size_t as, int64_t m,
-                       float *y, size_t ys) {
-    if (r1 <= r0 || m <= 0) return;
-    int64_t g0 = r0 / 8, g1 = (r1 + 7) / 8;
-    const unsigned char *ab = act;
-    if (m == 1) {
-        if (w->type == LLMK_TYPE_Q4_1) rows_streams(1, w, g0, g1, r1, ab, y);
-        else rows_streams(0, w, g0, g1, r1, ab, y);
-        return;
-    }
-    for (int64_t i = 0; i < m; i += 4) {
-        int na = m - i < 4 ? (int)(m - i) : 4;
-        const unsigned char *a[4];
-        _Pragma("GCC unroll 8")
-        for (int j = 0; j < 4; j++) a[j] = ab + (size_t)(i + (j < na ? j : 0)) * as;
-        if (w->type == LLMK_TYPE_Q4_1) mm_q4_1(w, g0, g1, r1, a, na, y + (size_t)i * ys, ys);
-        else mm_q8_0(w, g0, g1, r1, a, na, y + (size_t)i * ys, ys);
-    }
+void llmk_r8_mm_avx512(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *act, size_t as, int64_t m, float *y,
+                       size_t ys) {
+    r8_mm(w, r0, r1, act, as, m, y, ys);
 }

@@ -1,0 +1,50 @@
+/* The entry of the r8 kernel files (r8_avx2.c, r8_avx512.c), compiled into
+ * each with that file's ISA flags. Before including, a file defines
+ *   rows_streams(Q41, w, g0, g1, r1, a, y): one activation row x groups [g0, g1)
+ *   rows_na(NA, Q41, w, g0, g1, r1, a, y, ys): NA <= 4 activation rows x groups
+ * as always-inline functions; r8_mm calls them with constant NA and Q41 so
+ * that each combination is compiled on its own. */
+#ifndef LLMK_KERNELS_R8_ENTRY_H
+#define LLMK_KERNELS_R8_ENTRY_H
+
+#include "kernels/r8.h"
+
+static void r8_rows(int q41, int na, const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1,
+                    const unsigned char *const *a, float *y, size_t ys) {
+#define R8_NA(N)                                                           \
+    case N:                                                                \
+        if (q41) rows_na(N, 1, w, g0, g1, r1, a, y, ys);                   \
+        else rows_na(N, 0, w, g0, g1, r1, a, y, ys);                       \
+        break;
+    switch (na) {
+        R8_NA(4)
+        R8_NA(3)
+        R8_NA(2)
+    default:
+        R8_NA(1)
+    }
+#undef R8_NA
+}
+
+/* llmk_r8_mm_fn's contract (r8.h): one activation row walks its groups as
+ * the file's streams; more go through rows_na four at a time. */
+static void r8_mm(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *act, size_t as, int64_t m, float *y,
+                  size_t ys) {
+    if (r1 <= r0 || m <= 0) return;
+    int64_t g0 = r0 / 8, g1 = (r1 + 7) / 8;
+    const unsigned char *ab = act;
+    int q41 = w->type == LLMK_TYPE_Q4_1;
+    if (m == 1) {
+        if (q41) rows_streams(1, w, g0, g1, r1, ab, y);
+        else rows_streams(0, w, g0, g1, r1, ab, y);
+        return;
+    }
+    for (int64_t i = 0; i < m; i += 4) {
+        int na = m - i < 4 ? (int)(m - i) : 4;
+        const unsigned char *a[4];
+        for (int j = 0; j < 4; j++) a[j] = ab + (size_t)(i + (j < na ? j : 0)) * as;
+        r8_rows(q41, na, w, g0, g1, r1, a, y + (size_t)i * ys, ys);
+    }
+}
+
+#endif

@@ -123,7 +123,9 @@ static void choose(void) {
     const char *e = getenv("LLMK_KERNELS");
     if (e && strcmp(e, "ref") == 0) return;
 #if defined(__x86_64__)
-    if (llmk_cpu_detect() & LLMK_CPU_AVX2) llmk_xkernels_avx2(&chosen);
+    unsigned f = llmk_cpu_detect();
+    if (f & LLMK_CPU_AVX512) llmk_xkernels_avx512(&chosen);
+    else if (f & LLMK_CPU_AVX2) llmk_xkernels_avx2(&chosen);
 #endif
 }
 

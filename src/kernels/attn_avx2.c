@@ -9,61 +9,15 @@
 #include "codec/codec.h"
 #include "codec/half.h"
 
+#include "kernels/attn_x86.h"
+
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
 
-static inline __m256 vexp(__m256 x) {
-    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-    __m256 r2 = _mm256_mul_ps(r, r);
-    __m256 y = _mm256_fmadd_ps(p, r2, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
-}
-
-static inline float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
 static inline __m256 ld(const void *p, int64_t i, int f16) {
     if (f16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + i)));
     return _mm256_loadu_ps((const float *)p + i);
-}
-
-/* scores[j] = exp(scores[j] - m); returns their sum: lane j % 8 of an
- * 8-lane sum, then hsum8 (a function of the chunk's scores alone, and chunks
- * are fixed key ranges, so the same bits wherever the chunk is computed). */
-static inline __attribute__((always_inline)) float exp_scores(float *scores, int64_t n, float m) {
-    __m256 vm = _mm256_set1_ps(m), acc = _mm256_setzero_ps();
-    int64_t j = 0;
-    for (; j + 8 <= n; j += 8) {
-        __m256 e = vexp(_mm256_sub_ps(_mm256_loadu_ps(scores + j), vm));
-        _mm256_storeu_ps(scores + j, e);
-        acc = _mm256_add_ps(acc, e);
-    }
-    if (j < n) {
-        float t[8];
-        for (int i = 0; i < 8; i++) t[i] = j + i < n ? scores[j + i] : -INFINITY; /* exp(-inf) = 0 */
-        __m256 e = vexp(_mm256_sub_ps(_mm256_loadu_ps(t), vm));
-        e = _mm256_and_ps(e, _mm256_cmp_ps(_mm256_loadu_ps(t), _mm256_set1_ps(-INFINITY), _CMP_NEQ_OQ));
-        _mm256_storeu_ps(t, e);
-        for (int64_t i = j; i < n; i++) scores[i] = t[i - j];
-        acc = _mm256_add_ps(acc, e);
-    }
-    return hsum8(acc);
 }
 
 /* Scores of 8 keys (rows k + j * stride, j < nk; missing keys score 0 and are
@@ -78,30 +32,7 @@ static inline __attribute__((always_inline)) __m256 scores8(const float *q, cons
         _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++)
             if (j < nk) a[j] = _mm256_fmadd_ps(qd, ld(k, j * stride + d, f16), a[j]);
     }
-    __m256 h01 = _mm256_hadd_ps(a[0], a[1]), h23 = _mm256_hadd_ps(a[2], a[3]);
-    __m256 h45 = _mm256_hadd_ps(a[4], a[5]), h67 = _mm256_hadd_ps(a[6], a[7]);
-    __m256 h0123 = _mm256_hadd_ps(h01, h23), h4567 = _mm256_hadd_ps(h45, h67);
-    /* half 0 of h0123: keys 0..3 over lanes 0..3, half 1: over lanes 4..7 */
-    return _mm256_add_ps(_mm256_permute2f128_ps(h0123, h4567, 0x20), _mm256_permute2f128_ps(h0123, h4567, 0x31));
-}
-
-static inline float hmax8(__m256 v) {
-    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_max_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-/* Prefetch rows j0..j1 (clamped to n) of a cache side: a decode step finds
- * the cache cold (the step's weight stream evicted it), and the 8 strided
- * rows a score group reads are more streams than the hardware prefetcher
- * follows. */
-static inline void prefetch_rows(const void *base, int64_t j0, int64_t j1, int64_t n, int64_t stride, int hd, int f16) {
-    if (j1 > n) j1 = n;
-    size_t es = f16 ? 2 : 4;
-    for (int64_t j = j0; j < j1; j++)
-        for (size_t o = 0; o < (size_t)hd * es; o += 64)
-            _mm_prefetch((const char *)base + (size_t)(j * stride) * es + o, _MM_HINT_T0);
+    return sum8_keys(a);
 }
 
 /* Scaled scores of keys j..j+7 (those below n) into scores[j..]; returns
@@ -114,17 +45,8 @@ static inline __attribute__((always_inline)) __m256 score_group(const float *q, 
     prefetch_rows(k, j + 8, j + 16, n, stride, hd, f16);
     if (v) prefetch_rows(v, j, j + 8, n, stride, hd, f16);
     const void *kj = f16 ? (const void *)((const uint16_t *)k + j * stride) : (const void *)((const float *)k + j * stride);
-    if (n - j >= 8) {
-        __m256 t = _mm256_mul_ps(scores8(q, kj, stride, hd, 8, f16), vs);
-        _mm256_storeu_ps(scores + j, t);
-        return _mm256_max_ps(vm, t);
-    }
-    int nk = (int)(n - j);
-    float t[8];
-    _mm256_storeu_ps(t, _mm256_mul_ps(scores8(q, kj, stride, hd, nk, f16), vs));
-    for (int x = 0; x < nk; x++) scores[j + x] = t[x];
-    for (int x = nk; x < 8; x++) t[x] = -INFINITY;
-    return _mm256_max_ps(vm, _mm256_loadu_ps(t));
+    int nk = n - j >= 8 ? 8 : (int)(n - j);
+    return keep_scores(_mm256_mul_ps(scores8(q, kj, stride, hd, nk, f16), vs), nk, scores + j, vm);
 }
 
 /* o[0..64) += sum over keys j in [j0, j1), in order, of p_j * v_j (one FMA

@@ -32,7 +32,8 @@ enum {
     SPLIT_ROWS = 16,  /* at most this many rows: attention splits keys across workers */
     R8_CHUNK = 64,    /* weight rows per pass of the activation rows (r8 kernels) */
     DUP_ROWS = 4,     /* at most this many rows: every worker norms them itself (dup_norm) */
-    ATTN_Q = 4,       /* prefill attention: queries of one sequence per K/V pass */
+    ATTN_Q = 4,       /* prefill attention: rows of one sequence per K/V pass */
+    ATTN_MQ = LLMK_ATTN_MULTI, /* ... times query heads of one KV head: queries per pass */
     MAX_WORKERS = 256,
     CLAIM_STRIDE = 8, /* atomics per claim counter: one cache line each */
     NEXT_RUN_BYTES = 4096 /* prefetch_next_runs: bytes per run start (8 KB: no better) */
@@ -73,7 +74,7 @@ struct llmk_exec {
     int64_t wrow_stride;
     struct llmk_xq4_1 *xw;    /* [n_phases][3]: repacked weights (qs NULL when not) */
     float *parts;             /* split attention: [SPLIT_ROWS][n_head][max_chunks][hd + 2] */
-    float *wparts, *wscores;  /* per worker: [max_chunks][hd + 2], [LLMK_ATTN_CHUNK] */
+    float *wparts, *wscores;  /* per worker: [ATTN_MQ][max_chunks][hd + 2], [ATTN_MQ][LLMK_ATTN_CHUNK] */
     unsigned char *wnorm;     /* per worker: a private normed row (f32) and DUP_ROWS a16 rows, see dup_norm */
     size_t wnorm_bytes;
     float *amax_v;            /* per worker argmax partials [nth][rows_cap] */
@@ -509,6 +510,12 @@ static void ph_matmul(struct llmk_exec *ex, const struct llmk_phase *ph, int ith
     }
 }
 
+/* A worker's partials of its item's query slot i (prefill attention):
+ * max_chunks of them, one per key chunk. */
+static float *parts_slot(const struct llmk_exec *ex, float *wp, int i) {
+    return wp + (int64_t)i * ex->max_chunks * (ex->m->hp.head_dim + 2);
+}
+
 /* Partial of (row t, head h, key chunk c). */
 static void attn_part(struct llmk_exec *ex, int layer, int32_t t, int h, int64_t c, float *part, float *scores) {
     const llmk_hparams *hp = &ex->m->hp;
@@ -600,43 +607,46 @@ static void ph_attn(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, 
     const llmk_hparams *hp = &ex->m->hp;
     int HD = hp->head_dim, H = hp->n_head;
     int64_t ps = HD + 2;
-    float *scores = ex->wscores + (int64_t)ith * ATTN_Q * LLMK_ATTN_CHUNK;
+    float *scores = ex->wscores + (int64_t)ith * ATTN_MQ * LLMK_ATTN_CHUNK;
     bool head_quant = true; /* each head's output is whole blocks of every form */
     for (int f = 0; f < LLMK_ACT_FORMS; f++)
         if ((ph->qmask & (1u << f)) && HD % (int)ex->form_block[f] != 0) head_quant = false;
     if (ex->n_rows <= SPLIT_ROWS) {
         attn_few_rows(ex, ph, ith, nth, head_quant, scores);
     } else {
-        /* items are (group of up to ATTN_Q rows, head), strided over the
-         * workers; a group's rows of one sequence share each chunk's K/V
-         * pass (the multi-query kernel gives each the single-query bits) */
-        float *wp = ex->wparts + (int64_t)ith * ATTN_Q * ex->max_chunks * ps;
-        int64_t ngroups = (ex->n_rows + ATTN_Q - 1) / ATTN_Q;
+        /* items are (group of up to ATTN_Q rows, batch of the query heads of
+         * one KV head); a group's rows of one sequence share each chunk's
+         * K/V pass across the batch's heads too (the multi-query kernel gives
+         * each query the single-query bits) */
+        int gs = H / hp->n_head_kv, hb = ATTN_MQ / ATTN_Q < gs ? ATTN_MQ / ATTN_Q : gs, nhb = (gs + hb - 1) / hb;
+        float *wp = ex->wparts + (int64_t)ith * ATTN_MQ * ex->max_chunks * ps;
+        int64_t ngroups = (ex->n_rows + ATTN_Q - 1) / ATTN_Q, units = (int64_t)hp->n_head_kv * nhb;
+        float scale = (float)(1.0 / sqrt((double)HD));
         /* claimed in order from one counter: items differ in cost (causal) */
-        for (int64_t it; (it = claim_any(ex, ph, ngroups * H)) >= 0;) {
-            int32_t t0 = (int32_t)(it / H) * ATTN_Q, t1 = t0 + ATTN_Q < ex->n_rows ? t0 + ATTN_Q : ex->n_rows;
-            int h = (int)(it % H);
+        for (int64_t it; (it = claim_any(ex, ph, ngroups * units)) >= 0;) {
+            int32_t t0 = (int32_t)(it / units) * ATTN_Q, t1 = t0 + ATTN_Q < ex->n_rows ? t0 + ATTN_Q : ex->n_rows;
+            int g = (int)(it % units) / nhb, h0 = g * gs + (int)(it % units) % nhb * hb;
+            int h1 = h0 + hb < (g + 1) * gs ? h0 + hb : (g + 1) * gs;
             bool shared = ex->attn_multi != NULL;
             for (int32_t t = t0 + 1; t < t1; t++) shared = shared && ex->row_seq[t] == ex->row_seq[t0];
             if (shared) {
                 int64_t ncmax = 0;
                 for (int32_t t = t0; t < t1; t++) ncmax = n_chunks(ex, t) > ncmax ? n_chunks(ex, t) : ncmax;
-                const llmk_hparams *hq = &ex->m->hp;
-                int g = h / (hq->n_head / hq->n_head_kv);
-                float scale = (float)(1.0 / sqrt((double)HD));
                 for (int64_t c = 0; c < ncmax; c++) {
-                    const float *q[ATTN_Q];
-                    int64_t n[ATTN_Q];
-                    float *pp[ATTN_Q], *sc[ATTN_Q];
+                    const float *q[ATTN_MQ];
+                    int64_t n[ATTN_MQ];
+                    float *pp[ATTN_MQ], *sc[ATTN_MQ];
                     int nq = 0;
                     for (int32_t t = t0; t < t1; t++) {
                         if (c >= n_chunks(ex, t)) continue;
                         int64_t nk = (int64_t)ex->row_pos[t] + 1 - c * LLMK_ATTN_CHUNK;
-                        q[nq] = ex->buf[LLMK_BUF_Q] + (int64_t)t * ex->qd + (int64_t)h * HD;
-                        n[nq] = nk > LLMK_ATTN_CHUNK ? LLMK_ATTN_CHUNK : nk;
-                        pp[nq] = wp + ((int64_t)(t - t0) * ex->max_chunks + c) * ps;
-                        sc[nq] = scores + (int64_t)nq * LLMK_ATTN_CHUNK;
-                        nq++;
+                        for (int h = h0; h < h1; h++) {
+                            q[nq] = ex->buf[LLMK_BUF_Q] + (int64_t)t * ex->qd + (int64_t)h * HD;
+                            n[nq] = nk > LLMK_ATTN_CHUNK ? LLMK_ATTN_CHUNK : nk;
+                            pp[nq] = parts_slot(ex, wp, (t - t0) * hb + h - h0) + c * ps;
+                            sc[nq] = scores + (int64_t)nq * LLMK_ATTN_CHUNK;
+                            nq++;
+                        }
                     }
                     int32_t k0 = (int32_t)(c * LLMK_ATTN_CHUNK);
                     const unsigned char *K = kv_head(ex, ex->kv_k, ex->row_seq[t0], ph->layer, g, k0);
@@ -645,14 +655,17 @@ static void ph_attn(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, 
                 }
             } else {
                 for (int32_t t = t0; t < t1; t++)
-                    for (int64_t c = 0; c < n_chunks(ex, t); c++)
-                        attn_part(ex, ph->layer, t, h, c, wp + ((int64_t)(t - t0) * ex->max_chunks + c) * ps, scores);
+                    for (int h = h0; h < h1; h++)
+                        for (int64_t c = 0; c < n_chunks(ex, t); c++)
+                            attn_part(ex, ph->layer, t, h, c, parts_slot(ex, wp, (t - t0) * hb + h - h0) + c * ps, scores);
             }
-            for (int32_t t = t0; t < t1; t++) {
-                llmk_attn_merge(wp + (int64_t)(t - t0) * ex->max_chunks * ps, (int)n_chunks(ex, t), HD,
-                                ex->buf[LLMK_BUF_ATT] + (int64_t)t * ex->qd + (int64_t)h * HD);
-                if (head_quant) quantize_part(ex, LLMK_BUF_ATT, ph->qmask, t, (int64_t)h * HD, (int64_t)(h + 1) * HD);
-            }
+            for (int32_t t = t0; t < t1; t++)
+                for (int h = h0; h < h1; h++) {
+                    llmk_attn_merge(parts_slot(ex, wp, (t - t0) * hb + h - h0), (int)n_chunks(ex, t), HD,
+                                    ex->buf[LLMK_BUF_ATT] + (int64_t)t * ex->qd + (int64_t)h * HD);
+                    if (head_quant)
+                        quantize_part(ex, LLMK_BUF_ATT, ph->qmask, t, (int64_t)h * HD, (int64_t)(h + 1) * HD);
+                }
         }
     }
     if (!head_quant) {
@@ -935,8 +948,8 @@ int llmk_exec_init(const struct llmk_model *m, const struct llmk_exec_params *p,
             }
     int64_t ps = hp->head_dim + 2;
     ex->parts = xalloc((uint64_t)SPLIT_ROWS * hp->n_head * (uint64_t)ex->max_chunks, (uint64_t)ps * sizeof(float), &st);
-    ex->wparts = xalloc((uint64_t)ex->nth * ATTN_Q * (uint64_t)ex->max_chunks, (uint64_t)ps * sizeof(float), &st);
-    ex->wscores = xalloc((uint64_t)ex->nth * ATTN_Q * LLMK_ATTN_CHUNK, sizeof(float), &st);
+    ex->wparts = xalloc((uint64_t)ex->nth * ATTN_MQ * (uint64_t)ex->max_chunks, (uint64_t)ps * sizeof(float), &st);
+    ex->wscores = xalloc((uint64_t)ex->nth * ATTN_MQ * LLMK_ATTN_CHUNK, sizeof(float), &st);
     ex->claims = xalloc((uint64_t)ex->prog.n_phases * (uint64_t)ex->nth * CLAIM_STRIDE, sizeof *ex->claims, &st);
     if (ex->a16 && hp->n_embd % LLMK_QK == 0) {
         ex->wnorm_bytes = ((size_t)hp->n_embd * sizeof(float) + DUP_ROWS * llmk_a16_row_bytes(hp->n_embd) + 63) / 64 * 64;

@@ -133,22 +133,23 @@ static void one(uint32_t t, int hd, int64_t n, float qamp) {
 static void multi_of(const struct llmk_xkernels *x, uint32_t t, int hd) {
     llmk_attn_multi_fn mf = t == LLMK_TYPE_F16 ? x->multi_f16 : x->multi_f32;
     if (!mf) return;
-    int64_t stride = (int64_t)HKV * hd, n[4];
+    enum { MQ = LLMK_ATTN_MULTI };
+    int64_t stride = (int64_t)HKV * hd, n[MQ];
     float *kx = malloc(sizeof(float) * 128 * (size_t)stride), *vx = malloc(sizeof(float) * 128 * (size_t)stride);
     float *held = malloc(sizeof(float) * 128 * (size_t)stride);
     for (int64_t i = 0; i < 128 * stride; i++) kx[i] = frand(), vx[i] = frand();
     size_t rb;
     unsigned char *k = make_cache(t, kx, 128, stride, held, &rb), *v = make_cache(t, vx, 128, stride, held, &rb);
-    static float qs[4][MAXHD], parts[2][4][MAXHD + 2], sc[2][4][128];
-    for (int rep = 0; rep < 40; rep++) {
-        int nq = 1 + rep % 4;
+    static float qs[MQ][MAXHD], parts[2][MQ][MAXHD + 2], sc[2][MQ][128];
+    for (int rep = 0; rep < 4 * MQ; rep++) {
+        int nq = 1 + rep % MQ;
         for (int i = 0; i < nq; i++) {
             n[i] = rep % 5 == 0 ? 128 : 1 + (int64_t)(frand() * 63.5f + 63.5f);
             for (int d = 0; d < hd; d++) qs[i][d] = 4.0f * frand();
         }
-        const float *q[4] = {qs[0], qs[1], qs[2], qs[3]};
-        float *pp[4] = {parts[0][0], parts[0][1], parts[0][2], parts[0][3]};
-        float *ss[4] = {sc[0][0], sc[0][1], sc[0][2], sc[0][3]};
+        const float *q[MQ];
+        float *pp[MQ], *ss[MQ];
+        for (int i = 0; i < MQ; i++) q[i] = qs[i], pp[i] = parts[0][i], ss[i] = sc[0][i];
         mf(nq, q, n, k, v, stride, hd, 0.125f, pp, ss);
         int ok = 1;
         for (int i = 0; i < nq; i++) {

@@ -24,10 +24,12 @@
  * LLMK_ATTN_CHUNK floats. */
 typedef void (*llmk_attn_chunk_fn)(const float *q, const void *k, const void *v, int64_t n, int64_t stride,
                                    int hd, float scale, float *part, float *scores);
-/* Up to 4 queries (q[i], n[i] keys each, n[i] >= 1) over the same chunk of
- * keys: part[i] and scores[i] (LLMK_ATTN_CHUNK floats each) exactly as the
- * single-query kernel would give them (bit for bit), with each K/V row read
- * once for all queries (prefill: consecutive positions of one sequence). */
+/* Up to LLMK_ATTN_MULTI queries (q[i], n[i] keys each, n[i] >= 1) over the
+ * same chunk of keys: part[i] and scores[i] (LLMK_ATTN_CHUNK floats each)
+ * exactly as the single-query kernel would give them (bit for bit), with
+ * each K/V row read once for all queries (prefill: consecutive positions of
+ * one sequence, times the query heads of one KV head). */
+#define LLMK_ATTN_MULTI 16
 typedef void (*llmk_attn_multi_fn)(int nq, const float *const *q, const int64_t *n, const void *k, const void *v,
                                    int64_t stride, int hd, float scale, float *const *part, float *const *scores);
 /* g[i] = silu(g[i]) * u[i] */

@@ -104,33 +104,33 @@ static void chunk_f16(const float *q, const void *k, const void *v, int64_t n, i
     chunk(q, k, v, n, stride, hd, scale, part, scores, 1);
 }
 
-/* The multi-query form of chunk(): per group of 8 keys (2 KB of f32 K, held
- * in L1) every query's scores8, and per group of 8 values every query's
- * output loaded, accumulated key by key in order and stored: for each query
- * the operations of chunk() in the same order, so the same bits. */
-static inline __attribute__((always_inline)) void chunk_multi(int nq, const float *const *q, const int64_t *n, const void *k, const void *v,
-                               int64_t stride, int hd, float scale, float *const *part, float *const *scores, int f16) {
-    if (hd != 64) {
+/* The multi-query form of chunk() (attn_multi64.h for head size 64; other
+ * sizes query by query). */
+static inline __attribute__((always_inline)) __m256 scores8_64(const float *q, const void *kj, int64_t stride, int nk,
+                                                               int f16) {
+    return scores8(q, kj, stride, 64, nk, f16);
+}
+static inline __attribute__((always_inline)) __m256 score_group_64(const float *q, const void *k, int64_t j, int64_t n,
+                                                                   int64_t stride, __m256 vs, float *scores, __m256 vm,
+                                                                   int f16, const void *v) {
+    return score_group(q, k, j, n, stride, 64, vs, scores, vm, f16, v);
+}
+static inline __attribute__((always_inline)) void to_f32_rows(float *dst, const void *x, int64_t j, int nr,
+                                                              int64_t stride) {
+    for (int r = 0; r < nr; r++)
+        for (int d = 0; d < 64; d += 8) _mm256_store_ps(dst + r * 64 + d, ld(x, (j + r) * stride + d, 1));
+}
+
+#include "kernels/attn_multi64.h"
+
+static inline __attribute__((always_inline)) void chunk_multi(int nq, const float *const *q, const int64_t *n,
+                                                              const void *k, const void *v, int64_t stride, int hd,
+                                                              float scale, float *const *part, float *const *scores,
+                                                              int f16) {
+    if (hd != 64)
         for (int i = 0; i < nq; i++) chunk(q[i], k, v, n[i], stride, hd, scale, part[i], scores[i], f16);
-        return;
-    }
-    int64_t nmax = 0;
-    float m[4];
-    for (int i = 0; i < nq; i++) m[i] = -INFINITY, nmax = n[i] > nmax ? n[i] : nmax;
-    __m256 vs = _mm256_set1_ps(scale), vm[4];
-    for (int i = 0; i < nq; i++) vm[i] = _mm256_set1_ps(-INFINITY);
-    for (int64_t j = 0; j < nmax; j += 8)
-        for (int i = 0; i < nq; i++)
-            if (j < n[i]) vm[i] = score_group(q[i], k, j, n[i], stride, 64, vs, scores[i], vm[i], f16, i == 0 ? v : NULL);
-    for (int i = 0; i < nq; i++) m[i] = hmax8(vm[i]);
-    for (int i = 0; i < nq; i++) {
-        part[i][1] = exp_scores(scores[i], n[i], m[i]);
-        part[i][0] = m[i];
-        memset(part[i] + 2, 0, 64 * sizeof(float));
-    }
-    for (int64_t j0 = 0; j0 < nmax; j0 += 8)
-        for (int i = 0; i < nq; i++)
-            accum_v64(part[i] + 2, scores[i], v, j0, j0 + 8 < n[i] ? j0 + 8 : n[i], stride, f16);
+    else
+        chunk_multi64(nq, q, n, k, v, stride, scale, part, scores, f16);
 }
 
 static void multi_f32(int nq, const float *const *q, const int64_t *n, const void *k, const void *v, int64_t stride,

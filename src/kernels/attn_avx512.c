@@ -34,7 +34,7 @@ INLINE __m256 fold(__m512 s) {
 
 /* Scores of 8 keys (rows k + j * stride, j < nk; missing keys score 0 and
  * are never used). */
-INLINE __m256 scores8(const float *q, const void *k, int64_t stride, int nk, int f16) {
+INLINE __m256 scores8_64(const float *q, const void *k, int64_t stride, int nk, int f16) {
     __m512 q0 = _mm512_loadu_ps(q), q1 = _mm512_loadu_ps(q + 16), q2 = _mm512_loadu_ps(q + 32),
            q3 = _mm512_loadu_ps(q + 48);
     __m256 a[8];
@@ -57,13 +57,13 @@ INLINE __m256 scores8(const float *q, const void *k, int64_t stride, int nk, int
 /* Scaled scores of keys j..j+7 (those below n) into scores[j..]; returns vm
  * raised to them. Prefetches the next group's keys and, when v is given,
  * this group's values. */
-INLINE __m256 score_group(const float *q, const void *k, int64_t j, int64_t n, int64_t stride, __m256 vs,
+INLINE __m256 score_group_64(const float *q, const void *k, int64_t j, int64_t n, int64_t stride, __m256 vs,
                           float *scores, __m256 vm, int f16, const void *v) {
     prefetch_rows(k, j + 8, j + 16, n, stride, 64, f16);
     if (v) prefetch_rows(v, j, j + 8, n, stride, 64, f16);
     const void *kj = f16 ? (const void *)((const uint16_t *)k + j * stride) : (const void *)((const float *)k + j * stride);
     int nk = n - j >= 8 ? 8 : (int)(n - j);
-    return keep_scores(_mm256_mul_ps(scores8(q, kj, stride, nk, f16), vs), nk, scores + j, vm);
+    return keep_scores(_mm256_mul_ps(scores8_64(q, kj, stride, nk, f16), vs), nk, scores + j, vm);
 }
 
 /* o[0..64) += sum over keys j in [j0, j1), in order, of p_j * v_j (one FMA
@@ -86,7 +86,7 @@ INLINE void accum_v64(float *o, const float *p, const void *v, int64_t j0, int64
 INLINE void chunk(const float *q, const void *k, const void *v, int64_t n, int64_t stride, float scale, float *part,
                   float *scores, int f16) {
     __m256 vs = _mm256_set1_ps(scale), vm = _mm256_set1_ps(-INFINITY);
-    for (int64_t j = 0; j < n; j += 8) vm = score_group(q, k, j, n, stride, vs, scores, vm, f16, v);
+    for (int64_t j = 0; j < n; j += 8) vm = score_group_64(q, k, j, n, stride, vs, scores, vm, f16, v);
     float m = hmax8(vm);
     float l = exp_scores(scores, n, m), *o = part + 2;
     memset(o, 0, 64 * sizeof(float));
@@ -95,29 +95,13 @@ INLINE void chunk(const float *q, const void *k, const void *v, int64_t n, int64
     part[1] = l;
 }
 
-/* chunk() for nq queries sharing each K/V pass: per group of 8 keys every
- * query's scores, per group of 8 values every query's output; for each
- * query chunk()'s operations in the same order. */
-INLINE void chunk_multi(int nq, const float *const *q, const int64_t *n, const void *k, const void *v, int64_t stride,
-                        float scale, float *const *part, float *const *scores, int f16) {
-    int64_t nmax = 0;
-    float m[4];
-    for (int i = 0; i < nq; i++) nmax = n[i] > nmax ? n[i] : nmax;
-    __m256 vs = _mm256_set1_ps(scale), vm[4];
-    for (int i = 0; i < nq; i++) vm[i] = _mm256_set1_ps(-INFINITY);
-    for (int64_t j = 0; j < nmax; j += 8)
-        for (int i = 0; i < nq; i++)
-            if (j < n[i]) vm[i] = score_group(q[i], k, j, n[i], stride, vs, scores[i], vm[i], f16, i == 0 ? v : NULL);
-    for (int i = 0; i < nq; i++) {
-        m[i] = hmax8(vm[i]);
-        part[i][1] = exp_scores(scores[i], n[i], m[i]);
-        part[i][0] = m[i];
-        memset(part[i] + 2, 0, 64 * sizeof(float));
-    }
-    for (int64_t j0 = 0; j0 < nmax; j0 += 8)
-        for (int i = 0; i < nq; i++)
-            accum_v64(part[i] + 2, scores[i], v, j0, j0 + 8 < n[i] ? j0 + 8 : n[i], stride, f16);
+/* Rows j..j+nr of an f16 cache side -> nr rows of 64 f32 at dst. */
+INLINE void to_f32_rows(float *dst, const void *x, int64_t j, int nr, int64_t stride) {
+    for (int r = 0; r < nr; r++)
+        for (int d = 0; d < 64; d += 16) _mm512_store_ps(dst + r * 64 + d, ld16(x, (j + r) * stride + d, 1));
 }
+
+#include "kernels/attn_multi64.h"
 
 static void chunk_f32(const float *q, const void *k, const void *v, int64_t n, int64_t stride, int hd, float scale,
                       float *part, float *scores) {
@@ -132,12 +116,12 @@ static void chunk_f16(const float *q, const void *k, const void *v, int64_t n, i
 static void multi_f32(int nq, const float *const *q, const int64_t *n, const void *k, const void *v, int64_t stride,
                       int hd, float scale, float *const *part, float *const *scores) {
     if (hd != 64) avx2.multi_f32(nq, q, n, k, v, stride, hd, scale, part, scores);
-    else chunk_multi(nq, q, n, k, v, stride, scale, part, scores, 0);
+    else chunk_multi64(nq, q, n, k, v, stride, scale, part, scores, 0);
 }
 static void multi_f16(int nq, const float *const *q, const int64_t *n, const void *k, const void *v, int64_t stride,
                       int hd, float scale, float *const *part, float *const *scores) {
     if (hd != 64) avx2.multi_f16(nq, q, n, k, v, stride, hd, scale, part, scores);
-    else chunk_multi(nq, q, n, k, v, stride, scale, part, scores, 1);
+    else chunk_multi64(nq, q, n, k, v, stride, scale, part, scores, 1);
 }
 
 void llmk_xkernels_avx512(struct llmk_xkernels *k) {

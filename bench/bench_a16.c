@@ -84,7 +84,10 @@ int main(void) {
     int avx2 = (llmk_cpu_detect() & LLMK_CPU_AVX2) != 0;
     const char *q8name;
     printf("a16 kernels: %s; 1 thread; minimum us per matvec (M=1) and per activation row at M=%d\n",
-           llmk_r8_kernel() ? "r8_avx2" : "r8_ref", M_ROWS);
+           !llmk_r8_kernel()                          ? "r8_ref"
+           : llmk_r8_kernel() == llmk_r8_mm_avx2 ? "r8_avx2"
+                                                  : "r8_avx512",
+           M_ROWS);
     printf("%-6s %-11s %9s %9s %9s   %9s %9s %9s  %s\n", "type", "n x k", "a16 M=1", "q8 M=1", "xq4_1",
            "a16 M=8", "q8 M=8", "xq4_1", "8-bit kernel");
     srand(7);

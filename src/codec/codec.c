@@ -40,7 +40,6 @@ static void codec_init(void) {
     if (!ref_only) {
 #if defined(__x86_64__)
         if (cpu_flags & LLMK_CPU_AVX2) llmk_codec_register_avx2(dot_tab, dot_names);
-        if (cpu_flags & LLMK_CPU_AVX512) llmk_codec_register_avx512(dot_tab, dot_names, cpu_flags);
 #elif defined(__aarch64__)
         if (cpu_flags & LLMK_CPU_NEON) llmk_codec_register_neon(dot_tab, dot_names);
 #endif

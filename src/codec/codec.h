@@ -47,7 +47,6 @@ llmk_dot_fn llmk_codec_dot(uint32_t type, const char **kernel_name);
 void llmk_codec_register_avx2(llmk_dot_fn *tab, const char **names);
 /* src/codec/dot_kq_avx2.c: K-quants, Q8_K, IQ4_XS, IQ4_NL, MXFP4 (called by the above). */
 void llmk_codec_register_kq_avx2(llmk_dot_fn *tab, const char **names);
-void llmk_codec_register_avx512(llmk_dot_fn *tab, const char **names, unsigned cpu);
 void llmk_codec_register_neon(llmk_dot_fn *tab, const char **names);
 
 /* Per-family reference tables (src/codec/legacy.c, src/codec/kquants.c). */

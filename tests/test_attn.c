@@ -67,6 +67,8 @@ static int simd_sets(struct llmk_xkernels *sets) {
     unsigned f = llmk_cpu_detect();
     if (f & LLMK_CPU_AVX2) llmk_xkernels_avx2(&sets[n++]);
     if (f & LLMK_CPU_AVX512) llmk_xkernels_avx512(&sets[n++]);
+    static int said;
+    if (!(f & LLMK_CPU_AVX512) && !said++) fprintf(stderr, "test_attn: no AVX-512, its kernels not tested here\n");
 #else
     (void)sets;
 #endif

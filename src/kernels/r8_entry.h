@@ -2,12 +2,17 @@
  * each with that file's ISA flags. Before including, a file defines
  *   rows_streams(Q41, w, g0, g1, r1, a, y): one activation row x groups [g0, g1)
  *   rows_na(NA, Q41, w, g0, g1, r1, a, y, ys): NA <= 4 activation rows x groups
- * as always-inline functions; r8_mm calls them with constant NA and Q41 so
- * that each combination is compiled on its own. */
+ * as always-inline functions, and may set R8_NA_MAX (default 4: the AVX2
+ * file's 16 registers); r8_mm calls them with constant NA and Q41 so that
+ * each combination is compiled on its own. */
 #ifndef LLMK_KERNELS_R8_ENTRY_H
 #define LLMK_KERNELS_R8_ENTRY_H
 
 #include "kernels/r8.h"
+
+#ifndef R8_NA_MAX
+#define R8_NA_MAX 4 /* activation rows per pass over a group (rows_na's NA) */
+#endif
 
 static void r8_rows(int q41, int na, const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1,
                     const unsigned char *const *a, float *y, size_t ys) {
@@ -17,6 +22,14 @@ static void r8_rows(int q41, int na, const struct llmk_r8 *w, int64_t g0, int64_
         else rows_na(N, 0, w, g0, g1, r1, a, y, ys);                       \
         break;
     switch (na) {
+#if R8_NA_MAX >= 8
+        R8_NA(8)
+        R8_NA(7)
+#endif
+#if R8_NA_MAX >= 6
+        R8_NA(6)
+        R8_NA(5)
+#endif
         R8_NA(4)
         R8_NA(3)
         R8_NA(2)
@@ -27,7 +40,7 @@ static void r8_rows(int q41, int na, const struct llmk_r8 *w, int64_t g0, int64_
 }
 
 /* llmk_r8_mm_fn's contract (r8.h): one activation row walks its groups as
- * the file's streams; more go through rows_na four at a time. */
+ * the file's streams; more go through rows_na R8_NA_MAX at a time. */
 static void r8_mm(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *act, size_t as, int64_t m, float *y,
                   size_t ys) {
     if (r1 <= r0 || m <= 0) return;
@@ -39,10 +52,10 @@ static void r8_mm(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *a
         else rows_streams(0, w, g0, g1, r1, ab, y);
         return;
     }
-    for (int64_t i = 0; i < m; i += 4) {
-        int na = m - i < 4 ? (int)(m - i) : 4;
-        const unsigned char *a[4];
-        for (int j = 0; j < 4; j++) a[j] = ab + (size_t)(i + (j < na ? j : 0)) * as;
+    for (int64_t i = 0; i < m; i += R8_NA_MAX) {
+        int na = m - i < R8_NA_MAX ? (int)(m - i) : R8_NA_MAX;
+        const unsigned char *a[R8_NA_MAX];
+        for (int j = 0; j < R8_NA_MAX; j++) a[j] = ab + (size_t)(i + (j < na ? j : 0)) * as;
         r8_rows(q41, na, w, g0, g1, r1, a, y + (size_t)i * ys, ys);
     }
 }

@@ -397,12 +397,10 @@ static void mm_epilogue(struct llmk_exec *ex, const struct llmk_phase *ph, int i
                         int32_t t1, float *out) {
     int64_t n = ph->rows[i];
     if (ph->epilogue == LLMK_EPI_BIAS && ph->vec[i]) {
-        for (int32_t t = t0; t < t1; t++)
-            for (int64_t r = r0; r < r1; r++) out[(int64_t)(t - t0) * n + r] += ph->vec[i][r];
+        for (int32_t t = t0; t < t1; t++) ex->xk->add(out + (int64_t)(t - t0) * n + r0, ph->vec[i] + r0, r1 - r0);
     } else if (ph->epilogue == LLMK_EPI_RESIDUAL) {
         float *x = ex->buf[LLMK_BUF_X];
-        for (int32_t t = t0; t < t1; t++)
-            for (int64_t r = r0; r < r1; r++) x[(int64_t)t * n + r] += out[(int64_t)(t - t0) * n + r];
+        for (int32_t t = t0; t < t1; t++) ex->xk->add(x + (int64_t)t * n + r0, out + (int64_t)(t - t0) * n + r0, r1 - r0);
     }
 }
 

@@ -209,8 +209,26 @@ static void to_f16(void) {
 #endif
 }
 
+/* The residual/bias adds give the scalar adds' bits, ragged lengths included. */
+static void adds(void) {
+    struct llmk_xkernels sets[3];
+    int nsets = simd_sets(sets);
+    sets[nsets++] = *llmk_xkernels_ref();
+    const int64_t ns[] = {0, 1, 7, 8, 9, 31, 100};
+    float x[100], y[100], want[100];
+    for (int si = 0; si < nsets; si++)
+        for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+            int64_t n = ns[ni];
+            for (int64_t i = 0; i < 100; i++) x[i] = 1e3f * frand(), y[i] = frand(), want[i] = x[i];
+            for (int64_t i = 0; i < n; i++) want[i] += y[i];
+            sets[si].add(x, y, n);
+            CHECK(memcmp(x, want, sizeof x) == 0);
+        }
+}
+
 int main(void) {
     to_f16();
+    adds();
     const uint32_t types[3] = {LLMK_TYPE_F32, LLMK_TYPE_F16, LLMK_TYPE_Q8_0};
     const int hds[3] = {32, 64, 128};
     const int64_t ns[6] = {1, 5, 8, 77, 128, MAXN}; /* partial vector tails, one full chunk, three chunks */

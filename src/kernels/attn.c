@@ -83,6 +83,10 @@ static void chunk_ref_q8_0(const float *q, const void *k, const void *v, int64_t
     part[1] = l;
 }
 
+static void add_ref(float *x, const float *y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) x[i] += y[i];
+}
+
 static void swiglu_ref(float *g, const float *u, int64_t n) {
     for (int64_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
@@ -113,7 +117,7 @@ static void to_f16_ref(const float *src, uint16_t *dst, int64_t n) {
 }
 
 static const struct llmk_xkernels ref_kernels = {.attn_f32 = chunk_ref_f32, .attn_f16 = chunk_ref_f16,
-                                                 .attn_q8_0 = chunk_ref_q8_0, .swiglu = swiglu_ref,
+                                                 .attn_q8_0 = chunk_ref_q8_0, .swiglu = swiglu_ref, .add = add_ref,
                                                  .to_f16 = to_f16_ref, .name = "ref"};
 static struct llmk_xkernels chosen;
 static pthread_once_t once = PTHREAD_ONCE_INIT;

@@ -39,6 +39,7 @@ struct llmk_xkernels {
     llmk_attn_chunk_fn attn_f32, attn_f16, attn_q8_0;
     llmk_attn_multi_fn multi_f32, multi_f16; /* NULL: call the single-query kernel per query */
     llmk_swiglu_fn swiglu;
+    void (*add)(float *x, const float *y, int64_t n); /* x[i] += y[i] (residuals, biases) */
     /* dst[i] = llmk_fp32_to_fp16(src[i]) bit for bit (f16 KV appends) */
     void (*to_f16)(const float *src, uint16_t *dst, int64_t n);
     const char *name; /* "ref", "avx2" or "avx512" */

@@ -230,6 +230,13 @@ static void swiglu(float *g, const float *u, int64_t n) {
     }
 }
 
+/* x += y lane by lane: the scalar adds' bits (one IEEE add per element). */
+static void add(float *x, const float *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_add_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) x[i] += y[i];
+}
+
 /* F16C rounds to nearest even, handles subnormals and quiets NaNs keeping
  * the top of the payload: llmk_fp32_to_fp16's results (tests/test_attn.c).
  * The scalar one took ~15 cycles a value, 384 per layer on the worker
@@ -248,6 +255,7 @@ void llmk_xkernels_avx2(struct llmk_xkernels *k) {
     k->multi_f32 = multi_f32;
     k->multi_f16 = multi_f16;
     k->swiglu = swiglu;
+    k->add = add;
     k->to_f16 = to_f16;
     k->name = "avx2";
 }

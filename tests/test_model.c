@@ -375,6 +375,28 @@ static void test_avx2_kernels(void) {
 
 /* argmax: the first maximum, NaNs skipped, -1 when none; the AVX2 kernel
  * agrees on random rows with planted ties, NaNs and infinities. */
+/* The AVX2 RMSNorm gives the scalar definition's bits: ragged widths, with
+ * and without a weight, in place, rows of large and tiny magnitude. */
+static void test_rmsnorm(void) {
+#if defined(__x86_64__)
+    if (strcmp(llmk_f32_kernels(), "avx2") != 0) return;
+    enum { N = 600 };
+    float x[N], w[N], a[N], b[N];
+    for (int rep = 0; rep < 200; rep++) {
+        int n = 1 + rep * 7 % N;
+        float mag = rep % 3 == 0 ? 1e-20f : rep % 3 == 1 ? 1.0f : 1e15f;
+        for (int i = 0; i < n; i++) x[i] = mag * ((float)rand() / RAND_MAX - 0.5f), w[i] = (float)rand() / RAND_MAX;
+        const float *wp = rep % 4 == 0 ? NULL : w;
+        llmk_f32_rmsnorm_ref(a, x, wp, n, 1e-5f);
+        llmk_f32_rmsnorm_avx2(b, x, wp, n, 1e-5f);
+        CHECK(memcmp(a, b, (size_t)n * sizeof(float)) == 0);
+        memcpy(b, x, (size_t)n * sizeof(float));
+        llmk_f32_rmsnorm(b, b, wp, n, 1e-5f); /* in place, through the dispatch */
+        CHECK(memcmp(a, b, (size_t)n * sizeof(float)) == 0);
+    }
+#endif
+}
+
 static void test_argmax(void) {
     const float nan = NAN, inf = INFINITY;
     const float a[] = {nan, 1, 3, nan, 3, 2}, b[] = {nan, nan}, c[] = {-inf, nan, -inf}, d[] = {-0.0f, 0.0f, -1};
@@ -504,6 +526,7 @@ int main(void) {
     test_row_decoders();
     test_avx2_kernels();
     test_argmax();
+    test_rmsnorm();
     test_load_refusals();
     test_tiny_architectures();
     test_llama3_rope();

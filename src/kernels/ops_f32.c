@@ -33,7 +33,9 @@ float llmk_f32_dot(const float *restrict a, const float *restrict b, int64_t n) 
 /* ---- kernel choice, once per process ---- */
 typedef float (*dot_fn)(const float *, const float *, int64_t);
 typedef int (*rowdot_fn)(uint32_t, const void *, const float *, int64_t, float *);
+typedef void (*rmsnorm_fn)(float *, const float *, const float *, int64_t, float);
 static dot_fn k_dot = llmk_f32_dot;
+static rmsnorm_fn k_rmsnorm = llmk_f32_rmsnorm_ref;
 static rowdot_fn k_rowdot = NULL;
 static const char *k_name = "scalar";
 static pthread_once_t k_once = PTHREAD_ONCE_INIT;
@@ -43,6 +45,7 @@ static void choose_kernels(void) {
     if (llmk_cpu_detect() & LLMK_CPU_AVX2) {
         k_dot = llmk_f32_dot_avx2;
         k_rowdot = llmk_f32_rowdot_avx2;
+        k_rmsnorm = llmk_f32_rmsnorm_avx2;
         k_name = "avx2";
     }
 #endif
@@ -51,6 +54,11 @@ static void choose_kernels(void) {
 const char *llmk_f32_kernels(void) {
     pthread_once(&k_once, choose_kernels);
     return k_name;
+}
+
+void llmk_f32_rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps) {
+    pthread_once(&k_once, choose_kernels);
+    k_rmsnorm(out, x, w, n, eps);
 }
 
 int64_t llmk_f32_argmax(const float *x, int64_t n) {
@@ -72,7 +80,7 @@ llmk_argmax_fn llmk_f32_argmax_kernel(void) {
 /* The sum of squares runs in 8 independent double lanes, added in a fixed
  * order at the end: one serial chain of double adds cost ~4 cycles per
  * element, which made the norm ~2% of a decode step. */
-void llmk_f32_rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps) {
+void llmk_f32_rmsnorm_ref(float *out, const float *x, const float *w, int64_t n, float eps) {
     double s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {

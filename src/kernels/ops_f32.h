@@ -17,6 +17,10 @@ float llmk_f32_dot(const float *a, const float *b, int64_t n);
 /* out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i] (w may be NULL: no scale).
  * out may equal x. The mean of squares is accumulated in double. */
 void llmk_f32_rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps);
+/* The scalar definition and the AVX2 version (the same bits: the same
+ * double lanes, the same order), which llmk_f32_rmsnorm chooses between. */
+void llmk_f32_rmsnorm_ref(float *out, const float *x, const float *w, int64_t n, float eps);
+void llmk_f32_rmsnorm_avx2(float *out, const float *x, const float *w, int64_t n, float eps);
 
 /* Rotate n_heads vectors of head_dim in x by the angles in cs (head_dim/2
  * (cos, sin) pairs for one position). neox: pairs (i, i + head_dim/2);

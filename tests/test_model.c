@@ -397,6 +397,27 @@ static void test_rmsnorm(void) {
 #endif
 }
 
+/* The AVX2 RoPE gives the scalar definition's bits, both pairings, head
+ * sizes with and without a vector tail. */
+static void test_rope(void) {
+#if defined(__x86_64__)
+    if (strcmp(llmk_f32_kernels(), "avx2") != 0) return;
+    enum { MAXD = 256, H = 3 };
+    float x[H * MAXD], a[H * MAXD], b[H * MAXD], cs[MAXD];
+    const int hds[] = {2, 6, 8, 16, 24, 64, 80, 128, 256};
+    for (size_t di = 0; di < sizeof hds / sizeof hds[0]; di++)
+        for (int neox = 0; neox < 2; neox++) {
+            int hd = hds[di];
+            for (int i = 0; i < H * hd; i++) x[i] = 100.0f * ((float)rand() / RAND_MAX - 0.5f);
+            for (int i = 0; i < hd / 2; i++) cs[2 * i] = cosf(0.37f * i + 1), cs[2 * i + 1] = sinf(0.37f * i + 1);
+            memcpy(a, x, sizeof x), memcpy(b, x, sizeof x);
+            llmk_f32_rope_ref(a, H, hd, cs, neox);
+            llmk_f32_rope_avx2(b, H, hd, cs, neox);
+            CHECK(memcmp(a, b, (size_t)(H * hd) * sizeof(float)) == 0);
+        }
+#endif
+}
+
 static void test_argmax(void) {
     const float nan = NAN, inf = INFINITY;
     const float a[] = {nan, 1, 3, nan, 3, 2}, b[] = {nan, nan}, c[] = {-inf, nan, -inf}, d[] = {-0.0f, 0.0f, -1};
@@ -527,6 +548,7 @@ int main(void) {
     test_avx2_kernels();
     test_argmax();
     test_rmsnorm();
+    test_rope();
     test_load_refusals();
     test_tiny_architectures();
     test_llama3_rope();

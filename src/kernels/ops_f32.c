@@ -34,6 +34,8 @@ float llmk_f32_dot(const float *restrict a, const float *restrict b, int64_t n) 
 typedef float (*dot_fn)(const float *, const float *, int64_t);
 typedef int (*rowdot_fn)(uint32_t, const void *, const float *, int64_t, float *);
 typedef void (*rmsnorm_fn)(float *, const float *, const float *, int64_t, float);
+typedef void (*rope_fn)(float *, int, int, const float *, bool);
+static rope_fn k_rope = llmk_f32_rope_ref;
 static dot_fn k_dot = llmk_f32_dot;
 static rmsnorm_fn k_rmsnorm = llmk_f32_rmsnorm_ref;
 static rowdot_fn k_rowdot = NULL;
@@ -46,6 +48,7 @@ static void choose_kernels(void) {
         k_dot = llmk_f32_dot_avx2;
         k_rowdot = llmk_f32_rowdot_avx2;
         k_rmsnorm = llmk_f32_rmsnorm_avx2;
+        k_rope = llmk_f32_rope_avx2;
         k_name = "avx2";
     }
 #endif
@@ -59,6 +62,11 @@ const char *llmk_f32_kernels(void) {
 void llmk_f32_rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps) {
     pthread_once(&k_once, choose_kernels);
     k_rmsnorm(out, x, w, n, eps);
+}
+
+void llmk_f32_rope(float *x, int n_heads, int head_dim, const float *cs, bool neox) {
+    pthread_once(&k_once, choose_kernels);
+    k_rope(x, n_heads, head_dim, cs, neox);
 }
 
 int64_t llmk_f32_argmax(const float *x, int64_t n) {
@@ -98,7 +106,7 @@ void llmk_f32_rmsnorm_ref(float *out, const float *x, const float *w, int64_t n,
         for (i = 0; i < n; i++) out[i] = x[i] * r;
 }
 
-void llmk_f32_rope(float *x, int n_heads, int head_dim, const float *cs, bool neox) {
+void llmk_f32_rope_ref(float *x, int n_heads, int head_dim, const float *cs, bool neox) {
     int half = head_dim / 2;
     for (int h = 0; h < n_heads; h++) {
         float *v = x + (int64_t)h * head_dim;

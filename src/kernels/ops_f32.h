@@ -26,6 +26,10 @@ void llmk_f32_rmsnorm_avx2(float *out, const float *x, const float *w, int64_t n
  * (cos, sin) pairs for one position). neox: pairs (i, i + head_dim/2);
  * otherwise adjacent pairs (2i, 2i+1). */
 void llmk_f32_rope(float *x, int n_heads, int head_dim, const float *cs, bool neox);
+/* The scalar definition and the AVX2 version (the same bits: per pair the
+ * same two products and one add or subtract), chosen by llmk_f32_rope. */
+void llmk_f32_rope_ref(float *x, int n_heads, int head_dim, const float *cs, bool neox);
+void llmk_f32_rope_avx2(float *x, int n_heads, int head_dim, const float *cs, bool neox);
 
 /* g[i] = silu(g[i]) * u[i]. */
 void llmk_f32_swiglu(float *g, const float *u, int64_t n);

@@ -132,3 +132,40 @@ void llmk_f32_rmsnorm_avx2(float *out, const float *x, const float *w, int64_t n
     }
     for (; i < n; i++) out[i] = w ? (x[i] * r) * w[i] : x[i] * r;
 }
+
+/* llmk_f32_rope_ref vectorized, 4 pairs (interleaved) or 8 (neox) at a
+ * time: a' = a c - b s by mul, mul, sub and b' = a s + b c as b c + a s
+ * (addsub's odd lanes; the add commutes exactly), so the same bits. The
+ * table cs holds (cos, sin) pairs, one per pair of dimensions. */
+void llmk_f32_rope_avx2(float *x, int n_heads, int head_dim, const float *cs, bool neox) {
+    int half = head_dim / 2;
+    for (int h = 0; h < n_heads; h++) {
+        float *v = x + (int64_t)h * head_dim;
+        int i = 0;
+        if (!neox) {
+            for (; i + 4 <= half; i += 4) { /* dimensions 2i .. 2i + 7 */
+                __m256 p = _mm256_loadu_ps(v + 2 * i), t = _mm256_loadu_ps(cs + 2 * i);
+                __m256 c = _mm256_moveldup_ps(t), s = _mm256_movehdup_ps(t);
+                __m256 sw = _mm256_permute_ps(p, 0xb1); /* (b, a) per pair */
+                _mm256_storeu_ps(v + 2 * i, _mm256_addsub_ps(_mm256_mul_ps(p, c), _mm256_mul_ps(sw, s)));
+            }
+        } else {
+            for (; i + 8 <= half; i += 8) { /* dimensions i .. i + 7 with i + half .. */
+                __m256 t0 = _mm256_loadu_ps(cs + 2 * i), t1 = _mm256_loadu_ps(cs + 2 * i + 8);
+                /* even / odd elements of (t0, t1), back in order across the 128-bit halves */
+                __m256 c = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(t0, t1, 0x88)), 0xd8));
+                __m256 s = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(t0, t1, 0xdd)), 0xd8));
+                __m256 a = _mm256_loadu_ps(v + i), b = _mm256_loadu_ps(v + i + half);
+                _mm256_storeu_ps(v + i, _mm256_sub_ps(_mm256_mul_ps(a, c), _mm256_mul_ps(b, s)));
+                _mm256_storeu_ps(v + i + half, _mm256_add_ps(_mm256_mul_ps(b, c), _mm256_mul_ps(a, s)));
+            }
+        }
+        for (; i < half; i++) {
+            int i0 = neox ? i : 2 * i, i1 = neox ? i + half : 2 * i + 1;
+            float c = cs[2 * i], s = cs[2 * i + 1];
+            float a = v[i0], b = v[i1];
+            v[i0] = a * c - b * s;
+            v[i1] = a * s + b * c;
+        }
+    }
+}

@@ -237,6 +237,8 @@ int cmd_bench(int argc, char **argv) {
     }
     wbytes += mi->output->n_bytes;
     double bw = read_bandwidth(nth);
+    long llc = sysconf(_SC_LEVEL3_CACHE_SIZE); /* <= 0 where the OS does not say */
+    if (llc < 0) llc = 0;
     double ppm = 0, pps = 0, tgm = 0, tgs = 0;
     if (n_prompt > 0) stats(pp, (int)reps, &ppm, &pps);
     if (n_gen > 0) stats(tg, (int)reps, &tgm, &tgs);
@@ -257,8 +259,7 @@ int cmd_bench(int argc, char **argv) {
             if (k == 1)
                 printf(", \"weight_bytes_per_token\": %llu, \"effective_gbs\": %.2f, \"machine_read_gbs\": %.2f, "
                        "\"llc_bytes\": %ld",
-                       (unsigned long long)wbytes, eff, bw,
-                       sysconf(_SC_LEVEL3_CACHE_SIZE) > 0 ? sysconf(_SC_LEVEL3_CACHE_SIZE) : 0L);
+                       (unsigned long long)wbytes, eff, bw, llc);
             printf("}");
             first = 0;
         }
@@ -284,7 +285,6 @@ int cmd_bench(int argc, char **argv) {
                    (double)wbytes / 1e6, eff, bw, nth, bw > 0 ? 100.0 * eff / bw : 0.0);
             /* a host whose last-level cache holds the weights serves the
              * decode from there, past what the memory probe measures */
-            long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
             if (llc > 0 && (unsigned long long)llc > wbytes)
                 printf("the weights fit in this CPU's %.0f MB last-level cache: the decode can read them from "
                        "there, faster than from memory\n", (double)llc / 1e6);

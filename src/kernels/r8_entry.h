@@ -1,7 +1,7 @@
 /* The entry of the r8 kernel files (r8_avx2.c, r8_avx512.c), compiled into
  * each with that file's ISA flags. Before including, a file defines
  *   rows_streams(Q41, w, g0, g1, r1, a, y): one activation row x groups [g0, g1)
- *   rows_na(NA, Q41, w, g0, g1, r1, a, y, ys): NA <= 4 activation rows x groups
+ *   rows_na(NA, Q41, w, g0, g1, r1, a, y, ys): NA <= R8_NA_MAX activation rows x groups
  * as always-inline functions, and may set R8_NA_MAX (default 4: the AVX2
  * file's 16 registers); r8_mm calls them with constant NA and Q41 so that
  * each combination is compiled on its own. */

@@ -3,12 +3,17 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+
+static bool stdout_reported; /* a subcommand already said so; cli_finish_stdout stays quiet */
 
 const char *cli_default_model(void) {
     static char path[4096];
@@ -70,7 +75,13 @@ int cli_parse_double(const char *cmd, const char *flag, const char *s, double lo
 int cli_read_file(const char *path, char **out, size_t *len) {
     *out = NULL;
     *len = 0;
-    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    /* "-" is standard input; a path must name a regular file, so that a FIFO
+     * or device cannot block the read or feed it without end. */
+    struct stat sb;
+    bool is_stdin = strcmp(path, "-") == 0;
+    if (!is_stdin && stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
+        return llmk_fail(LLMK_IO_ERROR, "%s is not a regular file (use - to read standard input)", path);
+    FILE *f = is_stdin ? stdin : fopen(path, "rb");
     if (!f) return llmk_fail(LLMK_IO_ERROR, "cannot open %s: %s", path, strerror(errno));
     size_t cap = 1 << 12, n = 0;
     char *buf = malloc(cap);
@@ -175,4 +186,66 @@ int cli_parse_path(const char *cmd, const char *s, int *out) {
     if (llmk_path_from_name(s, out) != LLMK_OK)
         return cli_usage_error(cmd, "--path expects ref, f32 or fast, got '%s'", s), 0;
     return 1;
+}
+
+/* The temporary file of the outfile now open, for the signal handler. A copy
+ * in static storage: the handler may only call async-signal-safe unlink(). */
+static char pending_tmp[4096];
+static volatile sig_atomic_t pending_set;
+static const int cleanup_signals[] = {SIGINT, SIGTERM, SIGHUP};
+
+static void remove_pending(int sig) {
+    if (pending_set) unlink(pending_tmp);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+int cli_outfile_open(const char *path, const char *const *inputs, size_t n, llmk_outfile **out) {
+    int st = llmk_outfile_open(path, inputs, n, out);
+    const char *tmp = st == LLMK_OK ? llmk_outfile_temp_path(*out) : NULL;
+    if (!tmp || strlen(tmp) >= sizeof pending_tmp) return st;
+    memcpy(pending_tmp, tmp, strlen(tmp) + 1);
+    pending_set = 1;
+    for (size_t i = 0; i < LLMK_ARRAY_LEN(cleanup_signals); i++) {
+        struct sigaction old;
+        if (sigaction(cleanup_signals[i], NULL, &old) == 0 && old.sa_handler == SIG_DFL)
+            signal(cleanup_signals[i], remove_pending);
+    }
+    return st;
+}
+
+int cli_outfile_commit(llmk_outfile *o) {
+    int st = llmk_outfile_commit(o);
+    pending_set = 0;
+    return st;
+}
+
+void cli_outfile_discard(llmk_outfile *o) {
+    llmk_outfile_discard(o);
+    pending_set = 0;
+}
+
+int cli_finish_stdout(const char *cmd, int rc) {
+    /* fclose, not fflush alone: a closed descriptor (>&-) only shows there. */
+    int bad = ferror(stdout) || fflush(stdout) != 0;
+    int e = errno;
+    if (fclose(stdout) != 0 && !bad) bad = 1, e = errno;
+    if (!bad) return rc;
+    if (stdout_reported && rc != CLI_EXIT_OK) return rc;
+    fprintf(stderr, "llmk %s: error: %s: writing standard output: %s\n", cmd, llmk_status_name(LLMK_IO_ERROR),
+            e ? strerror(e) : "write error");
+    return rc == CLI_EXIT_OK ? CLI_EXIT_FAIL : rc;
+}
+
+int cli_stdout_status(void) {
+    if (!ferror(stdout)) return LLMK_OK;
+    stdout_reported = true;
+    return llmk_fail(LLMK_IO_ERROR, "writing standard output failed (disk full, or closed); stopping");
+}
+
+void cli_warn_long_ctx(const char *cmd, const llmk_model *m, int64_t n_ctx) {
+    int32_t train = llmk_model_hparams(m)->n_ctx_train;
+    if (n_ctx > train)
+        fprintf(stderr, "llmk %s: warning: a context of %lld tokens exceeds the %d the model was trained for; "
+                "output past that may degrade\n", cmd, (long long)n_ctx, train);
 }

@@ -35,6 +35,28 @@ int cli_read_file(const char *path, char **out, size_t *len);
  * input prints a usage error naming `flag` and returns CLI_EXIT_USAGE. */
 int cli_parse_ids(const char *cmd, const char *flag, const char *s, int32_t **ids, size_t *n);
 
+/* Outputs go through llmk_outfile (temporary file renamed when complete).
+ * These wrappers also remove the temporary file if SIGINT/SIGTERM/SIGHUP ends
+ * the process while it is open (signals left at their default action only).
+ * cli_outfile_open refuses an output that is one of inputs[0..n). */
+int cli_outfile_open(const char *path, const char *const *inputs, size_t n, llmk_outfile **out);
+int cli_outfile_commit(llmk_outfile *o);
+void cli_outfile_discard(llmk_outfile *o);
+
+/* Streaming output: LLMK_IO_ERROR with a message once stdout has failed (disk
+ * full, closed), so generation stops instead of running on unseen. */
+int cli_stdout_status(void);
+
+/* --allow-long-ctx lets a context exceed the model's training length (the
+ * library refuses it otherwise); this prints the warning llama.cpp users
+ * know when it does. */
+#define CLI_LONG_CTX_HELP "  --allow-long-ctx  allow --ctx above the model's training context (warns)\n"
+void cli_warn_long_ctx(const char *cmd, const llmk_model *m, int64_t n_ctx);
+
+/* After a subcommand: flush stdout and turn a write error (disk full, closed
+ * or broken pipe) into a failure with a message; returns the exit code. */
+int cli_finish_stdout(const char *cmd, int rc);
+
 /* --path ref|f32|fast -> enum llmk_path; prints a usage error and returns 0 otherwise. */
 int cli_parse_path(const char *cmd, const char *s, int *out);
 

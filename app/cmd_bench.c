@@ -28,7 +28,8 @@ static void usage(FILE *f) {
             "  --kv-type T  KV cache type of the fast path (default f16)\n"
             "  -b N         rows per prefill chunk of the fast path (default 512)\n"
             "  --json       an array of objects with llama-bench's keys\n"
-            "  --phases     per-phase decode timings (fast path, phase-at-a-time mode)\n");
+            "  --phases     per-phase decode timings (fast path, phase-at-a-time mode)\n"
+            CLI_LONG_CTX_HELP);
 }
 
 static double now_s(void) {
@@ -139,7 +140,7 @@ int cmd_bench(int argc, char **argv) {
     long n_prompt = 512, n_gen = 128, threads = 0, reps = 5, n_batch = 0, depth = 0;
     int path = LLMK_PATH_FAST;
     uint32_t kv_type = (uint32_t)CLI_KV_DEFAULT;
-    bool json = false, phases = false;
+    bool json = false, phases = false, long_ctx = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -150,6 +151,8 @@ int cmd_bench(int argc, char **argv) {
             json = true;
         } else if (!strcmp(a, "--phases")) {
             phases = true;
+        } else if (!strcmp(a, "--allow-long-ctx")) {
+            long_ctx = true;
         } else if (!v) {
             return cli_usage_error("bench", "%s needs a value", a);
         } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
@@ -187,13 +190,14 @@ int cmd_bench(int argc, char **argv) {
     if (phases && n_test < 32) n_test = 32; /* --phases decodes 32 tokens when -n 0 */
     long n_ids = depth + n_test;
     int32_t n_ctx = (int32_t)n_ids + 1;
+    if (long_ctx) cli_warn_long_ctx("bench", m, n_ctx);
     if (path == LLMK_PATH_FAST) {
         struct llmk_exec_params ep = {.n_ctx = n_ctx, .n_threads = (int32_t)threads, .n_batch = (int32_t)n_batch,
-                                      .n_seq = 1, .kv_type = kv_type};
+                                      .n_seq = 1, .kv_type = kv_type, .allow_long_ctx = long_ctx};
         st = llmk_exec_init(m, &ep, &r.ex);
     } else {
         llmk_session_params sp = {.n_ctx = n_ctx, .n_threads = (int32_t)threads, .path = path,
-                                  .n_batch = (int32_t)n_batch};
+                                  .n_batch = (int32_t)n_batch, .allow_long_ctx = long_ctx};
         st = llmk_session_init(m, &sp, &r.s);
     }
     r.logits = malloc(r.V * sizeof(float));

@@ -17,12 +17,14 @@
 static void usage(FILE *to) {
     fprintf(to,
             "usage: llmk chat [-m MODEL] [--system TEXT] [-n N] [sampling flags]\n"
-            "  Reads one user message per line from standard input and streams the\n"
-            "  model's replies to standard output. Ctrl-C stops a reply; EOF ends.\n"
+            "  Reads one user message per line (at most 1 MiB, UTF-8 without NUL bytes)\n"
+            "  from standard input and streams the model's replies to standard output.\n"
+            "  Ctrl-C stops a reply; EOF ends.\n"
             "  -m MODEL     GGUF model (default %s)\n"
             "  -n N         tokens per reply at most (default 1024)\n"
             "  -t N         worker threads (default: number of cores)\n"
             "  --ctx N      context size in tokens (default min(4096, the model's))\n"
+            CLI_LONG_CTX_HELP
             "  --path P     decode path: ref, f32, fast (default fast)\n"
             "  --kv-type T  KV cache type: f16 (the fast path's default), f32 or q8_0 (not f32: fast path only)\n"
             "  --save FILE  write the conversation as a JSON messages array after each turn\n"
@@ -68,12 +70,13 @@ static void conv_free(struct conv *c) {
     free(c->m);
 }
 
-static void save_conv(const char *path, const struct conv *c) {
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        fprintf(stderr, "llmk chat: warning: cannot write %s: %s\n", path, strerror(errno));
-        return;
-    }
+/* The conversation as a JSON messages array, through an outfile: a failed
+ * save leaves the previous one whole. */
+static int save_conv(const char *path, const char *model, const struct conv *c) {
+    llmk_outfile *of;
+    int st = cli_outfile_open(path, &model, 1, &of);
+    if (st != LLMK_OK) return st;
+    FILE *f = llmk_outfile_stream(of);
     fputc('[', f);
     for (size_t i = 0; i < c->n; i++) {
         fprintf(f, "%s{\"role\": \"%s\", \"content\": \"", i ? ", " : "", c->m[i].role);
@@ -85,7 +88,33 @@ static void save_conv(const char *path, const struct conv *c) {
         fputs("\"}", f);
     }
     fputs("]\n", f);
-    fclose(f);
+    return cli_outfile_commit(of); /* a write error seen on the stream fails here */
+}
+
+/* One line of standard input, without its end of line, at most LINE_MAX_BYTES
+ * (a stated cap: `chat < /dev/zero` must not grow without bound). Returns
+ * LLMK_OK with *len, LLMK_NOT_FOUND at end of input (or Ctrl-C while
+ * waiting), LLMK_BAD_REQUEST for a line that is too long or holds a NUL. */
+enum { LINE_MAX_BYTES = 1 << 20 };
+static int read_line(char **buf, size_t *len) {
+    if (!*buf && !(*buf = malloc(LINE_MAX_BYTES + 1)))
+        return llmk_fail(LLMK_OUT_OF_MEMORY, "a line buffer of %d bytes", LINE_MAX_BYTES);
+    size_t n = 0;
+    int ch;
+    bool nul = false;
+    while ((ch = getchar()) != EOF && ch != '\n') {
+        if (n == LINE_MAX_BYTES)
+            return llmk_fail(LLMK_BAD_REQUEST, "an input line is longer than %d bytes (1 MiB), the chat limit",
+                             LINE_MAX_BYTES);
+        nul |= ch == 0;
+        (*buf)[n++] = (char)ch;
+    }
+    if (ch == EOF && n == 0) return LLMK_NOT_FOUND;
+    if (nul) return llmk_fail(LLMK_BAD_REQUEST, "an input line holds a NUL byte; messages are text");
+    while (n > 0 && (*buf)[n - 1] == '\r') n--;
+    (*buf)[n] = 0;
+    *len = n;
+    return LLMK_OK;
 }
 
 /* Append to the reply text; the buffer lives for the whole chat and only
@@ -116,7 +145,7 @@ int cmd_chat(int argc, char **argv) {
     long n_predict = 1024, threads = 0, n_ctx_arg = 0;
     int path = LLMK_PATH_FAST;
     uint32_t kv_type = (uint32_t)CLI_KV_DEFAULT;
-    bool verbose = false;
+    bool verbose = false, long_ctx = false;
     struct gen_opts o;
     gen_opts_default(&o, 0.8);
     for (int i = 1; i < argc; i++) {
@@ -130,6 +159,10 @@ int cmd_chat(int argc, char **argv) {
         }
         if (!strcmp(a, "--verbose") || !strcmp(a, "-v")) {
             verbose = true;
+            continue;
+        }
+        if (!strcmp(a, "--allow-long-ctx")) {
+            long_ctx = true;
             continue;
         }
         if (i + 1 >= argc) return cli_usage_error(cmd, "unknown option or missing value: %s", a);
@@ -168,8 +201,10 @@ int cmd_chat(int argc, char **argv) {
     float *logits = NULL;
     char *line = NULL, *text = NULL, *reply = NULL, *hist_json = NULL;
     llmk_chat_message *loaded = NULL; /* --messages: roles point into it */
-    size_t line_cap = 0, reply_len = 0, reply_cap = 0;
+    size_t reply_len = 0, reply_cap = 0;
 
+    /* --save must not name the model: refused before anything is loaded. */
+    if (save && (st = llmk_output_check(save, &model_path, 1)) != LLMK_OK) goto fail;
     if ((st = llmk_model_load(model_path, &m)) != LLMK_OK) goto fail;
     const llmk_hparams *hp = llmk_model_hparams(m);
     const llmk_tokenizer *tok = NULL;
@@ -178,7 +213,9 @@ int cmd_chat(int argc, char **argv) {
         goto fail;
     int64_t n_ctx = n_ctx_arg ? n_ctx_arg : (hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096);
     llmk_session_params sp = {.n_ctx = (int32_t)n_ctx, .path = path, .kv_type = kv_type,
-                              .n_threads = threads > 0 ? (int32_t)threads : llmk_cpu_count()};
+                              .n_threads = threads > 0 ? (int32_t)threads : llmk_cpu_count(),
+                              .allow_long_ctx = long_ctx};
+    if (long_ctx) cli_warn_long_ctx(cmd, m, n_ctx);
     if ((st = llmk_session_init(m, &sp, &s)) != LLMK_OK) goto fail;
     n_ctx = llmk_session_n_ctx(s);
     size_t n_vocab = (size_t)hp->n_vocab, ids_cap = (size_t)n_ctx + 1;
@@ -218,9 +255,9 @@ int cmd_chat(int argc, char **argv) {
             fflush(stderr);
         }
         interrupted = 0;
-        ssize_t got = getline(&line, &line_cap, stdin);
-        if (got < 0) break; /* EOF, or Ctrl-C while waiting */
-        while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r')) line[--got] = 0;
+        size_t got = 0;
+        if ((st = read_line(&line, &got)) == LLMK_NOT_FOUND) break; /* EOF, or Ctrl-C while waiting */
+        if (st != LLMK_OK) goto fail;
         if (got == 0) {
             turn--;
             continue;
@@ -286,6 +323,7 @@ int cmd_chat(int argc, char **argv) {
                     why = "stop string";
                     break;
                 }
+                if ((st = cli_stdout_status()) != LLMK_OK) goto fail;
             }
             if (llmk_max_tokens_stop((double)n_gen, (double)n_predict) == 1.0) break;
             if (n_hist >= (size_t)n_ctx) {
@@ -316,7 +354,7 @@ int cmd_chat(int argc, char **argv) {
         if (verbose)
             fprintf(stderr, "llmk chat: turn %d: generated %zu tokens (%zu evaluated), %s\n", turn,
                     n_gen, n_fed, why);
-        if (save) save_conv(save, &conv);
+        if (save && (st = save_conv(save, model_path, &conv)) != LLMK_OK) goto fail;
     }
     goto done;
 fail:

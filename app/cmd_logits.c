@@ -21,7 +21,8 @@ static void usage(FILE *to) {
             "  --path P     decode path: ref (f64 reference), f32, fast (default fast)\n"
             "  --kv-type T  KV cache type: f16 (the fast path's default), f32 or q8_0 (not f32: fast path only)\n"
             "  -t N         worker threads (default: number of cores)\n"
-            "  --out FILE   output file\n",
+            "  --out FILE   output file (written whole or not at all; never the model)\n"
+            "  --allow-long-ctx  allow more ids than the model's training context (warns)\n",
             cli_default_model());
 }
 
@@ -45,11 +46,16 @@ int cmd_logits(int argc, char **argv) {
     int path = LLMK_PATH_FAST;
     uint32_t kv_type = (uint32_t)CLI_KV_DEFAULT;
     long threads = 0;
+    bool long_ctx = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
             return CLI_EXIT_OK;
+        }
+        if (!strcmp(a, "--allow-long-ctx")) {
+            long_ctx = true;
+            continue;
         }
         if (i + 1 >= argc) return cli_usage_error(cmd, "unknown option or missing value: %s", a);
         const char *v = argv[++i];
@@ -84,8 +90,10 @@ int cmd_logits(int argc, char **argv) {
     llmk_session *s = NULL;
     float *logits = NULL;
     FILE *f = NULL;
+    llmk_outfile *of = NULL;
     int rc = CLI_EXIT_OK;
-    int st = llmk_model_load(model_path, &m);
+    int st = out_path ? llmk_output_check(out_path, &model_path, 1) : LLMK_OK;
+    if (st == LLMK_OK) st = llmk_model_load(model_path, &m);
     if (st != LLMK_OK) {
         rc = cli_report(cmd, st);
         goto done;
@@ -98,14 +106,9 @@ int cmd_logits(int argc, char **argv) {
             rc = CLI_EXIT_FAIL;
             goto done;
         }
-    if (n > (size_t)hp->n_ctx_train) {
-        fprintf(stderr, "llmk logits: error: %s: %zu ids exceed the model's context of %d\n",
-                llmk_status_name(LLMK_CONTEXT_FULL), n, hp->n_ctx_train);
-        rc = CLI_EXIT_FAIL;
-        goto done;
-    }
+    if (long_ctx) cli_warn_long_ctx(cmd, m, (int64_t)n);
     llmk_session_params sp = {.n_ctx = (int32_t)n, .n_threads = threads > 0 ? (int32_t)threads : llmk_cpu_count(),
-                              .path = path, .kv_type = kv_type};
+                              .path = path, .kv_type = kv_type, .allow_long_ctx = long_ctx};
     if ((st = llmk_session_init(m, &sp, &s)) != LLMK_OK) {
         rc = cli_report(cmd, st);
         goto done;
@@ -118,11 +121,11 @@ int cmd_logits(int argc, char **argv) {
         rc = cli_report(cmd, llmk_fail(LLMK_OUT_OF_MEMORY, "logits buffer of %zu floats", CHUNK * V));
         goto done;
     }
-    f = out_path ? fopen(out_path, "wb") : stdout;
-    if (!f) {
-        rc = cli_report(cmd, llmk_fail(LLMK_IO_ERROR, "cannot open %s: %s", out_path, strerror(errno)));
+    if (out_path && (st = cli_outfile_open(out_path, &model_path, 1, &of)) != LLMK_OK) {
+        rc = cli_report(cmd, st);
         goto done;
     }
+    f = of ? llmk_outfile_stream(of) : stdout;
     for (size_t off = 0; off < n; off += CHUNK) {
         size_t c = n - off < CHUNK ? n - off : CHUNK;
         if ((st = llmk_session_eval(s, ids + off, c, logits, CHUNK * V, true)) != LLMK_OK) {
@@ -135,11 +138,15 @@ int cmd_logits(int argc, char **argv) {
             goto done;
         }
     }
-    if (fflush(f) != 0)
-        rc = cli_report(cmd, llmk_fail(LLMK_IO_ERROR, "writing %s: %s", out_path ? out_path : "stdout", strerror(errno)));
+    if (of) {
+        st = cli_outfile_commit(of);
+        of = NULL;
+        if (st != LLMK_OK) rc = cli_report(cmd, st);
+    } else if (fflush(f) != 0) {
+        rc = cli_report(cmd, llmk_fail(LLMK_IO_ERROR, "writing stdout: %s", strerror(errno)));
+    }
 done:
-    if (f && f != stdout && fclose(f) != 0 && rc == CLI_EXIT_OK)
-        rc = cli_report(cmd, llmk_fail(LLMK_IO_ERROR, "closing %s: %s", out_path, strerror(errno)));
+    if (of) cli_outfile_discard(of); /* a failure: OUT keeps what it had */
     free(logits);
     free(ids);
     llmk_session_free(s);

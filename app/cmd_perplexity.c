@@ -35,6 +35,7 @@ static void usage(FILE *to) {
             "                      --kl-base, the base's)\n"
             "  --chunks K          evaluate only the first K windows (default all; with\n"
             "                      --kl-base, the base's)\n"
+            "  --allow-long-ctx    allow --ctx above the model's training context (warns)\n"
             "  -t T                worker threads (default: number of cores)\n"
             "  --path P            decode path: ref, f32, fast (default fast)\n"
             "  --kv-type T         KV cache type: f16 (the fast path's default), f32 or q8_0\n"
@@ -112,9 +113,11 @@ static int logp_file_bytes(const struct logp_header *h, uint64_t *bytes) {
 /* Open a base file and check its header against itself and the file size. */
 static int logp_open(const char *path, FILE **out, struct logp_header *h) {
     *out = NULL;
+    struct stat sb;
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) /* before open(): a FIFO would block it */
+        return llmk_fail(LLMK_IO_ERROR, "base file %s is not a regular file", path);
     FILE *f = fopen(path, "rb");
     if (!f) return llmk_fail(LLMK_IO_ERROR, "cannot open base file %s: %s", path, strerror(errno));
-    struct stat sb;
     unsigned char b[LOGP_HEADER];
     int st = LLMK_OK;
     if (fstat(fileno(f), &sb) != 0) {
@@ -221,6 +224,7 @@ struct opts {
     long ctx, chunks, threads;
     int path;
     uint32_t kv_type;
+    bool long_ctx;
 };
 
 
@@ -382,12 +386,16 @@ static int evaluate(struct run *r, struct acc *nll, struct acc *base_nll, struct
 
 int cmd_perplexity(int argc, char **argv) {
     struct opts o = {.ctx = 512, .path = LLMK_PATH_FAST, .kv_type = (uint32_t)CLI_KV_DEFAULT};
-    bool ctx_given = false, chunks_given = false, save_created = false;
+    bool ctx_given = false, chunks_given = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
             return CLI_EXIT_OK;
+        }
+        if (!strcmp(a, "--allow-long-ctx")) {
+            o.long_ctx = true;
+            continue;
         }
         if (i + 1 >= argc) return cli_usage_error(CMD, "unknown option or missing value: %s", a);
         const char *v = argv[++i];
@@ -423,6 +431,9 @@ int cmd_perplexity(int argc, char **argv) {
     int rc = CLI_EXIT_OK, st;
     struct acc nll = {0}, base_nll = {0}, dnll = {0}, kl = {0};
     uint64_t agree = 0;
+    const char *inputs[] = {o.model, o.text, o.base};
+    llmk_outfile *save_of = NULL;
+    if (o.save && (st = llmk_output_check(o.save, inputs, LLMK_ARRAY_LEN(inputs))) != LLMK_OK) goto fail;
     if ((st = llmk_model_load(o.model, &r.m)) != LLMK_OK) goto fail;
     const llmk_hparams *hp = llmk_model_hparams(r.m);
     r.V = (size_t)hp->n_vocab;
@@ -451,13 +462,11 @@ int cmd_perplexity(int argc, char **argv) {
                        r.n_chunks, r.per_chunk);
         goto fail;
     }
-    if (r.ctx > (size_t)hp->n_ctx_train)
-        fprintf(stderr, "llmk perplexity: warning: --ctx %zu exceeds the model's training context %d\n", r.ctx,
-                hp->n_ctx_train);
+    if (o.long_ctx) cli_warn_long_ctx(CMD, r.m, (int64_t)r.ctx);
 
     llmk_session_params sp = {.n_ctx = (int32_t)r.ctx,
                               .n_threads = o.threads > 0 ? (int32_t)o.threads : llmk_cpu_count(),
-                              .path = o.path, .kv_type = o.kv_type};
+                              .path = o.path, .kv_type = o.kv_type, .allow_long_ctx = o.long_ctx};
     if ((st = llmk_session_init(r.m, &sp, &r.s)) != LLMK_OK) goto fail;
     r.win = malloc(r.ctx * sizeof *r.win);
     r.lp = malloc((size_t)BATCH * r.V * sizeof *r.lp);
@@ -468,16 +477,8 @@ int cmd_perplexity(int argc, char **argv) {
         goto fail;
     }
     if (o.save) {
-        struct stat a, b;
-        if (o.base && stat(o.save, &a) == 0 && stat(o.base, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
-            st = llmk_fail(LLMK_INVALID_ARGUMENT, "--save-logits %s is the --kl-base file", o.save);
-            goto fail;
-        }
-        if (!(r.save = fopen(o.save, "wb"))) {
-            st = llmk_fail(LLMK_IO_ERROR, "cannot create %s: %s", o.save, strerror(errno));
-            goto fail;
-        }
-        save_created = true;
+        if ((st = cli_outfile_open(o.save, inputs, LLMK_ARRAY_LEN(inputs), &save_of)) != LLMK_OK) goto fail;
+        r.save = llmk_outfile_stream(save_of);
         if (!write_header(&r)) {
             st = llmk_fail(LLMK_IO_ERROR, "writing %s: %s", o.save, strerror(errno));
             goto fail;
@@ -491,14 +492,10 @@ int cmd_perplexity(int argc, char **argv) {
            r.n_chunks, r.ctx, r.n_toks / r.ctx, r.first, r.ctx - 2, r.per_chunk, r.n_chunks * r.per_chunk);
     fflush(stdout);
     if ((st = evaluate(&r, &nll, &base_nll, &dnll, &kl, &agree)) != LLMK_OK) goto fail;
-    if (r.save) {
-        int bad = fflush(r.save) != 0;
-        bad |= fclose(r.save) != 0;
-        r.save = NULL;
-        if (bad) {
-            st = llmk_fail(LLMK_IO_ERROR, "writing %s: %s", o.save, strerror(errno));
-            goto fail;
-        }
+    if (save_of) {
+        st = cli_outfile_commit(save_of);
+        save_of = NULL, r.save = NULL;
+        if (st != LLMK_OK) goto fail;
     }
 
     double mn = acc_mean(&nll), se = acc_se(&nll);
@@ -525,11 +522,7 @@ int cmd_perplexity(int argc, char **argv) {
     goto done;
 fail:
     rc = cli_report(CMD, st);
-    if (r.save) {
-        fclose(r.save);
-        r.save = NULL;
-    }
-    if (save_created) remove(o.save); /* never leave a partial file */
+    if (save_of) cli_outfile_discard(save_of); /* the temporary file only: never a partial output */
 done:
     if (r.base) fclose(r.base);
     free(r.kls);

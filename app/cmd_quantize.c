@@ -6,6 +6,7 @@
 #include "internal.h"
 #include "pool.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,32 +101,90 @@ static uint32_t choose_type(const llmk_tensor_info *ti, const struct preset *p, 
     return fit_rows(t, ti->ne[0]);
 }
 
-/* Convert rows [lo, hi) of one tensor, on the pool. */
+/* Convert rows [lo, hi) of one tensor, on the pool (dst NULL: check only).
+ * Every source row must be finite, and so must the converted row read back:
+ * a value past the target's range (1e30 into a codec with f16 scales) would
+ * otherwise become Inf. Each worker reports its own first failure; the
+ * lowest row among them is reported, so the message does not depend on timing. */
+struct conv_fail {
+    int status;
+    int64_t row, col; /* col >= k: column col - k of the converted row */
+};
 struct conv_job {
     const llmk_tensor_info *ti;
     uint32_t dst_type;
     void *dst;
     uint64_t src_rb, dst_rb, rows;
-    int status;
+    struct conv_fail *fails; /* [n workers] */
 };
+
+static int64_t first_non_finite(const float *x, int64_t k) {
+    for (int64_t i = 0; i < k; i++)
+        if (!isfinite(x[i])) return i;
+    return -1;
+}
+
+/* The source column that overflowed the block holding output column col:
+ * the block's largest magnitude (every value of the block shares its scale). */
+static int64_t largest_in_block(const float *x, int64_t k, int64_t col, int64_t block) {
+    int64_t b0 = block > 0 ? col / block * block : 0, b1 = block > 0 && b0 + block < k ? b0 + block : k, best = b0;
+    for (int64_t i = b0; i < b1; i++)
+        if (fabsf(x[i]) > fabsf(x[best])) best = i;
+    return best;
+}
+
 static void conv_worker(void *ctx, int ith, int nth) {
     struct conv_job *j = ctx;
+    struct conv_fail *f = &j->fails[ith];
     int64_t lo, hi, k = (int64_t)j->ti->ne[0];
     llmk_split_range((int64_t)j->rows, ith, nth, &lo, &hi);
-    float *buf = malloc((size_t)k * sizeof *buf);
+    float *buf = malloc(2 * (size_t)k * sizeof *buf);
     if (!buf) {
-        j->status = LLMK_OUT_OF_MEMORY;
+        *f = (struct conv_fail){LLMK_OUT_OF_MEMORY, lo, -1};
         return;
     }
     for (int64_t r = lo; r < hi; r++) {
+        char *out = j->dst ? (char *)j->dst + (size_t)(r * (int64_t)j->dst_rb) : NULL;
         int st = llmk_dequantize_row(j->ti->type, (const char *)j->ti->data + (size_t)(r * (int64_t)j->src_rb), buf, k);
-        if (st == LLMK_OK) st = llmk_quantize_row(j->dst_type, buf, (char *)j->dst + (size_t)(r * (int64_t)j->dst_rb), k);
-        if (st != LLMK_OK) {
-            j->status = st; /* every writer stores the same kind of failure; any one is reported */
+        if (!out && st == LLMK_UNSUPPORTED) break; /* copied as is: a type with no numbers to check */
+        int64_t col = st == LLMK_OK ? first_non_finite(buf, k) : -1;
+        if (out && st == LLMK_OK && col < 0) st = llmk_quantize_row(j->dst_type, buf, out, k);
+        if (out && st == LLMK_OK && col < 0) st = llmk_dequantize_row(j->dst_type, out, buf + k, k);
+        if (out && st == LLMK_OK && col < 0 && (col = first_non_finite(buf + k, k)) >= 0)
+            col = k + largest_in_block(buf, k, col, llmk_type_block_elems(j->dst_type));
+        if (st != LLMK_OK || col >= 0) {
+            *f = (struct conv_fail){st != LLMK_OK ? st : LLMK_NAN_INPUT, r, col};
             break;
         }
     }
     free(buf);
+}
+
+/* Run one tensor's conversion (or check) and name the first failure. */
+static int convert(llmk_pool *pool, struct conv_job *j, uint32_t t) {
+    int nth = llmk_pool_size(pool);
+    struct conv_fail *fails = calloc((size_t)nth, sizeof *fails), *f = NULL;
+    if (!fails) return llmk_fail(LLMK_OUT_OF_MEMORY, "quantize: %d worker results", nth);
+    for (int i = 0; i < nth; i++) fails[i].status = LLMK_OK;
+    j->fails = fails;
+    llmk_pool_run(pool, conv_worker, j);
+    for (int i = 0; i < nth; i++)
+        if (fails[i].status != LLMK_OK && (!f || fails[i].row < f->row)) f = &fails[i];
+    const llmk_tensor_info *ti = j->ti;
+    int64_t k = (int64_t)ti->ne[0];
+    int st = LLMK_OK;
+    if (f && f->status == LLMK_NAN_INPUT && f->col < k)
+        st = llmk_fail(f->status, "quantize: tensor %s row %lld column %lld is not finite (NaN or Inf in the input)",
+                       ti->name, (long long)f->row, (long long)f->col);
+    else if (f && f->status == LLMK_NAN_INPUT)
+        st = llmk_fail(f->status, "quantize: tensor %s row %lld column %lld: the value is too large for %s "
+                       "(its block's scale would become Inf)", ti->name, (long long)f->row, (long long)(f->col - k),
+                       llmk_type_name(t));
+    else if (f)
+        st = llmk_fail(f->status, "quantize: tensor %s row %lld: %s -> %s failed", ti->name, (long long)f->row,
+                       llmk_type_name(ti->type), llmk_type_name(t));
+    free(fails);
+    return st;
 }
 
 int cmd_quantize(int argc, char **argv) {
@@ -178,7 +237,10 @@ int cmd_quantize(int argc, char **argv) {
         rc = cli_usage_error(CMD, "unknown type or preset '%s'", pos[2]);
         goto out;
     }
-    int st = llmk_gguf_open(pos[0], &g);
+    /* Before reading anything: an output that is the input would be replaced
+     * while mapped, and the user surely meant another path. */
+    int st = llmk_output_check(pos[1], &pos[0], 1);
+    if (st == LLMK_OK) st = llmk_gguf_open(pos[0], &g);
     if (st == LLMK_OK) st = llmk_gguf_writer_init(&wr);
     if (st == LLMK_OK) st = llmk_pool_create(0, &pool);
     if (st != LLMK_OK) goto fail;
@@ -210,29 +272,26 @@ int cmd_quantize(int argc, char **argv) {
             st = llmk_fail(LLMK_DIMENSION_OVERFLOW, "quantize: tensor %s output size overflows", ti->name);
             goto fail;
         }
-        const void *data = ti->data;
-        if (t != ti->type) {
-            bufs[i] = malloc(bytes ? (size_t)bytes : 1);
-            if (!bufs[i]) {
-                st = llmk_fail(LLMK_OUT_OF_MEMORY, "quantize: %llu bytes for tensor %s", (unsigned long long)bytes, ti->name);
-                goto fail;
-            }
-            struct conv_job job = {ti, t, bufs[i], src_rb, dst_rb, rows, LLMK_OK};
-            llmk_pool_run(pool, conv_worker, &job);
-            if (job.status != LLMK_OK) {
-                st = llmk_fail(job.status, "quantize: tensor %s: %s -> %s failed", ti->name,
-                               llmk_type_name(ti->type), llmk_type_name(t));
-                goto fail;
-            }
-            data = bufs[i];
+        if (t != ti->type && !(bufs[i] = malloc(bytes ? (size_t)bytes : 1))) {
+            st = llmk_fail(LLMK_OUT_OF_MEMORY, "quantize: %llu bytes for tensor %s", (unsigned long long)bytes, ti->name);
+            goto fail;
         }
+        /* A tensor kept in its type is still checked: the output must not carry NaN on. */
+        struct conv_job job = {ti, t, bufs[i], src_rb, dst_rb, rows, NULL};
+        if ((st = convert(pool, &job, t)) != LLMK_OK) goto fail;
+        const void *data = bufs[i] ? bufs[i] : ti->data;
         st = llmk_gguf_writer_add_tensor(wr, ti->name, t, ti->n_dims, ti->ne, data, bytes);
         if (st != LLMK_OK) goto fail;
         in_bytes += ti->n_bytes, out_bytes += bytes;
         printf("%-40s %-7s -> %-7s\n", ti->name, llmk_type_name(ti->type), llmk_type_name(t));
     }
-    st = llmk_gguf_writer_write(wr, pos[1]);
-    if (st != LLMK_OK) goto fail;
+    llmk_outfile *of;
+    if ((st = cli_outfile_open(pos[1], &pos[0], 1, &of)) != LLMK_OK) goto fail;
+    if ((st = llmk_gguf_writer_write_stream(wr, llmk_outfile_stream(of), pos[1])) != LLMK_OK) {
+        cli_outfile_discard(of); /* the temporary file only: OUT is as it was */
+        goto fail;
+    }
+    if ((st = cli_outfile_commit(of)) != LLMK_OK) goto fail;
     printf("%s: %zu tensors, %.2f MiB -> %.2f MiB (%s)\n", pos[1], nt, (double)in_bytes / 1048576.0,
            (double)out_bytes / 1048576.0, p->name);
     goto out;

@@ -27,6 +27,7 @@ static void usage(FILE *to) {
             "  --path P        decode path: ref (f64 reference), f32, fast (default fast)\n"
             "  --kv-type T     KV cache type: f16 (the fast path's default), f32 or q8_0 (not f32: fast path only)\n"
             "  --ctx N         context size (default: prompt + N, at most the model's)\n"
+            CLI_LONG_CTX_HELP
             "  --special       recognise special-token texts (<|im_start|>) in the prompt\n"
             "  --prompt-ids L  use these comma-separated ids as the prompt (no BOS added)\n"
             "  --print-ids     print the generated ids (end-of-generation token included)\n"
@@ -56,7 +57,7 @@ int cmd_run(int argc, char **argv) {
     gen_opts_default(&go, 0.8);
     int path = LLMK_PATH_FAST;
     uint32_t kv_type = (uint32_t)CLI_KV_DEFAULT;
-    bool print_ids = false, special = false;
+    bool print_ids = false, special = false, long_ctx = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int g = gen_opts_parse(cmd, &go, argc, argv, &i);
@@ -72,6 +73,10 @@ int cmd_run(int argc, char **argv) {
         }
         if (!strcmp(a, "--special")) {
             special = true;
+            continue;
+        }
+        if (!strcmp(a, "--allow-long-ctx")) {
+            long_ctx = true;
             continue;
         }
         if (i + 1 >= argc) return cli_usage_error(cmd, "unknown option or missing value: %s", a);
@@ -170,7 +175,9 @@ int cmd_run(int argc, char **argv) {
         goto done;
     }
     llmk_session_params sp = {.n_ctx = (int32_t)n_ctx, .path = path, .kv_type = kv_type,
-                              .n_threads = threads > 0 ? (int32_t)threads : llmk_cpu_count()};
+                              .n_threads = threads > 0 ? (int32_t)threads : llmk_cpu_count(),
+                              .allow_long_ctx = long_ctx};
+    if (long_ctx) cli_warn_long_ctx(cmd, m, n_ctx);
     if ((st = llmk_session_init(m, &sp, &s)) != LLMK_OK) {
         rc = cli_report(cmd, st);
         goto done;
@@ -221,6 +228,10 @@ int cmd_run(int argc, char **argv) {
                 goto done;
             }
             if (gen_write(&ch, stdout, text, nt)) break; /* a stop string: it and what follows are not printed */
+            if ((st = cli_stdout_status()) != LLMK_OK) {
+                rc = cli_report(cmd, st);
+                goto done;
+            }
         }
         if ((long)n_gen >= n_predict) break;
         if (llmk_session_pos(s) >= llmk_session_n_ctx(s)) {

@@ -1,8 +1,10 @@
 /* llmk: the command-line entry point; dispatches to app/cmd_*.c. */
 #include "cli.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 struct command {
     const char *name;
@@ -20,14 +22,30 @@ static void usage(FILE *to) {
         if (commands[i].fn) fprintf(to, "  %-11s %s\n", commands[i].name, commands[i].help);
 }
 
+/* Started with fd 0, 1 or 2 closed (`>&-`), the first file llmk opens would
+ * take that number, and printf would write into it (a model, an output).
+ * Park /dev/null there read-only: reads see end of file and writes fail with
+ * EBADF, which cli_finish_stdout reports. */
+static void guard_std_fds(void) {
+    for (int fd = 0; fd <= 2; fd++) {
+        if (fcntl(fd, F_GETFD) != -1) continue;
+        int n = open("/dev/null", O_RDONLY);
+        if (n >= 0 && n != fd) {
+            dup2(n, fd);
+            close(n);
+        }
+    }
+}
+
 int main(int argc, char **argv) {
+    guard_std_fds();
     if (argc < 2) {
         usage(stderr);
         return CLI_EXIT_USAGE;
     }
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         usage(stdout);
-        return CLI_EXIT_OK;
+        return cli_finish_stdout("help", CLI_EXIT_OK);
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
         if (strcmp(argv[1], commands[i].name) != 0) continue;
@@ -35,7 +53,7 @@ int main(int argc, char **argv) {
             fprintf(stderr, "llmk: command '%s' is not built into this binary\n", argv[1]);
             return CLI_EXIT_FAIL;
         }
-        return commands[i].fn(argc - 1, argv + 1);
+        return cli_finish_stdout(argv[1], commands[i].fn(argc - 1, argv + 1));
     }
     fprintf(stderr, "llmk: unknown command '%s'\n", argv[1]);
     usage(stderr);

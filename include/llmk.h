@@ -14,6 +14,7 @@
  *   6. Tokenizer                               (src/tokenizer.c)
  *   7. Model and session                       (src/model.c, src/session.c)
  *   8. Sampling                                (src/sample.c)
+ *   9. Files llmk writes                       (src/outfile.c)
  */
 #ifndef LLMK_H
 #define LLMK_H
@@ -21,6 +22,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -76,6 +78,7 @@ enum llmk_status {
     LLMK_DUPLICATE_NAME = 609,          /* two keys or two tensors with the same name */
     LLMK_TYPE_MISMATCH = 610,           /* a key holds another type than the one asked for */
     LLMK_BAD_TENSOR_INFO = 611,         /* n_dims out of range, zero dimension, row not whole blocks */
+    LLMK_TENSOR_DATA_OVERLAP = 612,     /* a tensor's data overlaps or precedes the previous tensor's */
 
     LLMK_UNSUPPORTED_ARCHITECTURE = 620, /* general.architecture is not one llmk runs */
     LLMK_UNSUPPORTED_FEATURE = 621,      /* a model feature llmk does not implement (named) */
@@ -93,6 +96,8 @@ enum llmk_status {
     LLMK_BAD_SAMPLER_CONFIG = 661,       /* a sampler parameter out of its range */
     LLMK_TEMPLATE_UNKNOWN = 662,         /* the chat template is not one llmk recognises */
     LLMK_BAD_REQUEST = 663,              /* a malformed request (JSON, messages, flags) */
+    LLMK_OUTPUT_IS_INPUT = 664,          /* an output path names the same file as an input */
+    LLMK_CONTEXT_OVER_TRAIN = 665,       /* a context longer than the model was trained for, not allowed */
 };
 
 /* Largest dimension any seed-000 primitive accepts (a ceiling, not a model size). */
@@ -102,8 +107,9 @@ enum llmk_status {
  * not a code, the name of LLMK_CODE_OUT_OF_RANGE. Never NULL. */
 const char *llmk_status_name(int code);
 
-/* Detail of the last failure on this thread ("" if none). Valid until the next
- * failing llmk call on the same thread. */
+/* Detail of the failure behind the status the last llmk call on this thread
+ * returned: "" after a call that succeeded, so a caller may test it. Valid
+ * until the next llmk call on the same thread. */
 const char *llmk_last_error(void);
 
 /* ======================================================================== */
@@ -580,7 +586,16 @@ int llmk_gguf_writer_copy_kv(llmk_gguf_writer *w, const llmk_gguf *g, size_t i);
 int llmk_gguf_writer_add_tensor(llmk_gguf_writer *w, const char *name, uint32_t type,
                                 uint32_t n_dims, const uint64_t *ne, const void *data,
                                 uint64_t n_bytes);
+/* Write the file through llmk_outfile_open (section 9): a temporary file in
+ * the same folder renamed over `path` when complete, so a failure leaves the
+ * target as it was. An output that is the same file as one of inputs[0..n)
+ * is refused (LLMK_OUTPUT_IS_INPUT) before anything is created. */
 int llmk_gguf_writer_write(llmk_gguf_writer *w, const char *path);
+int llmk_gguf_writer_write_checked(llmk_gguf_writer *w, const char *path,
+                                   const char *const *inputs, size_t n_inputs);
+/* The same bytes onto an open stream (e.g. llmk_outfile_stream); name is for
+ * messages. The caller commits or discards. */
+int llmk_gguf_writer_write_stream(const llmk_gguf_writer *w, FILE *f, const char *name);
 /* LLMK_SECTION_GGUF_END */
 
 /* ======================================================================== */
@@ -690,6 +705,9 @@ typedef struct llmk_hparams {
  * that fails to load does not fail the model (logits need none): the failure
  * is kept and returned by llmk_model_tokenizer. */
 int llmk_model_load(const char *path, llmk_model **out);
+/* The same from a GGUF image already in memory (no copy: `data` must outlive
+ * the model). Used by the fuzz target and by tests. */
+int llmk_model_load_memory(const void *data, size_t size, llmk_model **out);
 void llmk_model_free(llmk_model *m);
 const llmk_hparams *llmk_model_hparams(const llmk_model *m);
 const llmk_gguf *llmk_model_gguf(const llmk_model *m);
@@ -713,6 +731,11 @@ typedef struct llmk_session_params {
     uint32_t kv_type;  /* KV cache element type: LLMK_TYPE_F32 (0, the default; the env
                         * lever LLMK_KV_TYPE may change it), LLMK_TYPE_F16 or LLMK_TYPE_Q8_0
                         * (fast path only; q8_0 needs head_dim % 32 == 0) */
+    bool allow_long_ctx; /* n_ctx above the model's n_ctx_train: refused
+                          * (LLMK_CONTEXT_OVER_TRAIN) unless this is set */
+    uint64_t mem_limit;  /* bytes the KV cache and scratch may take; 0: the
+                          * machine's memory. Checked before allocating
+                          * (LLMK_OUT_OF_MEMORY names the figures). */
 } llmk_session_params;
 typedef struct llmk_session llmk_session;
 
@@ -868,6 +891,38 @@ int llmk_chat_render(const llmk_chat_template *t, const llmk_chat_message *msgs,
 int llmk_chat_parse_messages(const char *json, size_t len, llmk_chat_message **msgs,
                              size_t *n);
 /* LLMK_SECTION_SAMPLING_END */
+
+/* ======================================================================== */
+/* 9. Files llmk writes                                                      */
+/* ======================================================================== */
+/* LLMK_SECTION_OUTFILE_BEGIN */
+/* Every file llmk writes goes through an outfile: the bytes go to a
+ * temporary file in the target's folder (".NAME.llmk-..."), which commit
+ * flushes, syncs and renames over the target; discard (or any failure)
+ * removes only that temporary file. A model being read through a mapping is
+ * therefore never written in place. Symlinks are followed (the file they name
+ * is replaced); an existing character device or pipe (/dev/null, /dev/stdout)
+ * is written in place and never removed; a directory is refused. */
+typedef struct llmk_outfile llmk_outfile;
+/* *same is true when a and b exist and are one file (same device and inode,
+ * links followed). */
+int llmk_path_same_file(const char *a, const char *b, bool *same);
+/* The checks llmk_outfile_open makes before creating anything: path is not
+ * one of inputs[0..n_inputs) (NULL entries skipped; LLMK_OUTPUT_IS_INPUT) and
+ * not a directory. */
+int llmk_output_check(const char *path, const char *const *inputs, size_t n_inputs);
+int llmk_outfile_open(const char *path, const char *const *inputs, size_t n_inputs,
+                      llmk_outfile **out);
+FILE *llmk_outfile_stream(llmk_outfile *o);
+/* The temporary file's path (NULL when writing a device in place), e.g. for a
+ * signal handler that removes it. */
+const char *llmk_outfile_temp_path(const llmk_outfile *o);
+/* Flush, sync, close and rename; frees o whatever the result. A stream error
+ * seen before (ferror) fails the commit and leaves the target unchanged. */
+int llmk_outfile_commit(llmk_outfile *o);
+/* Close and remove the temporary file; frees o. */
+void llmk_outfile_discard(llmk_outfile *o);
+/* LLMK_SECTION_OUTFILE_END */
 
 #ifdef __cplusplus
 }

@@ -116,6 +116,7 @@ static int contains(const char *t, size_t len, const char *needle) {
 
 int llmk_chat_template_init(const char *name, const char *text, size_t text_len, const char *bos,
                             const char *eos, llmk_chat_template **out) {
+    llmk_error_clear();
     if (!out) return llmk_fail(LLMK_INVALID_ARGUMENT, "chat_template_init: NULL out");
     *out = NULL;
     if (!name && !text)
@@ -169,6 +170,7 @@ static const char *vocab_text(const llmk_gguf *g, const char *id_key) {
 }
 
 int llmk_chat_template_from_gguf(const llmk_gguf *g, const char *name, llmk_chat_template **out) {
+    llmk_error_clear();
     if (!g) return llmk_fail(LLMK_INVALID_ARGUMENT, "chat_template_from_gguf: NULL file");
     const char *text = NULL;
     size_t len = 0;
@@ -289,6 +291,7 @@ static int render_llama2(const llmk_chat_template *t, sbuf *b, const llmk_chat_m
 
 int llmk_chat_render(const llmk_chat_template *t, const llmk_chat_message *msgs, size_t n,
                      bool add_generation_prompt, char **out, size_t *out_len) {
+    llmk_error_clear();
     if (!t || !out || (n && !msgs))
         return llmk_fail(LLMK_INVALID_ARGUMENT, "chat_render: NULL argument");
     *out = NULL;
@@ -318,15 +321,42 @@ int llmk_chat_render(const llmk_chat_template *t, const llmk_chat_message *msgs,
 
 /* ---- messages from JSON ------------------------------------------------ */
 
+/* Byte offset of the first \u0000 escape in JSON text (len when none). A
+ * backslash escapes the next character, so "\\u0000" (an escaped backslash,
+ * then "u0000") is not one. cJSON decodes the escape into a NUL that would
+ * silently cut the string short. */
+static size_t find_nul_escape(const char *json, size_t len) {
+    for (size_t i = 0; i + 1 < len; i++) {
+        if (json[i] != '\\') continue;
+        if (json[i + 1] == 'u' && i + 5 < len && !memcmp(json + i + 2, "0000", 4)) return i;
+        i++; /* skip the escaped character */
+    }
+    return len;
+}
+
 int llmk_chat_parse_messages(const char *json, size_t len, llmk_chat_message **msgs, size_t *n) {
+    llmk_error_clear();
     if (!json || !msgs || !n) return llmk_fail(LLMK_INVALID_ARGUMENT, "parse_messages: NULL argument");
     *msgs = NULL;
     *n = 0;
-    cJSON *root = cJSON_ParseWithLength(json, len);
+    size_t nul_at = find_nul_escape(json, len);
+    if (nul_at < len)
+        return llmk_fail(LLMK_BAD_REQUEST, "messages: \\u0000 (NUL) at byte %zu; C strings cannot hold it, "
+                         "and cutting the text there would change the request", nul_at);
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(json, len, &end, false);
     if (!root) {
         const char *at = cJSON_GetErrorPtr();
         size_t off = at && at >= json && at <= json + len ? (size_t)(at - json) : len;
         return llmk_fail(LLMK_BAD_REQUEST, "messages: invalid JSON near byte %zu of %zu", off, len);
+    }
+    size_t rest = end && end >= json && end <= json + len ? (size_t)(end - json) : len;
+    while (rest < len && (json[rest] == ' ' || json[rest] == '\t' || json[rest] == '\n' || json[rest] == '\r'))
+        rest++;
+    if (rest < len) {
+        cJSON_Delete(root);
+        return llmk_fail(LLMK_BAD_REQUEST, "messages: unexpected text after the JSON value at byte %zu of %zu",
+                         rest, len);
     }
     const cJSON *arr = root;
     if (cJSON_IsObject(root)) arr = cJSON_GetObjectItemCaseSensitive(root, "messages");

@@ -28,6 +28,7 @@ static int len_ok(const char *fn, const char *buf, int64_t real, int64_t claimed
 }
 
 int llmk_residual_dims_check(int64_t n, int64_t len_a, int64_t len_b) {
+    llmk_error_clear();
     const char *fn = "residual_add_flat";
     int st = LLMK_OK;
     if (dim_ok(fn, "n", n, 1, &st) && len_ok(fn, "a", len_a, n, LLMK_A_LENGTH_MISMATCH, &st))
@@ -37,6 +38,7 @@ int llmk_residual_dims_check(int64_t n, int64_t len_a, int64_t len_b) {
 
 int llmk_kv_append_dims_check(int64_t cache_len, int64_t n_new, int64_t len_cache,
                               int64_t len_new) {
+    llmk_error_clear();
     const char *fn = "kv_cache_append_flat";
     int st = LLMK_OK;
     if (!dim_ok(fn, "cache_len", cache_len, 0, &st) || !dim_ok(fn, "n_new", n_new, 1, &st))
@@ -52,6 +54,7 @@ int llmk_kv_append_dims_check(int64_t cache_len, int64_t n_new, int64_t len_cach
 }
 
 int llmk_argmax_dims_check(int64_t n, int64_t len_logits) {
+    llmk_error_clear();
     const char *fn = "greedy_argmax_flat";
     int st = LLMK_OK;
     if (dim_ok(fn, "n", n, 1, &st))
@@ -60,6 +63,7 @@ int llmk_argmax_dims_check(int64_t n, int64_t len_logits) {
 }
 
 int llmk_gemv_dims_check(int64_t m, int64_t n, int64_t len_a, int64_t len_x) {
+    llmk_error_clear();
     const char *fn = "gemv_transposed_parallel_flat";
     int st = LLMK_OK;
     if (!dim_ok(fn, "m", m, 1, &st) || !dim_ok(fn, "n", n, 1, &st)) return st;

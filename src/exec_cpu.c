@@ -39,6 +39,12 @@ enum {
     NEXT_RUN_BYTES = 4096 /* prefetch_next_runs: bytes per run start (8 KB: no better) */
 };
 
+/* A worker's first NaN or infinity of the current call: phase index and row
+ * (INT32_MAX: none). */
+struct nonfinite {
+    int32_t phase, row;
+};
+
 struct llmk_exec {
     const struct llmk_model *m;
     struct llmk_program prog;
@@ -52,6 +58,7 @@ struct llmk_exec {
     llmk_attn_multi_fn attn_multi; /* its multi-query form, or NULL */
     int64_t kvd, qd, max_chunks;
     unsigned char *kv_k, *kv_v; /* [seq][layer][kv head][n_ctx][kv_hb bytes], see kv_head */
+    uint64_t kv_bytes;          /* of each; pages from the OS, committed as written */
     int32_t *pos;             /* [n_seq] */
     float *rope_cs;           /* [n_ctx][half][cos, sin] */
     float *buf[LLMK_BUF_COUNT_];
@@ -59,7 +66,7 @@ struct llmk_exec {
     unsigned char *qbuf[LLMK_BUF_COUNT_][LLMK_ACT_FORMS];
     size_t qrow[LLMK_BUF_COUNT_][LLMK_ACT_FORMS]; /* bytes per quantized row */
     llmk_dot_fn dot[LLMK_TYPE_COUNT_];
-    llmk_quant_fn quant[LLMK_ACT_FORMS];
+    llmk_act_quant_fn quant[LLMK_ACT_FORMS]; /* the codec forms' quantizers (NULL for Q8_1X, A16) */
     uint32_t form_block[LLMK_ACT_FORMS];
     const struct llmk_xkernels *xk;
     bool xq;                  /* Q4_1 weights repacked for the AVX2 kernel */
@@ -80,6 +87,8 @@ struct llmk_exec {
     float *amax_v;            /* per worker argmax partials [nth][rows_cap] */
     int32_t *amax_i;
     int32_t *argmax;          /* [rows_cap] */
+    struct nonfinite *nf;     /* [nth], see note_nonfinite */
+    llmk_nonfinite_fn nfk;    /* the check of what no quantizer reads (Q/K/V, logits) */
     /* the current call */
     int32_t n_rows, out_first;
     int32_t *row_id, *row_seq, *row_pos;
@@ -124,6 +133,29 @@ static void *xalloc(uint64_t a, uint64_t b, int *st) {
     return p;
 }
 
+static void *pages_or_fail(uint64_t bytes, int *st) {
+    if (*st != LLMK_OK) return NULL;
+    void *p = llmk_pages_alloc(bytes);
+    if (!p) *st = llmk_fail(LLMK_OUT_OF_MEMORY, "exec: KV cache of %llu bytes", (unsigned long long)bytes);
+    return p;
+}
+
+/* Before allocating: the context against the model's training length, and
+ * the KV cache plus the buffers that grow with context or batch against
+ * the memory there is. */
+static int exec_check_budget(const struct llmk_exec *ex, const struct llmk_exec_params *p) {
+    const llmk_hparams *hp = &ex->m->hp;
+    int st = llmk_check_context(ex->m, ex->n_ctx, p->allow_long_ctx);
+    if (st != LLMK_OK) return st;
+    double hd = hp->head_dim, nth = p->n_threads > 0 ? p->n_threads : llmk_cpu_count();
+    double kv = llmk_kv_bytes(ex->n_seq, ex->n_ctx, hp->n_head_kv, hd, (double)ex->kv_hb / hd) * hp->n_layer;
+    double widths = 3.0 * hp->n_embd + 2.0 * (double)ex->qd + 2.0 * (double)ex->kvd + 2.0 * hp->n_ff;
+    double scratch = 4.0 * ((double)ex->n_ctx * hd                                        /* rope table */
+                            + (SPLIT_ROWS * hp->n_head + nth * ATTN_MQ) * (double)ex->max_chunks * (hd + 2)
+                            + ex->rows_cap * widths + (double)ex->n_seq * hp->n_vocab); /* activations, logits */
+    return llmk_check_memory(kv, scratch, p->mem_limit, ex->n_ctx);
+}
+
 /* KV head g's row at pos. Head-major: one head's keys (or values) are one
  * contiguous run, so an attention pass over a chunk streams 128 adjacent
  * rows instead of every n_head_kv-th one (decode at depth 1024 spent half
@@ -165,23 +197,38 @@ static void ph_embed(struct llmk_exec *ex, const struct llmk_phase *ph, int ith,
     }
 }
 
-/* Quantize row t's elements [e0, e1) of buffer b into every form of qmask. */
-static void quantize_part(struct llmk_exec *ex, int b, unsigned qmask, int64_t t, int64_t e0, int64_t e1) {
+/* Worker ith met a NaN or infinity in row t of phase ph. Each worker keeps
+ * the first in (phase, row) order in its own record, read after the run:
+ * the place reported is then the same for any thread count or work split,
+ * with no atomics, and a run without one costs nothing here. */
+static void note_nonfinite(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, int32_t t) {
+    struct nonfinite *r = &ex->nf[ith];
+    int32_t i = (int32_t)(ph - ex->prog.ph);
+    if (i < r->phase || (i == r->phase && t < r->row)) r->phase = i, r->row = t;
+}
+
+/* Quantize row t's elements [e0, e1) of buffer b into every form of ph's
+ * qmask. The quantizers report a NaN or infinity from their amax pass: the
+ * matmul that reads the result would turn it into ordinary numbers. */
+static void quantize_part(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, int b, int64_t t, int64_t e0,
+                          int64_t e1) {
     const float *src = ex->buf[b] + t * ex->width[b];
+    int bad = 0;
     for (int f = 0; f < LLMK_ACT_FORMS; f++) {
-        if (!(qmask & (1u << f))) continue;
+        if (!(ph->qmask & (1u << f))) continue;
         if (f == LLMK_ACT_Q8_1X) {
-            llmk_xq8_1_quantize(src, ex->width[b], e0, e1, ex->qbuf[b][f] + (size_t)t * ex->qrow[b][f]);
+            bad |= llmk_xq8_1_quantize(src, ex->width[b], e0, e1, ex->qbuf[b][f] + (size_t)t * ex->qrow[b][f]);
             continue;
         }
         if (f == LLMK_ACT_A16) {
-            llmk_a16_quantize_row(src, ex->width[b], e0, e1, ex->qbuf[b][f] + (size_t)t * ex->qrow[b][f]);
+            bad |= llmk_a16_quantize_row(src, ex->width[b], e0, e1, ex->qbuf[b][f] + (size_t)t * ex->qrow[b][f]);
             continue;
         }
         uint32_t be = ex->form_block[f];
         unsigned char *dst = ex->qbuf[b][f] + (size_t)t * ex->qrow[b][f] + (size_t)(e0 / be) * llmk_type_block_bytes(form_type[f]);
-        ex->quant[f](src + e0, dst, e1 - e0);
+        bad |= ex->quant[f](src + e0, dst, e1 - e0);
     }
+    if (bad) note_nonfinite(ex, ph, ith, (int32_t)t);
 }
 
 /* Whether the norm phase ph runs on every worker for all its rows, into the
@@ -214,7 +261,8 @@ static void ph_norm(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, 
         size_t rb = llmk_a16_row_bytes(E);
         for (int32_t t = t0; t < t1; t++) {
             llmk_f32_rmsnorm(xn, ex->buf[ph->in] + t * E, ph->vec[0], E, (float)ex->m->hp.rms_eps);
-            llmk_a16_quantize_row(xn, E, 0, E, wnorm_rows(ex, ith) + (size_t)(t - t0) * rb);
+            if (llmk_a16_quantize_row(xn, E, 0, E, wnorm_rows(ex, ith) + (size_t)(t - t0) * rb))
+                note_nonfinite(ex, ph, ith, t);
         }
         return;
     }
@@ -222,7 +270,7 @@ static void ph_norm(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, 
     float eps = (float)ex->m->hp.rms_eps;
     for (int64_t t = t0 + lo; t < t0 + hi; t++) {
         llmk_f32_rmsnorm(ex->buf[ph->out[0]] + t * E, ex->buf[ph->in] + t * E, ph->vec[0], E, eps);
-        quantize_part(ex, ph->out[0], ph->qmask, t, 0, E);
+        quantize_part(ex, ph, ith, ph->out[0], t, 0, E);
     }
 }
 
@@ -350,8 +398,11 @@ static void store_kv(const struct llmk_exec *ex, unsigned char *dst, const float
 }
 
 /* Head unit u of row t: q heads 0..H-1 (QK-norm, RoPE), k heads H..H+Hkv-1
- * (QK-norm, RoPE, append), v heads after them (append). */
-static void rope_unit(struct llmk_exec *ex, const struct llmk_phase *ph, int32_t t, int u) {
+ * (QK-norm, RoPE, append), v heads after them (append). Each head row is
+ * checked for a NaN or infinity (by worker ith): no quantizer reads q, k or
+ * v, attention's vector exp clamps a NaN score to a finite weight, and a
+ * q8_0 cache quantizes NaN to 0. */
+static void rope_unit(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, int32_t t, int u) {
     const llmk_hparams *hp = &ex->m->hp;
     int HD = hp->head_dim, H = hp->n_head, Hkv = hp->n_head_kv, half = HD / 2;
     float eps = (float)hp->rms_eps;
@@ -360,15 +411,18 @@ static void rope_unit(struct llmk_exec *ex, const struct llmk_phase *ph, int32_t
         float *q = ex->buf[LLMK_BUF_Q] + (int64_t)t * ex->qd + (int64_t)u * HD;
         if (ph->vec[0]) llmk_f32_rmsnorm(q, q, ph->vec[0], HD, eps);
         llmk_f32_rope(q, 1, HD, cs, hp->rope_neox);
+        if (ex->nfk(q, HD)) note_nonfinite(ex, ph, ith, t);
     } else if (u < H + Hkv) {
         int h = u - H;
         float *k = ex->buf[LLMK_BUF_K] + (int64_t)t * ex->kvd + (int64_t)h * HD;
         if (ph->vec[1]) llmk_f32_rmsnorm(k, k, ph->vec[1], HD, eps);
         llmk_f32_rope(k, 1, HD, cs, hp->rope_neox);
+        if (ex->nfk(k, HD)) note_nonfinite(ex, ph, ith, t);
         store_kv(ex, kv_head(ex, ex->kv_k, ex->row_seq[t], ph->layer, h, ex->row_pos[t]), k, HD);
     } else {
         int h = u - H - Hkv;
         const float *v = ex->buf[LLMK_BUF_V] + (int64_t)t * ex->kvd + (int64_t)h * HD;
+        if (ex->nfk(v, HD)) note_nonfinite(ex, ph, ith, t);
         store_kv(ex, kv_head(ex, ex->kv_v, ex->row_seq[t], ph->layer, h, ex->row_pos[t]), v, HD);
     }
 }
@@ -383,11 +437,11 @@ static void ph_rope_kv(struct llmk_exec *ex, const struct llmk_phase *ph, int it
          * split, no barrier in between): all rows of each */
         llmk_split_range(U, ith, nth, &lo, &hi);
         for (int64_t u = lo; u < hi; u++)
-            for (int32_t t = 0; t < ex->n_rows; t++) rope_unit(ex, ph, t, (int)u);
+            for (int32_t t = 0; t < ex->n_rows; t++) rope_unit(ex, ph, ith, t, (int)u);
         return;
     }
     llmk_split_range((int64_t)ex->n_rows * U, ith, nth, &lo, &hi);
-    for (int64_t it = lo; it < hi; it++) rope_unit(ex, ph, (int32_t)(it / U), (int)(it % U));
+    for (int64_t it = lo; it < hi; it++) rope_unit(ex, ph, ith, (int32_t)(it / U), (int)(it % U));
 }
 
 /* Bias or residual of weight i's rows [r0, r1), rows t0..t1 of the call;
@@ -414,7 +468,7 @@ static void mm_swiglu(struct llmk_exec *ex, const struct llmk_phase *ph, int64_t
     mm_rows(ex, ph, 1, r0, r1, t0, t1, u, F, ith, owner);
     for (int32_t t = t0; t < t1; t++) {
         ex->xk->swiglu(g + (int64_t)t * F + r0, u + (int64_t)t * F + r0, r1 - r0);
-        quantize_part(ex, ph->out[0], ph->qmask, t, r0, r1);
+        quantize_part(ex, ph, ith, ph->out[0], t, r0, r1);
     }
 }
 
@@ -483,7 +537,7 @@ static void ph_matmul_claimed(struct llmk_exec *ex, const struct llmk_phase *ph,
             }
         }
         if (rope_fused(ex, ph)) /* unit j is rope unit j (Q heads, then K, then V) */
-            for (int32_t t = t0; t < t1; t++) rope_unit(ex, ph + 1, t, (int)j);
+            for (int32_t t = t0; t < t1; t++) rope_unit(ex, ph + 1, ith, t, (int)j);
     }
 }
 
@@ -584,7 +638,7 @@ static void attn_few_rows(struct llmk_exec *ex, const struct llmk_phase *ph, int
                     for (int i = h; i < he; i++) {
                         llmk_attn_merge(ex->parts + ((int64_t)t * H + i) * ex->max_chunks * ps, 1, HD,
                                         ex->buf[LLMK_BUF_ATT] + (int64_t)t * ex->qd + (int64_t)i * HD);
-                        if (head_quant) quantize_part(ex, LLMK_BUF_ATT, ph->qmask, t, (int64_t)i * HD, (int64_t)(i + 1) * HD);
+                        if (head_quant) quantize_part(ex, ph, ith, LLMK_BUF_ATT, t, (int64_t)i * HD, (int64_t)(i + 1) * HD);
                     }
                 h = he;
             }
@@ -597,7 +651,7 @@ static void attn_few_rows(struct llmk_exec *ex, const struct llmk_phase *ph, int
         int h = (int)(it % H);
         llmk_attn_merge(ex->parts + ((int64_t)t * H + h) * ex->max_chunks * ps, (int)n_chunks(ex, t), HD,
                         ex->buf[LLMK_BUF_ATT] + (int64_t)t * ex->qd + (int64_t)h * HD);
-        if (head_quant) quantize_part(ex, LLMK_BUF_ATT, ph->qmask, t, (int64_t)h * HD, (int64_t)(h + 1) * HD);
+        if (head_quant) quantize_part(ex, ph, ith, LLMK_BUF_ATT, t, (int64_t)h * HD, (int64_t)(h + 1) * HD);
     }
 }
 
@@ -662,7 +716,7 @@ static void ph_attn(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, 
                     llmk_attn_merge(parts_slot(ex, wp, (t - t0) * hb + h - h0), (int)n_chunks(ex, t), HD,
                                     ex->buf[LLMK_BUF_ATT] + (int64_t)t * ex->qd + (int64_t)h * HD);
                     if (head_quant)
-                        quantize_part(ex, LLMK_BUF_ATT, ph->qmask, t, (int64_t)h * HD, (int64_t)(h + 1) * HD);
+                        quantize_part(ex, ph, ith, LLMK_BUF_ATT, t, (int64_t)h * HD, (int64_t)(h + 1) * HD);
                 }
         }
     }
@@ -670,7 +724,7 @@ static void ph_attn(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, 
         llmk_pool_barrier(ex->pool);
         int64_t lo, hi;
         llmk_split_range(ex->n_rows, ith, nth, &lo, &hi);
-        for (int64_t t = lo; t < hi; t++) quantize_part(ex, LLMK_BUF_ATT, ph->qmask, t, 0, ex->qd);
+        for (int64_t t = lo; t < hi; t++) quantize_part(ex, ph, ith, LLMK_BUF_ATT, t, 0, ex->qd);
     }
 }
 
@@ -680,6 +734,8 @@ static void ph_argmax(struct llmk_exec *ex, const struct llmk_phase *ph, int ith
     llmk_split_range(V, ith, nth, &lo, &hi);
     for (int32_t r = 0; r < nr; r++) {
         const float *l = ex->logits + (int64_t)r * V;
+        /* else the argmax skips a NaN, takes a +inf, and the caller's sampler sees the row */
+        if (ex->nfk(l + lo, hi - lo)) note_nonfinite(ex, ph, ith, ex->out_first + r);
         int64_t j = ex->amaxk(l + lo, hi - lo);
         ex->amax_v[(int64_t)ith * ex->rows_cap + r] = j < 0 ? -INFINITY : l[lo + j];
         ex->amax_i[(int64_t)ith * ex->rows_cap + r] = j < 0 ? -1 : (int32_t)(lo + j);
@@ -753,15 +809,39 @@ static void worker(void *ctx, int ith, int nth) {
     }
 }
 
-static void run_program(struct llmk_exec *ex) {
+/* After a run: LLMK_NAN_INPUT naming the first NaN or infinity the workers
+ * met (phase, sequence, position), else LLMK_OK. */
+static int nonfinite_status(const struct llmk_exec *ex) {
+    struct nonfinite f = {INT32_MAX, INT32_MAX};
+    for (int w = 0; w < ex->nth; w++)
+        if (ex->nf[w].phase < f.phase || (ex->nf[w].phase == f.phase && ex->nf[w].row < f.row)) f = ex->nf[w];
+    if (f.phase == INT32_MAX) return LLMK_OK;
+    const struct llmk_phase *ph = &ex->prog.ph[f.phase];
+    int32_t seq = ex->row_seq[f.row], pos = ex->row_pos[f.row];
+    if (ph->op == LLMK_OP_ARGMAX) {
+        int64_t V = ph->rows[0], j = 0;
+        const float *l = ex->logits + (int64_t)(f.row - ex->out_first) * V;
+        while (j < V - 1 && isfinite(l[j])) j++;
+        return llmk_fail(LLMK_NAN_INPUT, "exec: logit of token %lld is %g (sequence %d, position %d): the LM head "
+                         "gave a NaN or infinity (phase %d, %s)", (long long)j, (double)l[j], seq, pos, f.phase - 1,
+                         ph[-1].name);
+    }
+    const char *what = ph->op == LLMK_OP_ROPE_KV ? "q, k or v" : ph->op == LLMK_OP_ATTN ? "the attention output"
+                     : ph->op == LLMK_OP_MATMUL ? "the SwiGLU output" : "the normed activations";
+    return llmk_fail(LLMK_NAN_INPUT, "exec: NaN or infinity in %s of phase %d (%s), sequence %d, position %d: a "
+                     "weight or activation at or before it is not finite", what, f.phase, ph->name, seq, pos);
+}
+
+static int run_program(struct llmk_exec *ex) {
     int n = ex->run_final ? ex->prog.n_phases : ex->prog.n_layer_phases;
     if (ex->n_rows > SPLIT_ROWS) /* the pool's start orders these before any claim */
         for (int64_t i = 0; i < (int64_t)n * ex->nth; i++)
             atomic_store_explicit(&ex->claims[i * CLAIM_STRIDE], 0, memory_order_relaxed);
+    for (int w = 0; w < ex->nth; w++) ex->nf[w] = (struct nonfinite){INT32_MAX, INT32_MAX};
     if (!ex->phase_mode) {
         ex->ph_lo = 0, ex->ph_hi = n;
         llmk_pool_run(ex->pool, worker, ex);
-        return;
+        return nonfinite_status(ex);
     }
     for (int i = 0; i < n; i++) {
         ex->ph_lo = i, ex->ph_hi = i + 1;
@@ -769,6 +849,7 @@ static void run_program(struct llmk_exec *ex) {
         llmk_pool_run(ex->pool, worker, ex);
         ex->phase_ns[i] += now_ns() - t;
     }
+    return nonfinite_status(ex);
 }
 
 /* ---- lifetime ------------------------------------------------------------ */
@@ -830,7 +911,8 @@ int llmk_exec_init(const struct llmk_model *m, const struct llmk_exec_params *p,
         ex->attn_multi = kvt == LLMK_TYPE_F16 ? ex->xk->multi_f16 : ex->xk->multi_f32;
     }
     ex->kv_rb = (size_t)hp->n_head_kv * ex->kv_hb;
-    int st = llmk_program_build(m, &ex->prog);
+    int st = exec_check_budget(ex, p);
+    if (st == LLMK_OK) st = llmk_program_build(m, &ex->prog);
     if (st == LLMK_OK) st = llmk_pool_create(p->n_threads, &ex->pool);
     if (st != LLMK_OK) goto fail;
     ex->nth = llmk_pool_size(ex->pool);
@@ -839,8 +921,12 @@ int llmk_exec_init(const struct llmk_model *m, const struct llmk_exec_params *p,
         goto fail;
     }
     uint64_t rc = (uint64_t)ex->rows_cap, cells = (uint64_t)n_seq * hp->n_layer * (uint64_t)n_ctx;
-    ex->kv_k = xalloc(cells, ex->kv_rb, &st);
-    ex->kv_v = xalloc(cells, ex->kv_rb, &st);
+    if (!llmk_mul_u64(cells, ex->kv_rb, &ex->kv_bytes)) {
+        st = llmk_fail(LLMK_OUT_OF_MEMORY, "exec: KV cache size overflows");
+        goto fail;
+    }
+    ex->kv_k = pages_or_fail(ex->kv_bytes, &st);
+    ex->kv_v = pages_or_fail(ex->kv_bytes, &st);
     ex->pos = xalloc((uint64_t)n_seq, sizeof(int32_t), &st);
     int half = hp->head_dim / 2;
     ex->rope_cs = xalloc((uint64_t)n_ctx * 2 * half, sizeof(float), &st);
@@ -854,7 +940,8 @@ int llmk_exec_init(const struct llmk_model *m, const struct llmk_exec_params *p,
     if (st != LLMK_OK) goto fail;
     for (int f = 0; f < LLMK_ACT_FORMS; f++) {
         ex->form_block[f] = f == LLMK_ACT_Q8_1X ? 64 : llmk_type_block_elems(form_type[f]);
-        ex->quant[f] = llmk_codec_get(form_type[f])->quantize;
+        ex->quant[f] = f == LLMK_ACT_Q8_0 ? llmk_quantize_act_q8_0 : f == LLMK_ACT_Q8_1 ? llmk_quantize_act_q8_1
+                     : f == LLMK_ACT_Q8_K ? llmk_quantize_act_q8_k : NULL;
     }
     {
         const char *e = getenv("LLMK_KERNELS"), *r = getenv("LLMK_REPACK");
@@ -863,6 +950,7 @@ int llmk_exec_init(const struct llmk_model *m, const struct llmk_exec_params *p,
         ex->a16 = !(act && strcmp(act, "q8") == 0); /* LLMK_ACT=q8: the 8-bit activation path */
         ex->r8k = llmk_r8_kernel();
         ex->amaxk = llmk_f32_argmax_kernel();
+        ex->nfk = llmk_f32_nonfinite_kernel();
         const char *pn = getenv("LLMK_PREFETCH_NEXT"); /* =0: off, for A/B runs */
         ex->pf_next = !(pn && strcmp(pn, "0") == 0);
     }
@@ -956,6 +1044,7 @@ int llmk_exec_init(const struct llmk_model *m, const struct llmk_exec_params *p,
     ex->amax_v = xalloc((uint64_t)ex->nth * rc, sizeof(float), &st);
     ex->amax_i = xalloc((uint64_t)ex->nth * rc, sizeof(int32_t), &st);
     ex->argmax = xalloc(rc, sizeof(int32_t), &st);
+    ex->nf = xalloc((uint64_t)ex->nth, sizeof *ex->nf, &st);
     ex->row_id = xalloc(rc, sizeof(int32_t), &st);
     ex->row_seq = xalloc(rc, sizeof(int32_t), &st);
     ex->row_pos = xalloc(rc, sizeof(int32_t), &st);
@@ -991,13 +1080,13 @@ void llmk_exec_free(struct llmk_exec *ex) {
     free(ex->r8w);
     free(ex->r8_arena);
     llmk_program_free(&ex->prog);
-    free(ex->kv_k), free(ex->kv_v), free(ex->pos), free(ex->rope_cs);
+    llmk_pages_free(ex->kv_k, ex->kv_bytes), llmk_pages_free(ex->kv_v, ex->kv_bytes), free(ex->pos), free(ex->rope_cs);
     for (int b = 0; b < LLMK_BUF_COUNT_; b++) {
         free(ex->buf[b]);
         for (int f = 0; f < LLMK_ACT_FORMS; f++) free(ex->qbuf[b][f]);
     }
     free(ex->parts), free(ex->wparts), free(ex->wscores), free(ex->wnorm), free(ex->claims);
-    free(ex->amax_v), free(ex->amax_i), free(ex->argmax);
+    free(ex->amax_v), free(ex->amax_i), free(ex->argmax), free(ex->nf);
     free(ex->row_id), free(ex->row_seq), free(ex->row_pos), free(ex->phase_ns), free(ex->wrow);
     free(ex);
 }
@@ -1040,7 +1129,7 @@ int llmk_exec_eval(struct llmk_exec *ex, int32_t seq, const int32_t *ids, size_t
         ex->run_final = logits && (all_positions || last);
         ex->out_first = all_positions ? 0 : (int32_t)c - 1;
         ex->logits = all_positions && logits ? logits + off * V : logits;
-        run_program(ex);
+        if ((st = run_program(ex)) != LLMK_OK) return st; /* the position stays: rows past it are dead */
     }
     ex->pos[seq] = pos + (int32_t)n;
     return LLMK_OK;
@@ -1073,7 +1162,7 @@ int llmk_exec_decode_batch(struct llmk_exec *ex, const int32_t *seqs, const int3
     ex->run_final = logits || argmax;
     ex->out_first = 0;
     ex->logits = logits ? logits : ex->buf[LLMK_BUF_LOGITS];
-    run_program(ex);
+    if ((st = run_program(ex)) != LLMK_OK) return st;
     for (size_t b = 0; b < B; b++) {
         ex->pos[seqs[b]]++;
         if (argmax) argmax[b] = ex->argmax[b];

@@ -24,6 +24,8 @@ struct llmk_exec_params {
     int32_t n_batch;   /* rows per forward chunk (prefill); <= 0: 512 */
     int32_t n_seq;     /* sequences with their own KV cache; <= 0: 1 */
     uint32_t kv_type;  /* LLMK_TYPE_F32 (default when 0), LLMK_TYPE_F16 or LLMK_TYPE_Q8_0 (head_dim % 32 == 0) */
+    bool allow_long_ctx; /* as llmk_session_params */
+    uint64_t mem_limit;  /* as llmk_session_params */
 };
 
 struct llmk_exec;
@@ -33,11 +35,14 @@ void llmk_exec_free(struct llmk_exec *ex);
 
 /* Append n tokens to sequence seq at its position and advance it. logits:
  * NULL (no LM head), the last row, or all n rows (all_positions); cap in
- * floats. On failure the position is unchanged. */
+ * floats. On failure the position is unchanged. A NaN or infinity in the
+ * activations (met where they are quantized or checked: Q/K/V, logits) fails
+ * the call with LLMK_NAN_INPUT naming the phase, sequence and position. */
 int llmk_exec_eval(struct llmk_exec *ex, int32_t seq, const int32_t *ids, size_t n, float *logits, size_t cap,
                    bool all_positions);
 /* One decode step for B distinct sequences: row b appends ids[b] to seqs[b].
- * logits (may be NULL): B rows of n_vocab. argmax (may be NULL): B ids. */
+ * logits (may be NULL): B rows of n_vocab. argmax (may be NULL): B ids.
+ * Failures (LLMK_NAN_INPUT as llmk_exec_eval) advance no sequence. */
 int llmk_exec_decode_batch(struct llmk_exec *ex, const int32_t *seqs, const int32_t *ids, size_t B, float *logits,
                            size_t cap, int32_t *argmax);
 /* Greedy id of each logits row of the last call that ran the LM head

@@ -520,8 +520,17 @@ static int place_tensors(llmk_gguf *g, uint64_t infos_end) {
     if (!llmk_add_u64(infos_end, a - 1, &start))
         return llmk_fail(LLMK_DIMENSION_OVERFLOW, "data section start overflows");
     g->data_offset = start / a * a;
+    uint64_t prev_end = 0; /* end of the previous tensor's data, relative to the data section */
     for (size_t i = 0; i < g->n_tensors; i++) {
         llmk_tensor_info *t = &g->tensors[i];
+        /* As llama.cpp requires: each tensor's data follows the previous one's.
+         * Overlapping ranges would let one write show through another tensor. */
+        if (t->offset < prev_end)
+            return llmk_fail(LLMK_TENSOR_DATA_OVERLAP,
+                             "tensor %.150s: data at offset %llu begins before the previous tensor %.150s "
+                             "ends (offset %llu); tensor data must not overlap and must be in table order",
+                             t->name, (unsigned long long)t->offset, g->tensors[i - 1].name,
+                             (unsigned long long)prev_end);
         if (t->offset % a)
             return llmk_fail(LLMK_BAD_ALIGNMENT,
                              "tensor %.150s: data offset %llu is not a multiple of the alignment %u",
@@ -543,6 +552,7 @@ static int place_tensors(llmk_gguf *g, uint64_t infos_end) {
                              (unsigned long long)t->n_bytes, (unsigned long long)t->offset,
                              (unsigned long long)g->data_offset);
         t->data = g->base + begin;
+        prev_end = t->offset + t->n_bytes; /* no wrap: begin + n_bytes did not */
     }
     return LLMK_OK;
 }
@@ -617,6 +627,7 @@ static int open_image(const void *data, size_t size, void *map, llmk_gguf **out)
 }
 
 int llmk_gguf_open_memory(const void *data, size_t size, llmk_gguf **out) {
+    llmk_error_clear();
     if (!out) return llmk_fail(LLMK_INVALID_ARGUMENT, "gguf_open_memory: NULL out");
     *out = NULL;
     if (!data && size) return llmk_fail(LLMK_INVALID_ARGUMENT, "gguf_open_memory: NULL data");
@@ -625,9 +636,17 @@ int llmk_gguf_open_memory(const void *data, size_t size, llmk_gguf **out) {
 }
 
 int llmk_gguf_open(const char *path, llmk_gguf **out) {
+    llmk_error_clear();
     if (!out || !path) return llmk_fail(LLMK_INVALID_ARGUMENT, "gguf_open: NULL argument");
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* A FIFO or device would block open() or read forever: refuse it before
+     * opening. O_NONBLOCK covers the race of a path swapped in between; the
+     * fstat below checks what was really opened. */
+    struct stat pre;
+    if (stat(path, &pre) == 0 && !S_ISREG(pre.st_mode))
+        return llmk_fail(LLMK_IO_ERROR, "%s: not a regular file (a %s)", path,
+                         S_ISDIR(pre.st_mode) ? "directory" : S_ISFIFO(pre.st_mode) ? "FIFO" : "device or socket");
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         int e = errno;
         return llmk_fail(e == ENOENT ? LLMK_NOT_FOUND : LLMK_IO_ERROR, "%s: cannot open: %s", path,
@@ -661,11 +680,7 @@ int llmk_gguf_open(const char *path, llmk_gguf **out) {
     if (map == MAP_FAILED)
         return llmk_fail(LLMK_IO_ERROR, "%s: mmap of %zu bytes failed: %s", path, size, strerror(e));
     int st = open_image(map, size, map, out);
-    if (st != LLMK_OK) {
-        char detail[512];
-        snprintf(detail, sizeof detail, "%s", llmk_last_error());
-        return llmk_fail(st, "%s: %s", path, detail);
-    }
+    if (st != LLMK_OK) return llmk_fail(st, "%s: %s", path, llmk_last_error());
     return LLMK_OK;
 }
 
@@ -735,6 +750,7 @@ static int get_int(const llmk_gguf *g, const char *key, int64_t lo, uint64_t hi,
 }
 
 int llmk_gguf_get_u32(const llmk_gguf *g, const char *key, uint32_t *out) {
+    llmk_error_clear();
     uint64_t v;
     if (!out) return llmk_fail(LLMK_INVALID_ARGUMENT, "gguf_get_u32: NULL out");
     int st = get_int(g, key, 0, UINT32_MAX, "u32", &v);
@@ -743,6 +759,7 @@ int llmk_gguf_get_u32(const llmk_gguf *g, const char *key, uint32_t *out) {
 }
 
 int llmk_gguf_get_i32(const llmk_gguf *g, const char *key, int32_t *out) {
+    llmk_error_clear();
     uint64_t v;
     if (!out) return llmk_fail(LLMK_INVALID_ARGUMENT, "gguf_get_i32: NULL out");
     int st = get_int(g, key, INT32_MIN, INT32_MAX, "i32", &v);
@@ -751,6 +768,7 @@ int llmk_gguf_get_i32(const llmk_gguf *g, const char *key, int32_t *out) {
 }
 
 int llmk_gguf_get_u64(const llmk_gguf *g, const char *key, uint64_t *out) {
+    llmk_error_clear();
     uint64_t v;
     if (!out) return llmk_fail(LLMK_INVALID_ARGUMENT, "gguf_get_u64: NULL out");
     int st = get_int(g, key, 0, UINT64_MAX, "u64", &v);
@@ -759,6 +777,7 @@ int llmk_gguf_get_u64(const llmk_gguf *g, const char *key, uint64_t *out) {
 }
 
 int llmk_gguf_get_i64(const llmk_gguf *g, const char *key, int64_t *out) {
+    llmk_error_clear();
     uint64_t v;
     if (!out) return llmk_fail(LLMK_INVALID_ARGUMENT, "gguf_get_i64: NULL out");
     int st = get_int(g, key, INT64_MIN, INT64_MAX, "i64", &v);
@@ -767,6 +786,7 @@ int llmk_gguf_get_i64(const llmk_gguf *g, const char *key, int64_t *out) {
 }
 
 int llmk_gguf_get_f64(const llmk_gguf *g, const char *key, double *out) {
+    llmk_error_clear();
     const struct gguf_kv *kv = NULL;
     if (!out) return llmk_fail(LLMK_INVALID_ARGUMENT, "gguf_get_f64: NULL out");
     int st = lookup(g, key, &kv);
@@ -777,6 +797,7 @@ int llmk_gguf_get_f64(const llmk_gguf *g, const char *key, double *out) {
 }
 
 int llmk_gguf_get_f32(const llmk_gguf *g, const char *key, float *out) {
+    llmk_error_clear();
     double d;
     if (!out) return llmk_fail(LLMK_INVALID_ARGUMENT, "gguf_get_f32: NULL out");
     int st = llmk_gguf_get_f64(g, key, &d);
@@ -785,6 +806,7 @@ int llmk_gguf_get_f32(const llmk_gguf *g, const char *key, float *out) {
 }
 
 int llmk_gguf_get_bool(const llmk_gguf *g, const char *key, bool *out) {
+    llmk_error_clear();
     const struct gguf_kv *kv = NULL;
     if (!out) return llmk_fail(LLMK_INVALID_ARGUMENT, "gguf_get_bool: NULL out");
     int st = lookup(g, key, &kv);
@@ -795,6 +817,7 @@ int llmk_gguf_get_bool(const llmk_gguf *g, const char *key, bool *out) {
 }
 
 int llmk_gguf_get_str(const llmk_gguf *g, const char *key, const char **s, size_t *len) {
+    llmk_error_clear();
     const struct gguf_kv *kv = NULL;
     if (!s) return llmk_fail(LLMK_INVALID_ARGUMENT, "gguf_get_str: NULL out");
     int st = lookup(g, key, &kv);
@@ -806,6 +829,7 @@ int llmk_gguf_get_str(const llmk_gguf *g, const char *key, const char **s, size_
 }
 
 int llmk_gguf_get_arr(const llmk_gguf *g, const char *key, uint32_t *elem_type, uint64_t *n) {
+    llmk_error_clear();
     const struct gguf_kv *kv = NULL;
     int st = lookup(g, key, &kv);
     if (st != LLMK_OK) return st;
@@ -826,6 +850,7 @@ static int array_elem(const llmk_gguf *g, const char *key, uint64_t i, const str
 }
 
 int llmk_gguf_arr_str(const llmk_gguf *g, const char *key, uint64_t i, const char **s, size_t *len) {
+    llmk_error_clear();
     const struct gguf_kv *kv = NULL;
     if (!s) return llmk_fail(LLMK_INVALID_ARGUMENT, "gguf_arr_str: NULL out");
     int st = array_elem(g, key, i, &kv);
@@ -839,6 +864,7 @@ int llmk_gguf_arr_str(const llmk_gguf *g, const char *key, uint64_t i, const cha
 }
 
 int llmk_gguf_arr_num(const llmk_gguf *g, const char *key, uint64_t i, double *out) {
+    llmk_error_clear();
     const struct gguf_kv *kv = NULL;
     if (!out) return llmk_fail(LLMK_INVALID_ARGUMENT, "gguf_arr_num: NULL out");
     int st = array_elem(g, key, i, &kv);

@@ -66,6 +66,7 @@ static int wbuf_str(struct wbuf *b, const char *s, uint64_t n) {
 }
 
 int llmk_gguf_writer_init(llmk_gguf_writer **out) {
+    llmk_error_clear();
     if (!out) return llmk_fail(LLMK_INVALID_ARGUMENT, "gguf_writer_init: NULL out");
     *out = calloc(1, sizeof **out);
     if (!*out) return llmk_fail(LLMK_OUT_OF_MEMORY, "gguf writer");
@@ -135,6 +136,7 @@ static int note_alignment(llmk_gguf_writer *w, const char *key, uint32_t type, u
 
 int llmk_gguf_writer_set_scalar(llmk_gguf_writer *w, const char *key, uint32_t type,
                                 const void *value) {
+    llmk_error_clear();
     unsigned sz = llmk_gguf_scalar_size(type);
     if (!sz)
         return llmk_fail(LLMK_UNKNOWN_TYPE, "gguf writer: key %s: %u is not a scalar value type",
@@ -154,23 +156,29 @@ int llmk_gguf_writer_set_scalar(llmk_gguf_writer *w, const char *key, uint32_t t
 }
 
 int llmk_gguf_writer_set_u32(llmk_gguf_writer *w, const char *key, uint32_t v) {
+    llmk_error_clear();
     return llmk_gguf_writer_set_scalar(w, key, LLMK_GGUF_UINT32, &v);
 }
 int llmk_gguf_writer_set_i32(llmk_gguf_writer *w, const char *key, int32_t v) {
+    llmk_error_clear();
     return llmk_gguf_writer_set_scalar(w, key, LLMK_GGUF_INT32, &v);
 }
 int llmk_gguf_writer_set_u64(llmk_gguf_writer *w, const char *key, uint64_t v) {
+    llmk_error_clear();
     return llmk_gguf_writer_set_scalar(w, key, LLMK_GGUF_UINT64, &v);
 }
 int llmk_gguf_writer_set_f32(llmk_gguf_writer *w, const char *key, float v) {
+    llmk_error_clear();
     return llmk_gguf_writer_set_scalar(w, key, LLMK_GGUF_FLOAT32, &v);
 }
 int llmk_gguf_writer_set_bool(llmk_gguf_writer *w, const char *key, bool v) {
+    llmk_error_clear();
     uint8_t b = v ? 1 : 0;
     return llmk_gguf_writer_set_scalar(w, key, LLMK_GGUF_BOOL, &b);
 }
 
 int llmk_gguf_writer_set_str(llmk_gguf_writer *w, const char *key, const char *v) {
+    llmk_error_clear();
     if (!v) return llmk_fail(LLMK_INVALID_ARGUMENT, "gguf writer: key %s: NULL string", key ? key : "(null)");
     size_t mark;
     int st = begin_kv(w, key, LLMK_GGUF_STRING, &mark);
@@ -180,6 +188,7 @@ int llmk_gguf_writer_set_str(llmk_gguf_writer *w, const char *key, const char *v
 
 int llmk_gguf_writer_set_arr(llmk_gguf_writer *w, const char *key, uint32_t elem_type,
                              const void *data, uint64_t n) {
+    llmk_error_clear();
     unsigned sz = llmk_gguf_scalar_size(elem_type);
     if (!sz)
         return llmk_fail(LLMK_UNKNOWN_TYPE,
@@ -209,6 +218,7 @@ int llmk_gguf_writer_set_arr(llmk_gguf_writer *w, const char *key, uint32_t elem
 
 int llmk_gguf_writer_set_arr_str(llmk_gguf_writer *w, const char *key, const char *const *strs,
                                  uint64_t n) {
+    llmk_error_clear();
     if (!strs && n) return llmk_fail(LLMK_INVALID_ARGUMENT, "gguf writer: key %s: NULL strings", key ? key : "(null)");
     for (uint64_t i = 0; i < n; i++)
         if (!strs[i])
@@ -224,6 +234,7 @@ int llmk_gguf_writer_set_arr_str(llmk_gguf_writer *w, const char *key, const cha
 }
 
 int llmk_gguf_writer_copy_kv(llmk_gguf_writer *w, const llmk_gguf *g, size_t i) {
+    llmk_error_clear();
     const void *raw;
     uint64_t len;
     int st = llmk_gguf_kv_raw(g, i, &raw, &len);
@@ -246,6 +257,7 @@ int llmk_gguf_writer_copy_kv(llmk_gguf_writer *w, const llmk_gguf *g, size_t i) 
 int llmk_gguf_writer_add_tensor(llmk_gguf_writer *w, const char *name, uint32_t type,
                                 uint32_t n_dims, const uint64_t *ne, const void *data,
                                 uint64_t n_bytes) {
+    llmk_error_clear();
     if (!w || !name || !ne) return llmk_fail(LLMK_INVALID_ARGUMENT, "gguf writer: NULL argument");
     if (!*name) return llmk_fail(LLMK_BAD_STRING, "gguf writer: empty tensor name");
     for (size_t i = 0; i < w->n_t; i++)
@@ -303,8 +315,10 @@ static int put_zeros(FILE *f, uint64_t n) {
     return 0;
 }
 
-int llmk_gguf_writer_write(llmk_gguf_writer *w, const char *path) {
-    if (!w || !path) return llmk_fail(LLMK_INVALID_ARGUMENT, "gguf_writer_write: NULL argument");
+/* Header, tensor infos and data, in that order, onto f. */
+int llmk_gguf_writer_write_stream(const llmk_gguf_writer *w, FILE *f, const char *path) {
+    llmk_error_clear();
+    if (!w || !f || !path) return llmk_fail(LLMK_INVALID_ARGUMENT, "gguf_writer_write_stream: NULL argument");
     /* Header and tensor infos go through one buffer; data is streamed after. */
     struct wbuf head = {0};
     uint64_t a = w->alignment, off = 0;
@@ -327,12 +341,6 @@ int llmk_gguf_writer_write(llmk_gguf_writer *w, const char *path) {
         free(head.p);
         return st;
     }
-    FILE *f = fopen(path, "wb");
-    if (!f) {
-        int e = errno;
-        free(head.p);
-        return llmk_fail(LLMK_IO_ERROR, "%s: cannot create: %s", path, strerror(e));
-    }
     int bad = fwrite(head.p, 1, head.len, f) != head.len || put_zeros(f, pad_to(head.len, a));
     free(head.p);
     for (size_t i = 0; !bad && i < w->n_t; i++) {
@@ -340,14 +348,26 @@ int llmk_gguf_writer_write(llmk_gguf_writer *w, const char *path) {
         bad = fwrite(t->data, 1, (size_t)t->n_bytes, f) != t->n_bytes ||
               put_zeros(f, pad_to(t->n_bytes, a));
     }
-    int e = errno;
-    if (fclose(f) != 0 && !bad) {
-        bad = 1;
-        e = errno;
-    }
-    if (bad) {
-        remove(path);
-        return llmk_fail(LLMK_IO_ERROR, "%s: write failed: %s", path, strerror(e));
-    }
+    if (bad) return llmk_fail(LLMK_IO_ERROR, "%s: write failed: %s", path, strerror(errno));
     return LLMK_OK;
+}
+
+int llmk_gguf_writer_write_checked(llmk_gguf_writer *w, const char *path, const char *const *inputs,
+                                   size_t n_inputs) {
+    llmk_error_clear();
+    if (!w || !path) return llmk_fail(LLMK_INVALID_ARGUMENT, "gguf_writer_write: NULL argument");
+    llmk_outfile *o;
+    int st = llmk_outfile_open(path, inputs, n_inputs, &o);
+    if (st != LLMK_OK) return st;
+    st = llmk_gguf_writer_write_stream(w, llmk_outfile_stream(o), path);
+    if (st != LLMK_OK) {
+        llmk_outfile_discard(o); /* removes the temporary file only; the target is untouched */
+        return st;
+    }
+    return llmk_outfile_commit(o);
+}
+
+int llmk_gguf_writer_write(llmk_gguf_writer *w, const char *path) {
+    llmk_error_clear();
+    return llmk_gguf_writer_write_checked(w, path, NULL, 0);
 }

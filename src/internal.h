@@ -17,6 +17,10 @@ int llmk_fail(int status, const char *fmt, ...)
 #endif
     ;
 
+/* Every public function that returns a status clears the detail on entry
+ * (llmk_last_error() is "" after a call that succeeded). */
+void llmk_error_clear(void);
+
 /* A broken internal invariant (a programmer error, never bad input): print
  * where and abort. Always on, unlike assert(). */
 #define LLMK_CHECK(cond)                                                              \
@@ -43,6 +47,21 @@ static inline void llmk_split_range(int64_t n, int ith, int nth, int64_t *lo, in
     *lo = ith * per + (ith < rem ? ith : rem);
     *hi = *lo + per + (ith < rem ? 1 : 0);
 }
+
+/* Memory budget (src/membudget.c). The machine's memory: physical pages, or
+ * a smaller cgroup limit. */
+uint64_t llmk_machine_memory(void);
+struct llmk_model;
+/* LLMK_CONTEXT_OVER_TRAIN when n_ctx exceeds the model's training context
+ * and the caller did not allow it. */
+int llmk_check_context(const struct llmk_model *m, int64_t n_ctx, bool allow_long);
+/* LLMK_OUT_OF_MEMORY, with the figures, when KV + scratch exceed limit (0:
+ * the machine's memory). Called before anything is allocated. */
+int llmk_check_memory(double kv_bytes, double scratch_bytes, uint64_t limit, int64_t n_ctx);
+/* Zeroed, page-aligned memory straight from the OS: pages never written are
+ * never committed (a KV cache sized for a long context costs what it holds). */
+void *llmk_pages_alloc(uint64_t bytes);
+void llmk_pages_free(void *p, uint64_t bytes);
 
 #define LLMK_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define LLMK_UNUSED(x) ((void)(x))

@@ -407,13 +407,9 @@ static int load_hparams(llmk_model *m, enum arch_id *arch_out) {
     return rope_setup(m);
 }
 
-int llmk_model_load(const char *path, llmk_model **out) {
-    if (!out) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_model_load: out is NULL");
-    *out = NULL;
-    if (!path) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_model_load: path is NULL");
-    llmk_model *m = calloc(1, sizeof *m);
-    if (!m) return llmk_fail(LLMK_OUT_OF_MEMORY, "llmk_model_load: model struct");
-    int st = llmk_gguf_open(path, &m->gguf);
+/* The rest of a load once m->gguf is open (st: how opening went), shared by
+ * the file and memory entries so both run exactly the same checks. */
+static int load_opened(llmk_model *m, int st, llmk_model **out) {
     enum arch_id arch = ARCH_LLAMA;
     if (st == LLMK_OK) st = load_hparams(m, &arch);
     if (st == LLMK_OK) st = load_weights(m, arch);
@@ -425,9 +421,40 @@ int llmk_model_load(const char *path, llmk_model **out) {
     if (m->tok_status != LLMK_OK) {
         m->tok = NULL;
         snprintf(m->tok_error, sizeof m->tok_error, "%s", llmk_last_error());
+        llmk_error_clear(); /* kept for llmk_model_tokenizer; the load itself succeeds */
+    }
+    /* As llama.cpp: the vocabulary and the embedding rows are one list. A
+     * shorter vocabulary would let the model pick ids with no text (found
+     * mid-generation); a longer one would encode ids with no embedding. */
+    size_t nv = m->tok ? llmk_tokenizer_n_vocab(m->tok) : 0;
+    if (m->tok && nv != (size_t)m->hp.n_vocab) {
+        int32_t rows = m->hp.n_vocab;
+        llmk_model_free(m);
+        return llmk_fail(LLMK_TENSOR_SHAPE_MISMATCH,
+                         "model: the tokenizer has %zu tokens but token_embd.weight has %d rows; "
+                         "they must be equal", nv, rows);
     }
     *out = m;
     return LLMK_OK;
+}
+
+int llmk_model_load(const char *path, llmk_model **out) {
+    llmk_error_clear();
+    if (!out) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_model_load: out is NULL");
+    *out = NULL;
+    if (!path) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_model_load: path is NULL");
+    llmk_model *m = calloc(1, sizeof *m);
+    if (!m) return llmk_fail(LLMK_OUT_OF_MEMORY, "llmk_model_load: model struct");
+    return load_opened(m, llmk_gguf_open(path, &m->gguf), out);
+}
+
+int llmk_model_load_memory(const void *data, size_t size, llmk_model **out) {
+    llmk_error_clear();
+    if (!out) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_model_load_memory: out is NULL");
+    *out = NULL;
+    llmk_model *m = calloc(1, sizeof *m);
+    if (!m) return llmk_fail(LLMK_OUT_OF_MEMORY, "llmk_model_load_memory: model struct");
+    return load_opened(m, llmk_gguf_open_memory(data, size, &m->gguf), out);
 }
 
 void llmk_model_free(llmk_model *m) {
@@ -444,6 +471,7 @@ const llmk_hparams *llmk_model_hparams(const llmk_model *m) { return m ? &m->hp 
 const llmk_gguf *llmk_model_gguf(const llmk_model *m) { return m ? m->gguf : NULL; }
 
 int llmk_model_tokenizer(const llmk_model *m, const llmk_tokenizer **out) {
+    llmk_error_clear();
     if (!m || !out) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_model_tokenizer: NULL argument");
     *out = m->tok;
     if (m->tok) return LLMK_OK;
@@ -451,6 +479,7 @@ int llmk_model_tokenizer(const llmk_model *m, const llmk_tokenizer **out) {
 }
 
 int llmk_path_from_name(const char *name, int *path_out) {
+    llmk_error_clear();
     static const char *const names[] = {"ref", "f32", "fast"};
     for (int i = 0; name && i < 3; i++)
         if (!strcmp(name, names[i])) {

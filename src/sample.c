@@ -78,6 +78,7 @@ static int stage_from_name(const char *s, size_t len) {
 }
 
 int llmk_sampler_parse_order(const char *spec, llmk_sampler_params *p) {
+    llmk_error_clear();
     if (!spec || !p) return llmk_fail(LLMK_INVALID_ARGUMENT, "sampler order: NULL argument");
     uint8_t order[LLMK_SAMPLER_MAX_STAGES];
     size_t n = 0;
@@ -196,6 +197,7 @@ static uint64_t random_seed(void) {
 }
 
 int llmk_sampler_init(const llmk_sampler_params *p, size_t n_vocab, llmk_sampler **out) {
+    llmk_error_clear();
     if (!out) return llmk_fail(LLMK_INVALID_ARGUMENT, "sampler_init: NULL out");
     *out = NULL;
     if (!p) return llmk_fail(LLMK_INVALID_ARGUMENT, "sampler_init: NULL params");
@@ -241,6 +243,7 @@ void llmk_sampler_reset(llmk_sampler *s) {
 }
 
 int llmk_sampler_accept(llmk_sampler *s, int32_t id) {
+    llmk_error_clear();
     if (!s) return llmk_fail(LLMK_INVALID_ARGUMENT, "sampler_accept: NULL sampler");
     if (id < 0 || (size_t)id >= s->n_vocab)
         return llmk_fail(LLMK_INVALID_TOKEN, "sampler_accept: token %d, vocabulary has %zu",
@@ -508,6 +511,7 @@ static int run_chain(llmk_sampler *s, const float *logits, size_t n) {
 
 int llmk_sampler_candidates(llmk_sampler *s, const float *logits, size_t n,
                             const llmk_token_prob **cands, size_t *n_cands) {
+    llmk_error_clear();
     if (!cands || !n_cands) return llmk_fail(LLMK_INVALID_ARGUMENT, "sampler_candidates: NULL out");
     int rc = run_chain(s, logits, n);
     if (rc != LLMK_OK) return rc;
@@ -517,6 +521,7 @@ int llmk_sampler_candidates(llmk_sampler *s, const float *logits, size_t n,
 }
 
 int llmk_sampler_sample(llmk_sampler *s, const float *logits, size_t n, int32_t *id_out) {
+    llmk_error_clear();
     if (!id_out) return llmk_fail(LLMK_INVALID_ARGUMENT, "sampler_sample: NULL out");
     int rc = run_chain(s, logits, n);
     if (rc != LLMK_OK) return rc;
@@ -547,6 +552,7 @@ struct llmk_stop_matcher {
 };
 
 int llmk_stop_init(const char *const *stops, size_t n_stops, llmk_stop_matcher **out) {
+    llmk_error_clear();
     if (!out) return llmk_fail(LLMK_INVALID_ARGUMENT, "stop_init: NULL out");
     *out = NULL;
     if (n_stops && !stops) return llmk_fail(LLMK_INVALID_ARGUMENT, "stop_init: NULL strings");
@@ -609,6 +615,7 @@ static size_t held_prefix_len(const llmk_stop_matcher *m) {
 
 int llmk_stop_feed(llmk_stop_matcher *m, const char *text, size_t len, char *out, size_t cap,
                    size_t *n_out, bool *stopped) {
+    llmk_error_clear();
     if (!m || !n_out || !stopped || (len && !text) || (cap && !out))
         return llmk_fail(LLMK_INVALID_ARGUMENT, "stop_feed: NULL argument");
     *n_out = 0;
@@ -652,6 +659,7 @@ int llmk_stop_feed(llmk_stop_matcher *m, const char *text, size_t len, char *out
 }
 
 int llmk_stop_flush(llmk_stop_matcher *m, char *out, size_t cap, size_t *n_out) {
+    llmk_error_clear();
     if (!m || !n_out || (cap && !out))
         return llmk_fail(LLMK_INVALID_ARGUMENT, "stop_flush: NULL argument");
     *n_out = 0;

@@ -16,6 +16,7 @@
 struct kv_f32 {
     float *k, *v;
     int64_t layer_stride; /* n_ctx * kv_dim */
+    uint64_t bytes;       /* of each of k and v: pages from the OS, committed as written */
 };
 
 struct llmk_session {
@@ -54,8 +55,9 @@ static int f32_init(llmk_session *s) {
     uint64_t kvd = (uint64_t)hp->n_head_kv * hp->head_dim, qd = (uint64_t)hp->n_head * hp->head_dim;
     uint64_t nb = (uint64_t)s->n_batch;
     s->kv.layer_stride = (int64_t)((uint64_t)s->n_ctx * kvd);
-    s->kv.k = alloc_floats((uint64_t)hp->n_layer * (uint64_t)s->n_ctx, kvd, &st);
-    s->kv.v = alloc_floats((uint64_t)hp->n_layer * (uint64_t)s->n_ctx, kvd, &st);
+    s->kv.bytes = (uint64_t)hp->n_layer * (uint64_t)s->n_ctx * kvd * sizeof(float); /* bounded by session_budget */
+    if (!(s->kv.k = llmk_pages_alloc(s->kv.bytes)) || !(s->kv.v = llmk_pages_alloc(s->kv.bytes)))
+        return llmk_fail(LLMK_OUT_OF_MEMORY, "session: KV cache of 2 x %llu bytes", (unsigned long long)s->kv.bytes);
     int half = hp->n_rot / 2;
     s->rope_cs = alloc_floats((uint64_t)s->n_ctx, 2 * (uint64_t)half, &st);
     s->x = alloc_floats(nb, (uint64_t)hp->n_embd, &st);
@@ -84,7 +86,23 @@ static int f32_init(llmk_session *s) {
     return LLMK_OK;
 }
 
+/* The ref and f32 paths' bytes, checked before allocating (the fast path's
+ * executor checks its own): the f64 or f32 KV cache, and what grows with the
+ * context (RoPE table, per-thread scores) or the batch (activations). */
+static int session_budget(const llmk_model *m, const llmk_session_params *p, int32_t n_ctx, int32_t n_batch) {
+    const llmk_hparams *hp = &m->hp;
+    int st = llmk_check_context(m, n_ctx, p->allow_long_ctx);
+    if (st != LLMK_OK) return st;
+    double elem = p->path == LLMK_PATH_REF ? 8 : 4, nth = p->n_threads > 0 ? p->n_threads : llmk_cpu_count();
+    double kv = llmk_kv_bytes(1, n_ctx, hp->n_head_kv, hp->head_dim, elem) * hp->n_layer;
+    double width = 3.0 * hp->n_embd + 2.0 * hp->n_head * hp->head_dim + 2.0 * hp->n_head_kv * hp->head_dim +
+                   2.0 * hp->n_ff;
+    double scratch = elem * ((double)n_ctx * (hp->n_rot + nth) + (double)n_batch * width + hp->n_vocab);
+    return llmk_check_memory(kv, scratch, p->mem_limit, n_ctx);
+}
+
 int llmk_session_init(const llmk_model *m, const llmk_session_params *p, llmk_session **out) {
+    llmk_error_clear();
     if (!out) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_session_init: out is NULL");
     *out = NULL;
     if (!m) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_session_init: model is NULL");
@@ -101,15 +119,23 @@ int llmk_session_init(const llmk_model *m, const llmk_session_params *p, llmk_se
     int32_t n_ctx = p->n_ctx > 0 ? p->n_ctx : m->hp.n_ctx_train;
     if (n_ctx > (1 << 22))
         return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_session_init: n_ctx %d exceeds the limit %d", n_ctx, 1 << 22);
+    int32_t n_batch = p->n_batch > 0 ? (p->n_batch < 4096 ? p->n_batch : 4096) : 32;
+    if (p->path != LLMK_PATH_FAST) {
+        int bst = session_budget(m, p, n_ctx, n_batch);
+        if (bst != LLMK_OK) return bst;
+    }
     llmk_session *s = calloc(1, sizeof *s);
     if (!s) return llmk_fail(LLMK_OUT_OF_MEMORY, "llmk_session_init: session struct");
     s->m = m;
     s->path = p->path;
     s->n_ctx = n_ctx;
-    s->n_batch = p->n_batch > 0 ? (p->n_batch < 4096 ? p->n_batch : 4096) : 32;
+    s->n_batch = n_batch;
     int st;
     if (s->path == LLMK_PATH_FAST) { /* the executor brings its own workers */
-        st = llmk_exec_init(m, &(struct llmk_exec_params){n_ctx, p->n_threads, p->n_batch, 1, p->kv_type}, &s->ex);
+        struct llmk_exec_params ep = {.n_ctx = n_ctx, .n_threads = p->n_threads, .n_batch = p->n_batch, .n_seq = 1,
+                                      .kv_type = p->kv_type, .allow_long_ctx = p->allow_long_ctx,
+                                      .mem_limit = p->mem_limit};
+        st = llmk_exec_init(m, &ep, &s->ex);
     } else if ((st = llmk_pool_create(p->n_threads, &s->pool)) == LLMK_OK) {
         s->n_threads = llmk_pool_size(s->pool);
         if (s->path == LLMK_PATH_REF)
@@ -130,8 +156,8 @@ void llmk_session_free(llmk_session *s) {
     if (s->ref) llmk_ref_state_free(s->ref);
     llmk_exec_free(s->ex);
     if (s->pool) llmk_pool_free(s->pool);
-    free(s->kv.k);
-    free(s->kv.v);
+    llmk_pages_free(s->kv.k, s->kv.bytes);
+    llmk_pages_free(s->kv.v, s->kv.bytes);
     free(s->rope_cs);
     free(s->x);
     free(s->xn);
@@ -151,6 +177,7 @@ int32_t llmk_session_pos(const llmk_session *s) { return s ? s->pos : 0; }
 int32_t llmk_session_n_ctx(const llmk_session *s) { return s ? s->n_ctx : 0; }
 
 int llmk_session_truncate(llmk_session *s, int32_t pos) {
+    llmk_error_clear();
     if (!s) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_session_truncate: session is NULL");
     if (pos < 0 || pos > s->pos)
         return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_session_truncate: position %d outside [0, %d]", pos, s->pos);
@@ -255,8 +282,23 @@ static int f32_forward(llmk_session *s, const int32_t *ids, int64_t n_tok, int32
                            s->row_stride);
 }
 
+/* The ref and f32 paths carry a NaN or infinity through to the logits (the
+ * fast path's executor fails where it meets one): refuse it here, so every
+ * path fails a corrupt model with the same status. rows of V logits, the
+ * first at position pos0. */
+static int check_logits(const float *logits, size_t rows, int64_t V, int32_t pos0) {
+    for (size_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < V; j++)
+            if (!isfinite(logits[(int64_t)r * V + j]))
+                return llmk_fail(LLMK_NAN_INPUT, "session: logit of token %lld is %g (position %d): a weight or "
+                                 "activation is not finite", (long long)j, (double)logits[(int64_t)r * V + j],
+                                 pos0 + (int32_t)r);
+    return LLMK_OK;
+}
+
 int llmk_session_eval(llmk_session *s, const int32_t *ids, size_t n, float *logits, size_t logits_cap,
                       bool all_positions) {
+    llmk_error_clear();
     if (!s || (!ids && n)) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_session_eval: NULL argument");
     if (n == 0) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_session_eval: no tokens");
     const llmk_hparams *hp = &s->m->hp;
@@ -290,6 +332,8 @@ int llmk_session_eval(llmk_session *s, const int32_t *ids, size_t n, float *logi
             st = f32_forward(s, ids + off, (int64_t)c, s->pos + (int32_t)off, rows, dst);
         }
     }
+    if (st == LLMK_OK && logits && !s->ex)
+        st = check_logits(logits, all_positions ? n : 1, hp->n_vocab, s->pos + (all_positions ? 0 : (int32_t)n - 1));
     if (st != LLMK_OK) return st; /* the position is unchanged: rows written past it are dead */
     s->pos += (int32_t)n;
     return LLMK_OK;

@@ -3,6 +3,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 static const struct {
     int code;
@@ -40,6 +41,7 @@ static const struct {
     {LLMK_DUPLICATE_NAME, "llmk_duplicate_name"},
     {LLMK_TYPE_MISMATCH, "llmk_type_mismatch"},
     {LLMK_BAD_TENSOR_INFO, "llmk_bad_tensor_info"},
+    {LLMK_TENSOR_DATA_OVERLAP, "llmk_tensor_data_overlap"},
     {LLMK_UNSUPPORTED_ARCHITECTURE, "llmk_unsupported_architecture"},
     {LLMK_UNSUPPORTED_FEATURE, "llmk_unsupported_feature"},
     {LLMK_MISSING_TENSOR, "llmk_missing_tensor"},
@@ -54,6 +56,8 @@ static const struct {
     {LLMK_BAD_SAMPLER_CONFIG, "llmk_bad_sampler_config"},
     {LLMK_TEMPLATE_UNKNOWN, "llmk_template_unknown"},
     {LLMK_BAD_REQUEST, "llmk_bad_request"},
+    {LLMK_OUTPUT_IS_INPUT, "llmk_output_is_input"},
+    {LLMK_CONTEXT_OVER_TRAIN, "llmk_context_over_train"},
 };
 
 const char *llmk_status_name(int code) {
@@ -66,10 +70,17 @@ static _Thread_local char last_error[512];
 
 const char *llmk_last_error(void) { return last_error; }
 
+void llmk_error_clear(void) { last_error[0] = 0; }
+
+/* Formats into a scratch buffer first: callers may pass llmk_last_error()
+ * itself as an argument ("%s: %s", key, llmk_last_error()) to prefix the
+ * callee's detail, and vsnprintf into its own source is undefined. */
 int llmk_fail(int status, const char *fmt, ...) {
+    char msg[sizeof last_error];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    memcpy(last_error, msg, sizeof msg);
     return status;
 }

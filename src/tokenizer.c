@@ -468,6 +468,18 @@ static int compile_pre(llmk_tokenizer *t, const char *pre, size_t pre_len) {
     return LLMK_OK;
 }
 
+/* Order of special tokens inside one first-byte bucket: longest first, then
+ * by id (the leftmost-longest match takes the first that fits). */
+struct special_key {
+    uint32_t len;
+    int32_t id;
+};
+static int special_key_cmp(const void *pa, const void *pb) {
+    const struct special_key *a = pa, *b = pb;
+    if (a->len != b->len) return a->len > b->len ? -1 : 1;
+    return (a->id > b->id) - (a->id < b->id);
+}
+
 static int build_specials(llmk_tokenizer *t) {
     size_t n = 0;
     for (size_t i = 0; i < t->n_vocab; i++)
@@ -476,8 +488,10 @@ static int build_specials(llmk_tokenizer *t) {
             n++;
     t->special = malloc((n ? n : 1) * sizeof *t->special);
     if (!t->special) return llmk_fail(LLMK_OUT_OF_MEMORY, "tokenizer: %zu special tokens", n);
-    /* Counting sort by first byte, then insertion sort by length (descending)
-     * within each bucket; buckets are small. */
+    /* Counting sort by first byte, then each bucket sorted by length
+     * (descending). qsort, not an insertion sort: a hostile vocabulary can put
+     * nearly all its tokens in one bucket (200k control tokens starting with
+     * '<' took 5 s to load, quadratic in their count). */
     uint32_t count[256] = {0};
     for (size_t i = 0; i < t->n_vocab; i++)
         if ((t->type[i] == TT_CONTROL || t->type[i] == TT_USER || t->type[i] == TT_UNKNOWN) &&
@@ -491,17 +505,15 @@ static int build_specials(llmk_tokenizer *t) {
         if ((t->type[i] == TT_CONTROL || t->type[i] == TT_USER || t->type[i] == TT_UNKNOWN) &&
             t->len[i] > 0)
             t->special[fill[(unsigned char)t->arena[t->off[i]]]++] = (int32_t)i;
+    struct special_key *keys = malloc((n ? n : 1) * sizeof *keys);
+    if (!keys) return llmk_fail(LLMK_OUT_OF_MEMORY, "tokenizer: %zu special tokens", n);
+    for (size_t i = 0; i < n; i++) keys[i] = (struct special_key){t->len[t->special[i]], t->special[i]};
     for (int b = 0; b < 256; b++) {
-        for (uint32_t i = t->special_start[b] + 1; i < t->special_start[b + 1]; i++) {
-            int32_t x = t->special[i];
-            uint32_t j = i;
-            while (j > t->special_start[b] && t->len[t->special[j - 1]] < t->len[x]) {
-                t->special[j] = t->special[j - 1];
-                j--;
-            }
-            t->special[j] = x;
-        }
+        uint32_t lo = t->special_start[b], hi = t->special_start[b + 1];
+        if (hi - lo > 1) qsort(keys + lo, hi - lo, sizeof *keys, special_key_cmp);
     }
+    for (size_t i = 0; i < n; i++) t->special[i] = keys[i].id;
+    free(keys);
     return LLMK_OK;
 }
 
@@ -579,6 +591,7 @@ static int load(const llmk_gguf *g, llmk_tokenizer *t) {
 }
 
 int llmk_tokenizer_load(const llmk_gguf *g, llmk_tokenizer **out) {
+    llmk_error_clear();
     if (!out) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_tokenizer_load: out is NULL");
     *out = NULL;
     if (!g) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_tokenizer_load: file is NULL");
@@ -618,6 +631,7 @@ const char *llmk_tokenizer_piece(const llmk_tokenizer *t, int32_t id, size_t *le
 }
 
 int llmk_tokenizer_token_type(const llmk_tokenizer *t, int32_t id) {
+    llmk_error_clear();
     if (!t || id < 0 || (size_t)id >= t->n_vocab) return 0;
     return t->type[id];
 }
@@ -921,6 +935,7 @@ static int encode(struct enc *e, const unsigned char *s, size_t n, bool add_bos,
 
 int llmk_tokenize(const llmk_tokenizer *t, const char *text, size_t len, bool add_bos,
                   bool parse_special, int32_t *ids, size_t cap, size_t *n_out) {
+    llmk_error_clear();
     if (n_out) *n_out = 0;
     if (!t || !n_out || (!text && len) || (!ids && cap))
         return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_tokenize: NULL tokenizer, text (len %zu), "
@@ -1069,6 +1084,7 @@ static void detok_token(const llmk_tokenizer *t, llmk_detok_state *st, int32_t i
 
 int llmk_detok_feed(const llmk_tokenizer *t, llmk_detok_state *st, int32_t id, bool render_special,
                     char *out, size_t cap, size_t *n_out) {
+    llmk_error_clear();
     if (n_out) *n_out = 0;
     if (!t || !st || !n_out || (!out && cap))
         return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_detok_feed: NULL argument");
@@ -1091,6 +1107,7 @@ int llmk_detok_feed(const llmk_tokenizer *t, llmk_detok_state *st, int32_t id, b
 
 int llmk_detok_flush(const llmk_tokenizer *t, llmk_detok_state *st, char *out, size_t cap,
                      size_t *n_out) {
+    llmk_error_clear();
     if (n_out) *n_out = 0;
     if (!t || !st || !n_out || (!out && cap))
         return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_detok_flush: NULL argument");

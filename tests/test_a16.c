@@ -4,7 +4,8 @@
  * block, weight-row and activation-row counts, any 8-aligned row range);
  * results do not depend on how many rows are computed together;
  * quantization round-trips within half a step and is the same whether a row
- * is quantized at once or in parts; and the dot is within 1e-4 (relative to
+ * is quantized at once or in parts; the quantizers report a NaN or infinity
+ * in their input (and only that); and the dot is within 1e-4 (relative to
  * sum |w x|) of an f64 dot of the dequantized weights with the f32 inputs. */
 #include "check.h"
 #include "codec/blocks.h"
@@ -160,6 +161,57 @@ static void test_quantize_avx2(int have_avx2) {
 #else
     (void)have_avx2;
 #endif
+}
+
+/* The quantizers' report of non-finite input, for every variant this CPU
+ * runs: a block holding a NaN (either sign), +inf or -inf is reported, and
+ * its d is not finite; the largest finite magnitudes are not reported and
+ * quantize as before; blocks outside [e0, e1) are neither read for the report
+ * nor written; the variants agree on the result and on the bytes. */
+typedef int (*a16_quant_fn)(const float *x, int64_t k, int64_t e0, int64_t e1, void *dst);
+
+static void test_nonfinite(int have_avx2) {
+    a16_quant_fn fns[2] = {llmk_a16_quantize_row_ref, NULL};
+    int nfn = 1;
+#if defined(__x86_64__)
+    if (have_avx2) fns[nfn++] = llmk_a16_quantize_row_avx2;
+#else
+    (void)have_avx2;
+#endif
+    enum { K = 128, NB = K / 32 };
+    static const float bad[] = {NAN, -NAN, INFINITY, -INFINITY};
+    static const float edge[] = {FLT_MAX, -FLT_MAX, 3e38f, 0x1p-149f}; /* finite: largest, smallest */
+    float x[K];
+    unsigned char q[2][NB * 72], clean[NB * 72];
+    for (int rep = 0; rep < 64; rep++) {
+        fill_x(x, K, rep % 2, 40.0f);
+        int blk = rep % NB, j = (int)(rnd() % 32);
+        llmk_a16_quantize_row_ref(x, K, 0, K, clean);
+        float v = rep < 32 ? bad[rep % 4] : edge[rep % 4];
+        x[blk * 32 + j] = v;
+        int want = rep < 32;
+        for (int f = 0; f < nfn; f++) {
+            memset(q[f], 0x5a, sizeof q[f]);
+            CHECK_EQ_INT(fns[f](x, K, 0, K, q[f]) != 0, want);
+            float d;
+            memcpy(&d, q[f] + K * 2 + blk * 4, sizeof d);
+            CHECK(isfinite(d) == !want);
+            /* the other blocks, alone: unreported, the clean bytes */
+            int64_t e0 = blk == 0 ? 32 : 0, e1 = blk == 0 ? K : 32 * blk;
+            memset(q[f], 0x5a, sizeof q[f]);
+            CHECK_EQ_INT(fns[f](x, K, e0, e1, q[f]), 0);
+            CHECK(memcmp(q[f] + e0 * 2, clean + e0 * 2, (size_t)(e1 - e0) * 2) == 0);
+            /* the block alone */
+            CHECK_EQ_INT(fns[f](x, K, blk * 32, blk * 32 + 32, q[f]) != 0, want);
+        }
+        if (nfn == 2) {
+            fns[0](x, K, 0, K, q[0]), fns[1](x, K, 0, K, q[1]);
+            CHECK(memcmp(q[0], q[1], sizeof q[0]) == 0);
+        }
+    }
+    /* every element of a block non-finite, and an all-zero row */
+    for (int i = 0; i < K; i++) x[i] = i < 32 ? NAN : 0.0f;
+    for (int f = 0; f < nfn; f++) CHECK(fns[f](x, K, 0, K, q[f]) != 0 && fns[f](x, K, 32, K, q[f]) == 0);
 }
 
 typedef void (*mk_fn)(unsigned char *w, int64_t nb, int extreme);
@@ -326,6 +378,7 @@ int main(void) {
     if (!have_avx2) fprintf(stderr, "test_a16: no AVX2, reference only\n");
     test_quantize();
     test_quantize_avx2(have_avx2);
+    test_nonfinite(have_avx2);
     test_exact();
     struct wtype q41 = {"q4_1", LLMK_TYPE_Q4_1, sizeof(llmk_block_q4_1), fill_q4_1, llmk_r8_ref_q4_1};
     struct wtype q80 = {"q8_0", LLMK_TYPE_Q8_0, sizeof(llmk_block_q8_0), fill_q8_0, llmk_r8_ref_q8_0};

@@ -6,8 +6,10 @@
 #include "codec/codec.h"
 #include "codec/half.h"
 #include "internal.h"
+#include "kernels/xq4_1.h"
 #include "llmk.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -150,9 +152,49 @@ static void test_sizes_and_refusals(void) {
     CHECK(strstr(llmk_cpu_features(), "q4_1: ") != NULL);
 }
 
+/* The activation forms' quantizers (Q8_0, Q8_1, Q8_K, and the executor's
+ * q8_1x built on Q8_1; scalar only) report a NaN (either sign), +inf or -inf
+ * in their input, not the largest or smallest finite magnitudes, and write
+ * the codec quantizer's bytes whatever the input. */
+static void test_act_nonfinite(void) {
+    static const float bad[] = {NAN, -NAN, INFINITY, -INFINITY}, edge[] = {FLT_MAX, -FLT_MAX, 3e38f, 0x1p-149f};
+    static const struct {
+        uint32_t type;
+        llmk_act_quant_fn fn;
+    } forms[] = {{LLMK_TYPE_Q8_0, llmk_quantize_act_q8_0}, {LLMK_TYPE_Q8_1, llmk_quantize_act_q8_1},
+                 {LLMK_TYPE_Q8_K, llmk_quantize_act_q8_k}};
+    enum { N = 512 };
+    float x[N];
+    static unsigned char a[N * 2], b[N * 2];
+    for (size_t fi = 0; fi < sizeof forms / sizeof forms[0]; fi++)
+        for (int rep = 0; rep < 24; rep++) {
+            for (int i = 0; i < N; i++) x[i] = gauss();
+            int want = rep % 3 == 0 ? -1 : rep % 3 == 1; /* -1: clean data */
+            if (want >= 0) x[rnd32() % N] = want ? bad[rep % 4] : edge[rep % 4];
+            memset(a, 0x5a, sizeof a), memset(b, 0x5a, sizeof b);
+            CHECK_EQ_INT(forms[fi].fn(x, a, N) != 0, want == 1);
+            CHECK_STATUS(llmk_quantize_row(forms[fi].type, x, b, N), LLMK_OK);
+            CHECK(memcmp(a, b, sizeof a) == 0);
+        }
+    /* q8_1x: only the blocks of [e0, e1) count */
+    enum { K = 256 };
+    size_t rb = llmk_xq8_1_row_bytes(K);
+    CHECK(rb <= sizeof a);
+    for (int rep = 0; rep < 16; rep++) {
+        for (int i = 0; i < K; i++) x[i] = gauss();
+        int at = (int)(rnd32() % K);
+        x[at] = rep < 8 ? bad[rep % 4] : edge[rep % 4];
+        int64_t e0 = at < 128 ? 128 : 0, e1 = e0 + 128; /* the half without it */
+        CHECK_EQ_INT(llmk_xq8_1_quantize(x, K, 0, K, a) != 0, rep < 8);
+        CHECK_EQ_INT(llmk_xq8_1_quantize(x, K, e0, e1, a), 0);
+        CHECK_EQ_INT(llmk_xq8_1_quantize(x, K, 128 - e0, 256 - e0, a) != 0, rep < 8);
+    }
+}
+
 int main(void) {
     test_half();
     test_roundtrip();
     test_sizes_and_refusals();
+    test_act_nonfinite();
     return check_summary("codec");
 }

@@ -1,9 +1,12 @@
 /* Seed 000's status vocabulary and its four shape checks: every code, every
  * boundary, and the order in which the rules apply. */
 #include "check.h"
+#include "internal.h"
 #include "llmk.h"
 
 #include <stdint.h>
+#include <stdio.h>
+#include <unistd.h>
 
 static void test_status_names(void) {
     /* Numbers and names exactly as seed 000 lists them. */
@@ -97,7 +100,45 @@ static void test_gemv_check(void) {
     CHECK_STATUS(llmk_gemv_dims_check(big, big, big * big - 1, big), 569);
 }
 
+/* The failure detail: a caller that prefixes the callee's message with its
+ * own ("key: <detail>") gets both intact, and a call that succeeds leaves
+ * no stale detail behind. */
+static void test_error_detail(void) {
+    llmk_fail(LLMK_TRUNCATED_FILE, "header: file has %d bytes, too short for the magic", 3);
+    llmk_fail(LLMK_BAD_HYPERPARAMETER, "%s: %s", "model.gguf", llmk_last_error());
+    CHECK(strcmp(llmk_last_error(), "model.gguf: header: file has 3 bytes, too short for the magic") == 0);
+    /* a message longer than the buffer is cut, never overrun */
+    char big[2000];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = 0;
+    llmk_fail(LLMK_IO_ERROR, "%s", big);
+    llmk_fail(LLMK_IO_ERROR, "k: %s", llmk_last_error());
+    CHECK(strncmp(llmk_last_error(), "k: xxx", 6) == 0 && strlen(llmk_last_error()) < sizeof big);
+
+    /* through the public API: a short file, prefixed by its path */
+    char path[] = "/tmp/llmk_test_contract_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0 && write(fd, "GGU", 3) == 3);
+    close(fd);
+    llmk_gguf *g = NULL;
+    CHECK_STATUS(llmk_gguf_open(path, &g), LLMK_TRUNCATED_FILE);
+    char want[256];
+    snprintf(want, sizeof want, "%s: header: file has 3 bytes, too short for the magic", path);
+    CHECK(strcmp(llmk_last_error(), want) == 0);
+    if (strcmp(llmk_last_error(), want) != 0) fprintf(stderr, "got '%s'\n", llmk_last_error());
+    unlink(path);
+
+    /* success clears it */
+    uint32_t type;
+    CHECK_STATUS(llmk_type_from_name("q4_0", &type), LLMK_OK);
+    CHECK(*llmk_last_error() == 0);
+    CHECK(llmk_type_from_name("no_such_codec", &type) != LLMK_OK && *llmk_last_error());
+    CHECK_STATUS(llmk_gemv_dims_check(2, 3, 6, 2), LLMK_OK);
+    CHECK(*llmk_last_error() == 0);
+}
+
 int main(void) {
+    test_error_detail();
     test_status_names();
     test_residual_check();
     test_kv_check();

@@ -8,7 +8,8 @@
  *   - fused vs phase-at-a-time; repeated runs;
  * for f32, f16 and q8_0 KV caches (q8_0 on a head_dim 32 variant: it needs
  * whole 32-value blocks per head), plus closeness to the f32 session path,
- * of the f16/q8_0 caches to the f32 cache, and the refusals. */
+ * of the f16/q8_0 caches to the f32 cache, and the refusals; and a NaN or
+ * infinity in any weight fails every path with LLMK_NAN_INPUT (nonfinite). */
 #include "check.h"
 #include "exec_cpu.h"
 #include "internal.h"
@@ -35,6 +36,12 @@ static void *hold(struct arena *a, void *p) {
     return p;
 }
 
+/* Set by nonfinite(): tiny_model writes corrupt_h (f16 bits of a NaN or an
+ * infinity) into tensor `corrupt`'s row 1 (row 0 of a vector): as the first
+ * block's f16 scale, the first f16 element, or as an f32 first element. */
+static const char *corrupt;
+static uint16_t corrupt_h;
+
 static void tensor(llmk_gguf_writer *w, struct arena *a, const char *name, uint32_t type, uint64_t ne0, uint64_t ne1) {
     uint64_t n = ne0 * ne1, ne[2] = {ne0, ne1}, rb = 0;
     float *f = hold(a, malloc(n * sizeof *f));
@@ -45,6 +52,12 @@ static void tensor(llmk_gguf_writer *w, struct arena *a, const char *name, uint3
     if (type != LLMK_TYPE_F32) {
         data = hold(a, malloc(rb * ne1));
         for (uint64_t r = 0; r < ne1; r++) llmk_quantize_row(type, f + r * ne0, (char *)data + r * rb, (int64_t)ne0);
+    }
+    if (corrupt && strcmp(name, corrupt) == 0) {
+        unsigned char *row = (unsigned char *)data + (ne1 > 1 ? rb : 0);
+        float v = corrupt_h == 0x7c00 ? INFINITY : corrupt_h == 0xfc00 ? -INFINITY : NAN;
+        if (type == LLMK_TYPE_F32) memcpy(row, &v, sizeof v);
+        else memcpy(row, &corrupt_h, sizeof corrupt_h); /* Q4_0/Q4_1/Q8_0 blocks start with d */
     }
     llmk_gguf_writer_add_tensor(w, name, type, ne1 > 1 ? 2 : 1, ne, data, rb * ne1);
 }
@@ -349,6 +362,91 @@ static void no_alloc(const llmk_model *m) {
     llmk_exec_free(ex);
 }
 
+/* One eval of ids (n tokens) on a fresh executor: its status, the error
+ * text into msg, and the position it leaves. */
+static int nf_eval(const llmk_model *m, int threads, bool phases, const int32_t *ids, size_t n, char *msg,
+                   size_t cap, int32_t *pos) {
+    struct llmk_exec *ex = mk(m, threads, 64, 1, LLMK_TYPE_F16);
+    float lg[T_VOCAB];
+    if (!ex) return -1;
+    llmk_exec_set_phase_mode(ex, phases);
+    int st = llmk_exec_eval(ex, 0, ids, n, lg, T_VOCAB, false);
+    snprintf(msg, cap, "%s", llmk_last_error());
+    *pos = llmk_exec_pos(ex, 0);
+    llmk_exec_free(ex);
+    return st;
+}
+
+/* A NaN or infinity in one weight of a tiny model (f16 bits h written by
+ * tensor()): every configuration of the fast path fails with LLMK_NAN_INPUT
+ * naming the phase `where` (and the same place for 1, 2 or 3 threads, a
+ * prefill that claims its work or one of a few rows, phase-at-a-time),
+ * leaves the position, fails a batched step without advancing it, and the
+ * f32 and ref session paths fail with the same status. The tiny model's
+ * weights cover every route: Q4_1 (a16 / r8, or q8_1x on LLMK_ACT=q8), Q8_0
+ * (a16), Q4_0 (codec Q8_0 activations), F16 (f32 activations) and f32 norms. */
+static void nonfinite(const char *name, uint16_t h, const char *where, bool act_q8, int at) {
+    corrupt = name, corrupt_h = h;
+    if (act_q8) setenv("LLMK_ACT", "q8", 1);
+    llmk_model *m = tiny_model(0, T_HD);
+    corrupt = NULL;
+    CHECK(m != NULL);
+    if (!m) return;
+    int32_t ids[20], seqs[2] = {0, 1}, am[2];
+    tokens(ids, 20, T_VOCAB, 2);
+    for (int i = 0; i < 20; i++) ids[i] = ids[i] == 1 ? 2 : ids[i]; /* token 1: see nonfinite_cases */
+    if (at >= 0) ids[at] = 1;
+    char first[512], msg[512];
+    int32_t pos = -1;
+    CHECK_STATUS(nf_eval(m, 1, false, ids, 20, first, sizeof first, &pos), LLMK_NAN_INPUT);
+    CHECK_EQ_INT(pos, 0);
+    fprintf(stderr, "  %s = %04x%s: %s\n", name, h, act_q8 ? " (q8)" : "", first);
+    CHECK(strstr(first, where) != NULL);
+    static const struct { int threads; bool phases; size_t n; } cfg[] = {{2, false, 20}, {3, false, 20}, {2, true, 20},
+                                                                        {1, false, 3}, {2, false, 1}, {3, false, 2}};
+    for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
+        CHECK_STATUS(nf_eval(m, cfg[c].threads, cfg[c].phases, ids, cfg[c].n, msg, sizeof msg, &pos), LLMK_NAN_INPUT);
+        CHECK_EQ_INT(pos, 0);
+        /* the final phases run on the last row only: fewer rows, another position */
+        CHECK(cfg[c].n == 20 ? strcmp(msg, first) == 0 : at >= 0 || strstr(msg, where) != NULL);
+    }
+    struct llmk_exec *ex = mk(m, 2, 64, 2, LLMK_TYPE_F32);
+    float *lg = malloc(2 * T_VOCAB * sizeof *lg);
+    CHECK_STATUS(llmk_exec_decode_batch(ex, seqs, ids, 2, lg, 2 * T_VOCAB, am), LLMK_NAN_INPUT);
+    CHECK(llmk_exec_pos(ex, 0) == 0 && llmk_exec_pos(ex, 1) == 0);
+    llmk_exec_free(ex);
+    for (int path = LLMK_PATH_REF; path <= LLMK_PATH_F32; path++) {
+        llmk_session_params sp = {.n_ctx = 64, .n_threads = 2, .path = path};
+        llmk_session *s = NULL;
+        CHECK_STATUS(llmk_session_init(m, &sp, &s), LLMK_OK);
+        CHECK_STATUS(llmk_session_eval(s, ids, 4, lg, T_VOCAB, false), LLMK_NAN_INPUT);
+        CHECK_EQ_INT(llmk_session_pos(s), 0);
+        llmk_session_free(s);
+    }
+    free(lg);
+    llmk_model_free(m);
+    unsetenv("LLMK_ACT");
+}
+
+/* token_embd is also the LM head (tied): its row 1 corrupt is logit 1, or,
+ * when token 1 is in the prompt (at 5), that row's embedding, found by the
+ * first norm at its position (calls of fewer rows do not reach it). */
+static void nonfinite_cases(void) {
+    nonfinite("blk.0.attn_norm.weight", 0x7e00, "(blk.0.attn_norm)", false, -1);
+    nonfinite("blk.0.attn_q.weight", 0x7c00, "(blk.0.rope_kv)", false, -1);
+    nonfinite("blk.1.attn_k.weight", 0x7e00, "(blk.1.rope_kv)", false, -1);
+    nonfinite("blk.0.attn_v.weight", 0xfc00, "(blk.0.rope_kv)", false, -1);
+    nonfinite("blk.0.attn_output.weight", 0x7e00, "(blk.0.ffn_norm)", false, -1);
+    nonfinite("blk.1.ffn_gate.weight", 0x7c00, "(blk.1.gate_up)", false, -1);
+    nonfinite("blk.0.ffn_up.weight", 0x7e00, "(blk.0.gate_up)", false, -1);
+    nonfinite("blk.1.ffn_down.weight", 0x7e00, "(output_norm)", false, -1);
+    nonfinite("token_embd.weight", 0x7e00, "logit of token 1 ", false, -1);
+    nonfinite("token_embd.weight", 0x7c00, "(blk.0.attn_norm), sequence 0, position 5:", false, 5);
+    nonfinite("blk.1.ffn_gate.weight", 0x7e00, "(blk.1.gate_up)", true, -1);
+    nonfinite("blk.0.attn_output.weight", 0x7c00, "(blk.0.ffn_norm)", true, -1);
+    nonfinite("blk.0.ffn_up.weight", 0x7c00, "(blk.0.gate_up)", true, -1);
+}
+
 static const char *default_model(void) {
     static char path[1024];
     const char *dir = getenv("LLMK_MODELS"), *home = getenv("HOME");
@@ -388,6 +486,7 @@ int main(void) {
         llmk_model_free(m);
     }
     unsetenv("LLMK_ACT");
+    nonfinite_cases();
     llmk_model *m = NULL;
     if (access(default_model(), R_OK) == 0 && llmk_model_load(default_model(), &m) == LLMK_OK) {
         fprintf(stderr, "default model\n");

@@ -445,10 +445,14 @@ struct bad_case {
     img b;
 };
 
-static struct bad_case bad_cases[40];
+static struct bad_case bad_cases[48];
 static int n_bad;
 
 static img *bad(const char *name, int want) {
+    if (n_bad == (int)(sizeof bad_cases / sizeof bad_cases[0])) {
+        fprintf(stderr, "bad_cases is full: make it larger\n");
+        abort();
+    }
     bad_cases[n_bad].name = name;
     bad_cases[n_bad].want = want;
     memset(&bad_cases[n_bad].b, 0, sizeof(img));
@@ -584,6 +588,26 @@ static void build_bad_cases(void) {
     tinfo(b, "w", 1, ne4, LLMK_TYPE_F32, 128);
     pad(b, 32);
     zeros(b, 256);
+    /* llama.cpp requires each tensor's data to follow the previous one's. */
+    b = bad("overlapping tensor data", LLMK_TENSOR_DATA_OVERLAP);
+    header(b, 3, 2, 0);
+    tinfo(b, "a", 2, ne4, LLMK_TYPE_F32, 0);
+    tinfo(b, "b", 2, ne4, LLMK_TYPE_F32, 128); /* a's 256 bytes end at 256 */
+    pad(b, 32);
+    zeros(b, 512);
+    b = bad("every tensor at offset 0", LLMK_TENSOR_DATA_OVERLAP);
+    header(b, 3, 3, 0);
+    tinfo(b, "a", 2, ne4, LLMK_TYPE_F32, 0);
+    tinfo(b, "b", 2, ne4, LLMK_TYPE_F32, 0);
+    tinfo(b, "c", 2, ne4, LLMK_TYPE_F32, 0);
+    pad(b, 32);
+    zeros(b, 256);
+    b = bad("tensor data out of table order", LLMK_TENSOR_DATA_OVERLAP);
+    header(b, 3, 2, 0);
+    tinfo(b, "a", 2, ne4, LLMK_TYPE_F32, 256);
+    tinfo(b, "b", 2, ne4, LLMK_TYPE_F32, 0);
+    pad(b, 32);
+    zeros(b, 512);
     b = bad("truncated inside a u64 count", LLMK_TRUNCATED_FILE);
     header(b, 3, 0, 0);
     b->len -= 3;

@@ -9,6 +9,7 @@
 #include "kernels/ops_f32.h"
 #include "llmk.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -448,6 +449,29 @@ static void test_argmax(void) {
     }
 }
 
+/* llmk_f32_nonfinite and its AVX2 version: a NaN (either sign) or an
+ * infinity anywhere in the range, vector part or tail, is found; the
+ * largest and smallest finite magnitudes are not; elements outside the
+ * range are not read. */
+static void test_nonfinite(void) {
+    static const float bad[] = {NAN, -NAN, INFINITY, -INFINITY}, edge[] = {FLT_MAX, -FLT_MAX, 0x1p-149f, -0.0f};
+    llmk_nonfinite_fn fns[3] = {llmk_f32_nonfinite, llmk_f32_nonfinite_kernel(), NULL};
+    int nfn = 2;
+#if defined(__x86_64__)
+    if (strcmp(llmk_f32_kernels(), "avx2") == 0) fns[nfn++] = llmk_f32_nonfinite_avx2;
+#endif
+    enum { N = 80 };
+    float x[N + 1];
+    for (int rep = 0; rep < 800; rep++) {
+        int n = rep % N;
+        for (int i = 0; i <= N; i++) x[i] = 100.0f * ((float)rand() / (float)RAND_MAX - 0.5f);
+        x[n] = bad[rep % 4]; /* just past the range */
+        int want = n > 0 && rep % 3 != 0;
+        if (n) x[rand() % n] = want ? bad[rep % 4] : edge[rep % 4];
+        for (int f = 0; f < nfn; f++) CHECK_EQ_INT(fns[f](x, n), want);
+    }
+}
+
 static const char *default_model(void) {
     static char path[4096];
     const char *dir = getenv("LLMK_MODELS"), *home = getenv("HOME");
@@ -547,6 +571,7 @@ int main(void) {
     test_row_decoders();
     test_avx2_kernels();
     test_argmax();
+    test_nonfinite();
     test_rmsnorm();
     test_rope();
     test_load_refusals();

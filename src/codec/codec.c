@@ -97,6 +97,7 @@ static int row_args(const char *what, uint32_t type, const void *a, const void *
 }
 
 int llmk_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n) {
+    llmk_error_clear();
     const struct llmk_codec *c;
     int st = row_args("dequantize_row", type, src, dst, n, &c);
     if (st != LLMK_OK) return st;
@@ -105,6 +106,7 @@ int llmk_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n) {
 }
 
 int llmk_quantize_row(uint32_t type, const float *src, void *dst, int64_t n) {
+    llmk_error_clear();
     const struct llmk_codec *c;
     int st = row_args("quantize_row", type, src, dst, n, &c);
     if (st != LLMK_OK) return st;

@@ -34,6 +34,15 @@ struct llmk_codec {
     llmk_dot_fn dot;              /* _ref */
 };
 
+/* The activation forms' quantizers: the Q8_0, Q8_1 and Q8_K codecs'
+ * quantize (the same bytes), returning nonzero when an element is NaN or
+ * infinite. Their maximum drops a NaN, so without the result a corrupt
+ * activation would pass on as ordinary numbers; the executor fails instead. */
+typedef int (*llmk_act_quant_fn)(const float *src, void *dst, int64_t n);
+int llmk_quantize_act_q8_0(const float *src, void *dst, int64_t n);
+int llmk_quantize_act_q8_1(const float *src, void *dst, int64_t n);
+int llmk_quantize_act_q8_k(const float *src, void *dst, int64_t n);
+
 /* The codec of a type id, or NULL when llmk has none. */
 const struct llmk_codec *llmk_codec_get(uint32_t type);
 

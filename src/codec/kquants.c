@@ -13,6 +13,7 @@
 #include "codec/half.h"
 #include "internal.h"
 
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -666,12 +667,18 @@ static void quant_q6_k(const float *src, void *dst, int64_t n) {
 }
 
 /* Q8_K is the K-quants' activation form: d = max|x| / 127 in f32 (not
- * rounded to f16), q = round(x / d), bsums = sums of 16 consecutive q. */
-static void quant_q8_k(const float *src, void *dst, int64_t n) {
+ * rounded to f16), q = round(x / d), bsums = sums of 16 consecutive q.
+ * Returns whether an element is NaN or infinite (see codec.h). */
+int llmk_quantize_act_q8_k(const float *src, void *dst, int64_t n) {
+    int bad = 0;
     for (int64_t b = 0; b < n / LLMK_QK_K; b++) {
         const float *x = src + b * LLMK_QK_K;
         float amax = 0;
-        for (int e = 0; e < LLMK_QK_K; e++) amax = fmaxf(amax, fabsf(x[e]));
+        for (int e = 0; e < LLMK_QK_K; e++) {
+            float a = fabsf(x[e]);
+            amax = fmaxf(amax, a);
+            bad |= !(a <= FLT_MAX);
+        }
         llmk_block_q8_k blk;
         blk.d = amax / 127.0f;
         float id = blk.d == 0 ? 0.0f : 1.0f / blk.d;
@@ -683,7 +690,10 @@ static void quant_q8_k(const float *src, void *dst, int64_t n) {
         }
         memcpy((char *)dst + b * sizeof blk, &blk, sizeof blk);
     }
+    return bad;
 }
+
+static void quant_q8_k(const float *src, void *dst, int64_t n) { (void)llmk_quantize_act_q8_k(src, dst, n); }
 
 /* Signed sub-block scales in [smin, smax] against one f16 super-scale,
  * mapping the largest-magnitude scale to smin. */

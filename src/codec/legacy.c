@@ -11,6 +11,7 @@
 #include "codec/half.h"
 #include "internal.h"
 
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -249,23 +250,34 @@ static void dequant_q8_0(const void *src, float *dst, int64_t n) {
 }
 
 /* Symmetric 8-bit: d = max|x| / 127, q = round-half-away(x / d) (gguf-py's
- * np_roundf(x * (1/d)) in f32). */
-static float q8_block(const float *x, int8_t *q) {
+ * np_roundf(x * (1/d)) in f32). *bad |= whether an element is NaN or
+ * infinite (fmaxf drops a NaN: the bytes alone cannot tell). */
+static float q8_block(const float *x, int8_t *q, int *bad) {
     float amax = 0;
-    for (int j = 0; j < LLMK_QK; j++) amax = fmaxf(amax, fabsf(x[j]));
+    int nf = 0;
+    for (int j = 0; j < LLMK_QK; j++) {
+        float a = fabsf(x[j]);
+        amax = fmaxf(amax, a);
+        nf |= !(a <= FLT_MAX);
+    }
+    *bad |= nf;
     float d = amax / 127.0f;
     float id = d == 0 ? 0.0f : 1.0f / d;
     for (int j = 0; j < LLMK_QK; j++) q[j] = (int8_t)clamp_to_int(roundf(x[j] * id), -128, 127);
     return d;
 }
 
-static void quant_q8_0(const float *src, void *dst, int64_t n) {
+int llmk_quantize_act_q8_0(const float *src, void *dst, int64_t n) {
+    int bad = 0;
     for (int64_t b = 0; b < n / LLMK_QK; b++) {
         llmk_block_q8_0 blk;
-        blk.d = llmk_fp32_to_fp16(q8_block(src + b * LLMK_QK, blk.qs));
+        blk.d = llmk_fp32_to_fp16(q8_block(src + b * LLMK_QK, blk.qs, &bad));
         memcpy((char *)dst + b * sizeof blk, &blk, sizeof blk);
     }
+    return bad;
 }
+
+static void quant_q8_0(const float *src, void *dst, int64_t n) { (void)llmk_quantize_act_q8_0(src, dst, n); }
 
 static void dequant_q8_1(const void *src, float *dst, int64_t n) {
     for (int64_t b = 0; b < n / LLMK_QK; b++) {
@@ -276,17 +288,21 @@ static void dequant_q8_1(const void *src, float *dst, int64_t n) {
     }
 }
 
-static void quant_q8_1(const float *src, void *dst, int64_t n) {
+int llmk_quantize_act_q8_1(const float *src, void *dst, int64_t n) {
+    int bad = 0;
     for (int64_t b = 0; b < n / LLMK_QK; b++) {
         llmk_block_q8_1 blk;
-        float d = q8_block(src + b * LLMK_QK, blk.qs);
+        float d = q8_block(src + b * LLMK_QK, blk.qs, &bad);
         int sum = 0;
         for (int j = 0; j < LLMK_QK; j++) sum += blk.qs[j];
         blk.d = llmk_fp32_to_fp16(d);
         blk.s = llmk_fp32_to_fp16((float)sum * d);
         memcpy((char *)dst + b * sizeof blk, &blk, sizeof blk);
     }
+    return bad;
 }
+
+static void quant_q8_1(const float *src, void *dst, int64_t n) { (void)llmk_quantize_act_q8_1(src, dst, n); }
 
 /* ---- IQ4_NL --------------------------------------------------------------- */
 

@@ -65,6 +65,7 @@ uint32_t llmk_type_block_bytes(uint32_t type) {
 }
 
 int llmk_type_from_name(const char *name, uint32_t *type_out) {
+    llmk_error_clear();
     if (!name || !type_out) return llmk_fail(LLMK_INVALID_ARGUMENT, "type name: NULL argument");
     for (uint32_t t = 0; t < LLMK_TYPE_COUNT_; t++) {
         if (type_facts[t].name && strcasecmp(type_facts[t].name, name) == 0) {
@@ -76,6 +77,7 @@ int llmk_type_from_name(const char *name, uint32_t *type_out) {
 }
 
 int llmk_row_bytes(uint32_t type, uint64_t n, uint64_t *bytes_out) {
+    llmk_error_clear();
     const struct type_fact *f = fact(type);
     if (!f) return llmk_fail(LLMK_UNKNOWN_TYPE, "unknown tensor type id %u", type);
     if (n % f->block_elems != 0)

@@ -20,16 +20,29 @@ size_t llmk_a16_row_bytes(int64_t k) { return (size_t)(k / LLMK_QK) * (LLMK_QK *
  * -ffast-math, which could fold the two operations away). */
 static inline float round_even(float x) { return (x + 12582912.0f) - 12582912.0f; }
 
-void llmk_a16_quantize_row_ref(const float *x, int64_t k, int64_t e0, int64_t e1, void *dst) {
+/* max |x| over a block as the largest bit pattern with the sign cleared:
+ * for non-negative floats the integer order is the float order, and NaN and
+ * infinity sort above every finite value, so the maximum keeps them (fmaxf
+ * drops a NaN) and one compare per block tells a non-finite input. */
+int llmk_a16_quantize_row_ref(const float *x, int64_t k, int64_t e0, int64_t e1, void *dst) {
     int64_t nb = k / LLMK_QK;
     unsigned char *row = dst;
     int16_t *q = (int16_t *)row;
     float *dd = (float *)(row + (size_t)k * 2), *ss = dd + nb;
+    int bad = 0;
     for (int64_t b = e0 / LLMK_QK; b < e1 / LLMK_QK; b++) {
         const float *xb = x + b * LLMK_QK;
         int16_t *qb = q + b * LLMK_QK;
-        float amax = 0;
-        for (int j = 0; j < LLMK_QK; j++) amax = fmaxf(amax, fabsf(xb[j]));
+        uint32_t mb = 0;
+        for (int j = 0; j < LLMK_QK; j++) {
+            uint32_t u;
+            memcpy(&u, &xb[j], sizeof u);
+            u &= 0x7fffffffu;
+            mb = u > mb ? u : mb;
+        }
+        bad |= mb >= 0x7f800000u; /* exponent all ones: infinity or NaN */
+        float amax;
+        memcpy(&amax, &mb, sizeof amax);
         float d = amax / 32767.0f, id = d == 0 ? 0.0f : 1.0f / d;
         bool tiny = id > FLT_MAX; /* d below 2^-128: 1 / d overflows, divide instead */
         int32_t sum = 0;
@@ -42,9 +55,10 @@ void llmk_a16_quantize_row_ref(const float *x, int64_t k, int64_t e0, int64_t e1
         dd[b] = d;
         ss[b] = d * (float)sum; /* |sum| <= 32 * 32767 < 2^24: exact */
     }
+    return bad;
 }
 
-typedef void (*quant_fn)(const float *x, int64_t k, int64_t e0, int64_t e1, void *dst);
+typedef int (*quant_fn)(const float *x, int64_t k, int64_t e0, int64_t e1, void *dst);
 static quant_fn quant_chosen = llmk_a16_quantize_row_ref;
 static pthread_once_t quant_once = PTHREAD_ONCE_INIT;
 
@@ -55,9 +69,9 @@ static void choose_quant(void) {
 #endif
 }
 
-void llmk_a16_quantize_row(const float *x, int64_t k, int64_t e0, int64_t e1, void *dst) {
+int llmk_a16_quantize_row(const float *x, int64_t k, int64_t e0, int64_t e1, void *dst) {
     pthread_once(&quant_once, choose_quant);
-    quant_chosen(x, k, e0, e1, dst);
+    return quant_chosen(x, k, e0, e1, dst);
 }
 
 int llmk_a16_supports(uint32_t wtype) { return wtype == LLMK_TYPE_Q4_1 || wtype == LLMK_TYPE_Q8_0; }

@@ -25,13 +25,16 @@ size_t llmk_a16_row_bytes(int64_t k);
 
 /* Quantize elements [e0, e1) of the row x (k elements; e0, e1 multiples of
  * 32) into the activation row dst (the row's start, llmk_a16_row_bytes(k)),
- * writing only those blocks: any split of a row gives the same bytes. */
-void llmk_a16_quantize_row(const float *x, int64_t k, int64_t e0, int64_t e1, void *dst);
-/* The scalar reference and the AVX2 version (bit for bit the same bytes);
- * llmk_a16_quantize_row calls the one this CPU has (LLMK_KERNELS=ref: the
- * reference). */
-void llmk_a16_quantize_row_ref(const float *x, int64_t k, int64_t e0, int64_t e1, void *dst);
-void llmk_a16_quantize_row_avx2(const float *x, int64_t k, int64_t e0, int64_t e1, void *dst);
+ * writing only those blocks: any split of a row gives the same bytes.
+ * Returns nonzero when one of those elements is NaN or infinite: the block's
+ * amax is then that NaN or infinity, so its d and s are too (the bytes are
+ * meaningless, and the caller is to fail rather than use them). */
+int llmk_a16_quantize_row(const float *x, int64_t k, int64_t e0, int64_t e1, void *dst);
+/* The scalar reference and the AVX2 version (bit for bit the same bytes and
+ * result); llmk_a16_quantize_row calls the one this CPU has
+ * (LLMK_KERNELS=ref: the reference). */
+int llmk_a16_quantize_row_ref(const float *x, int64_t k, int64_t e0, int64_t e1, void *dst);
+int llmk_a16_quantize_row_avx2(const float *x, int64_t k, int64_t e0, int64_t e1, void *dst);
 
 /* Whether a weight type has A16 kernels (Q4_1, Q8_0). */
 int llmk_a16_supports(uint32_t wtype);

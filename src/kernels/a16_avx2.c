@@ -1,11 +1,12 @@
 /* AVX2 quantization of a16 activation rows: the same bytes as
  * llmk_a16_quantize_row_ref (a16.c), eight elements at a time.
- * - amax: max_ps(|x|, acc) returns acc when |x| is NaN, as fmaxf does;
- *   the maximum is exact in any order.
+ * - amax: the reference's integer maximum of the sign-cleared bit patterns
+ *   (max_epi32: they are all non-negative as int32), exact in any order and
+ *   keeping a NaN or infinity, which the block's one compare then reports.
  * - rounding: round_ps to nearest even equals the reference's add-and-
  *   subtract of 1.5 * 2^23 for |v| < 2^22 (only the sign of a zero differs,
  *   and it converts to the same integer).
- * - clamp to +-32767 and NaN lanes (inf * 0) to 0, as the reference. */
+ * - clamp to +-32767 and NaN lanes (a non-finite block's) to 0, as the reference. */
 #include "kernels/a16.h"
 
 #include "codec/blocks.h"
@@ -13,23 +14,27 @@
 #include <float.h>
 #include <immintrin.h>
 
-void llmk_a16_quantize_row_avx2(const float *x, int64_t k, int64_t e0, int64_t e1, void *dst) {
+int llmk_a16_quantize_row_avx2(const float *x, int64_t k, int64_t e0, int64_t e1, void *dst) {
     int64_t nb = k / LLMK_QK;
     unsigned char *row = dst;
     int16_t *q = (int16_t *)row;
     float *dd = (float *)(row + (size_t)k * 2), *ss = dd + nb;
-    const __m256 sign = _mm256_set1_ps(-0.0f), hi = _mm256_set1_ps(32767.0f), lo = _mm256_set1_ps(-32767.0f);
+    const __m256 hi = _mm256_set1_ps(32767.0f), lo = _mm256_set1_ps(-32767.0f);
+    const __m256i mag = _mm256_set1_epi32(0x7fffffff);
+    int bad = 0;
     for (int64_t b = e0 / LLMK_QK; b < e1 / LLMK_QK; b++) {
         const float *xb = x + b * LLMK_QK;
-        __m256 v[4], m = _mm256_setzero_ps();
+        __m256 v[4];
+        __m256i m = _mm256_setzero_si256();
         for (int j = 0; j < 4; j++) {
             v[j] = _mm256_loadu_ps(xb + 8 * j);
-            m = _mm256_max_ps(_mm256_andnot_ps(sign, v[j]), m);
+            m = _mm256_max_epi32(_mm256_and_si256(_mm256_castps_si256(v[j]), mag), m);
         }
-        __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-        h = _mm_max_ss(h, _mm_movehdup_ps(h));
-        float amax = _mm_cvtss_f32(h);
+        __m128i h = _mm_max_epi32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
+        h = _mm_max_epi32(h, _mm_shuffle_epi32(h, 0x4e));
+        h = _mm_max_epi32(h, _mm_shuffle_epi32(h, 0xb1));
+        bad |= _mm_cvtsi128_si32(h) >= 0x7f800000; /* exponent all ones: infinity or NaN */
+        float amax = _mm_cvtss_f32(_mm_castsi128_ps(h));
         float d = amax / 32767.0f, id = d == 0 ? 0.0f : 1.0f / d;
         int tiny = id > FLT_MAX; /* d below 2^-128: 1 / d overflows, divide instead */
         __m256 vid = _mm256_set1_ps(id), vd = _mm256_set1_ps(d);
@@ -53,4 +58,5 @@ void llmk_a16_quantize_row_avx2(const float *x, int64_t k, int64_t e0, int64_t e
         dd[b] = d;
         ss[b] = d * (float)_mm_cvtsi128_si32(s4); /* |sum| <= 32 * 32767 < 2^24: exact */
     }
+    return bad;
 }

@@ -197,6 +197,7 @@ static void qmm_worker(void *ctx, int ith, int nth) {
 
 int llmk_quantized_matmul(llmk_pool *pool, uint32_t wtype, const void *w, int64_t n, int64_t k,
                           const float *x, int64_t m, float *y) {
+    llmk_error_clear();
     if (m < 1) return llmk_fail(LLMK_EMPTY_DIMENSION, "quantized_matmul: m=%lld", (long long)m);
     size_t act_bytes;
     int st = llmk_qmm_act_bytes(wtype, m, k, &act_bytes);

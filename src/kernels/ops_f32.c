@@ -85,6 +85,26 @@ llmk_argmax_fn llmk_f32_argmax_kernel(void) {
     return llmk_f32_argmax;
 }
 
+/* An exponent of all ones (infinity or NaN), tested on the bits: integer
+ * operations the compiler can vectorize, and no floating-point exception. */
+bool llmk_f32_nonfinite(const float *x, int64_t n) {
+    uint32_t any = 0;
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], sizeof u);
+        any |= (u & 0x7f800000u) == 0x7f800000u;
+    }
+    return any != 0;
+}
+
+llmk_nonfinite_fn llmk_f32_nonfinite_kernel(void) {
+#if defined(__x86_64__)
+    const char *e = getenv("LLMK_KERNELS");
+    if ((llmk_cpu_detect() & LLMK_CPU_AVX2) && !(e && strcmp(e, "ref") == 0)) return llmk_f32_nonfinite_avx2;
+#endif
+    return llmk_f32_nonfinite;
+}
+
 /* The sum of squares runs in 8 independent double lanes, added in a fixed
  * order at the end: one serial chain of double adds cost ~4 cycles per
  * element, which made the norm ~2% of a decode step. */

@@ -48,6 +48,15 @@ int64_t llmk_f32_argmax_avx2(const float *x, int64_t n);
 typedef int64_t (*llmk_argmax_fn)(const float *, int64_t);
 llmk_argmax_fn llmk_f32_argmax_kernel(void);
 
+/* Whether x[0..n) holds a NaN or an infinity (the executor's check of the
+ * values no quantizer reads: Q/K/V before the cache, the logits). The AVX2
+ * version gives the same answer; llmk_f32_nonfinite_kernel chooses as
+ * llmk_f32_argmax_kernel does. */
+bool llmk_f32_nonfinite(const float *x, int64_t n);
+bool llmk_f32_nonfinite_avx2(const float *x, int64_t n);
+typedef bool (*llmk_nonfinite_fn)(const float *, int64_t);
+llmk_nonfinite_fn llmk_f32_nonfinite_kernel(void);
+
 /* Decode one row of n elements (whole blocks; caller checked the type and
  * size): Q4_0, Q4_1, Q8_0 and F32 inline and bitwise equal to
  * llmk_dequantize_row, other types through it. */

@@ -104,6 +104,17 @@ int64_t llmk_f32_argmax_avx2(const float *x, int64_t n) {
     return -1;
 }
 
+bool llmk_f32_nonfinite_avx2(const float *x, int64_t n) {
+    const __m256i e = _mm256_set1_epi32(0x7f800000);
+    __m256i any = _mm256_setzero_si256();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256i u = _mm256_castps_si256(_mm256_loadu_ps(x + i));
+        any = _mm256_or_si256(any, _mm256_cmpeq_epi32(_mm256_and_si256(u, e), e));
+    }
+    return !_mm256_testz_si256(any, any) || llmk_f32_nonfinite(x + i, n - i);
+}
+
 /* llmk_f32_rmsnorm_ref's arithmetic, vectorized: its 8 double lanes s0..s7
  * are the lanes of two 4-double accumulators (each square a double product
  * of exact conversions, then an add: no FMA, as the scalar code compiles

@@ -58,16 +58,16 @@ size_t llmk_xq8_1_row_bytes(int64_t k) {
     return (size_t)nb * 32 + (size_t)ng * 8 * 2 * sizeof(float);
 }
 
-void llmk_xq8_1_quantize(const float *x, int64_t k, int64_t e0, int64_t e1, void *dst) {
+int llmk_xq8_1_quantize(const float *x, int64_t k, int64_t e0, int64_t e1, void *dst) {
     int64_t kb = k / LLMK_QK, nb = (kb + 1) / 2 * 2, ng = (nb + 7) / 8;
     int8_t *qs = dst;
     float *da = (float *)((char *)dst + nb * 32), *sa = da + ng * 8;
-    llmk_quant_fn q8_1 = llmk_codec_get(LLMK_TYPE_Q8_1)->quantize;
     int64_t b1 = e1 == k ? nb : e1 / LLMK_QK;
+    int bad = 0;
     (void)lane_block;
     for (int64_t b = e0 / LLMK_QK; b < b1; b++) {
         llmk_block_q8_1 blk;
-        if (b < kb) q8_1(x + b * LLMK_QK, &blk, LLMK_QK);
+        if (b < kb) bad |= llmk_quantize_act_q8_1(x + b * LLMK_QK, &blk, LLMK_QK);
         else memset(&blk, 0, sizeof blk); /* the padding block of an odd count */
         int64_t p = b / 2, half = b % 2;
         memcpy(qs + p * 64 + half * 16, blk.qs, 16);
@@ -78,4 +78,5 @@ void llmk_xq8_1_quantize(const float *x, int64_t k, int64_t e0, int64_t e1, void
     }
     /* scale lanes past the last block stay zero: the buffer is zeroed at init
      * and nothing writes them */
+    return bad;
 }

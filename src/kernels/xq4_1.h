@@ -36,8 +36,9 @@ void llmk_xq4_1_free(struct llmk_xq4_1 *x);
 /* Bytes of one q8_1x activation row of k elements (k whole blocks of 32). */
 size_t llmk_xq8_1_row_bytes(int64_t k);
 /* Quantize elements [e0, e1) of a row of k (e0, e1 multiples of 64, or e1 = k)
- * into the q8_1x row dst: GGUF Q8_1 quantization of each block, rearranged. */
-void llmk_xq8_1_quantize(const float *x, int64_t k, int64_t e0, int64_t e1, void *dst);
+ * into the q8_1x row dst: GGUF Q8_1 quantization of each block, rearranged.
+ * Returns nonzero when one of those elements is NaN or infinite. */
+int llmk_xq8_1_quantize(const float *x, int64_t k, int64_t e0, int64_t e1, void *dst);
 
 /* y[a * y_stride + r] for rows r in [r0, r1) and na activation rows
  * (act + a * act_stride). AVX2 (src/kernels/xq4_1_avx2.c). */

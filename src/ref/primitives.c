@@ -106,6 +106,7 @@ int llmk_ref_gemv_transposed(llmk_pool *pool, const double *a, size_t a_len, con
 int llmk_gemv_transposed_parallel_flat(const double *a, size_t a_len, const double *x,
                                        size_t x_len, int64_t m, int64_t n, double *y,
                                        size_t y_len) {
+    llmk_error_clear();
     /* Only reach for the pool when the work is big enough to use it. */
     llmk_pool *pool = NULL;
     if (m > 0 && n > 0 && m <= LLMK_MAX_DIM && n <= LLMK_MAX_DIM &&
@@ -153,6 +154,7 @@ int llmk_ref_residual_add(llmk_pool *pool, const double *a, size_t a_len, const 
 
 int llmk_residual_add_flat(const double *a, size_t a_len, const double *b, size_t b_len,
                            int64_t n, double *out, size_t out_len) {
+    llmk_error_clear();
     llmk_pool *pool = NULL;
     if (n >= LLMK_RESIDUAL_PARALLEL_MIN_CELLS && n <= LLMK_MAX_DIM) pool = llmk_ref_default_pool();
     return llmk_ref_residual_add(pool, a, a_len, b, b_len, n, out, out_len);
@@ -163,6 +165,7 @@ int llmk_residual_add_flat(const double *a, size_t a_len, const double *b, size_
 int llmk_kv_cache_append_flat(const double *cache, size_t cache_buf_len,
                               const double *new_vals, size_t new_buf_len, int64_t cache_len,
                               int64_t n_new, double **out, int64_t *out_n) {
+    llmk_error_clear();
     const char *fn = "kv_cache_append_flat";
     if (!out || !out_n) return llmk_fail(LLMK_INVALID_ARGUMENT, "%s: NULL output pointer", fn);
     *out = NULL;
@@ -185,6 +188,7 @@ int llmk_kv_cache_append_flat(const double *cache, size_t cache_buf_len,
 }
 
 int llmk_kv_cache_reserve_flat(int64_t max_elements, double **out) {
+    llmk_error_clear();
     const char *fn = "kv_cache_reserve_flat";
     if (!out) return llmk_fail(LLMK_INVALID_ARGUMENT, "%s: NULL output pointer", fn);
     *out = NULL;
@@ -205,6 +209,7 @@ int llmk_kv_cache_reserve_flat(int64_t max_elements, double **out) {
 
 int llmk_kv_cache_append_into_flat(double *cache, size_t capacity, const double *new_vals,
                                    size_t new_buf_len, int64_t cache_len, int64_t n_new) {
+    llmk_error_clear();
     const char *fn = "kv_cache_append_into_flat";
     /* The buffer is longer than its content by design, so the content length
      * is checked against the capacity below, not for equality. */
@@ -295,6 +300,7 @@ int llmk_ref_greedy_argmax(llmk_pool *pool, const double *logits, size_t logits_
 
 int llmk_greedy_argmax_flat(const double *logits, size_t logits_len, int64_t n,
                             int64_t *token_id, double *logit) {
+    llmk_error_clear();
     llmk_pool *pool = NULL;
     if (n >= LLMK_ARGMAX_PARALLEL_MIN_CELLS && n <= LLMK_MAX_DIM) pool = llmk_ref_default_pool();
     return llmk_ref_greedy_argmax(pool, logits, logits_len, n, token_id, logit);

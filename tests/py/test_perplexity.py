@@ -276,7 +276,7 @@ def test_base_from_another_run(base, tmp_path):
     fails(pp("-m", MODEL, "-f", short, "--kl-base", b), "llmk_bad_request", "another text")
     # the output may not overwrite the base it is reading
     size = b.stat().st_size
-    fails(pp("-m", MODEL, "-f", TEXT, "--kl-base", b, "--save-logits", b), "llmk_invalid_argument")
+    fails(pp("-m", MODEL, "-f", TEXT, "--kl-base", b, "--save-logits", b), "llmk_output_is_input")
     assert b.stat().st_size == size
     fails(pp("-m", MODEL, "-f", TEXT, *SMALL, "--save-logits", tmp_path / "no" / "dir" / "x"),
           "llmk_io_error", "cannot create")

@@ -1,0 +1,86 @@
+/* Replays the tokenizer, model and chat fuzz corpora (fuzz/corpus/{tokenizer,
+ * model,chat}, run from the repo root) through the very target functions
+ * libFuzzer runs (the three target files are compiled in below), so every
+ * input the fuzzer once kept, and every reproducer of a fixed bug, runs
+ * again in the optimised and the ASan+UBSan builds. A target stops the
+ * program on a broken property; here each file must also not crash, and
+ * files named valid_* (the seeds written by fuzz/make_seeds.py) must go the
+ * whole way: the vocabulary loads and the text encodes, the model loads, the
+ * messages render. Each file is read into an exactly-sized buffer. */
+#define LLMK_FUZZ_NO_ENTRY
+#include "../fuzz/fuzz_chat.c"
+#include "../fuzz/fuzz_model.c"
+#include "../fuzz/fuzz_tokenizer.c"
+
+#include "check.h"
+
+#include <dirent.h>
+
+static const struct {
+    const char *dir;
+    int (*one)(const uint8_t *, size_t);
+    int min_valid; /* seeds make_seeds.py writes; fewer means the corpus lost some */
+} corpora[] = {
+    {"fuzz/corpus/tokenizer", fuzz_tokenizer_one, 8},
+    {"fuzz/corpus/model", fuzz_model_one, 3},
+    {"fuzz/corpus/chat", fuzz_chat_one, 8},
+};
+
+static int cmp_names(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void replay(const char *dir, int (*one)(const uint8_t *, size_t), int min_valid) {
+    DIR *d = opendir(dir);
+    if (!d) {
+        fprintf(stderr, "test_fuzz_corpus: %s not found (run from the repo root)\n", dir);
+        CHECK(!"corpus directory missing");
+        return;
+    }
+    /* Sorted, so a failure names the same file on every run. */
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.') continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 64;
+            char **nn = realloc(names, cap * sizeof *nn);
+            if (!nn) break;
+            names = nn;
+        }
+        names[n++] = strdup(e->d_name);
+    }
+    closedir(d);
+    if (n) qsort(names, n, sizeof *names, cmp_names);
+    int valid = 0;
+    for (size_t i = 0; i < n; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        uint8_t *buf;
+        size_t len;
+        bool read_ok = fuzz_read_file(path, &buf, &len);
+        CHECK(read_ok);
+        if (read_ok) {
+            int went_through = one(buf, len);
+            if (strncmp(names[i], "valid_", 6) == 0) {
+                valid++;
+                if (!went_through)
+                    fprintf(stderr, "%s: a seed that must go all the way through its target "
+                            "stopped early\n", path);
+                CHECK(went_through);
+            }
+            free(buf);
+        }
+        free(names[i]);
+    }
+    free(names);
+    CHECK(valid >= min_valid);
+    printf("test_fuzz_corpus: %s: %zu files (%d valid_*)\n", dir, n, valid);
+}
+
+int main(void) {
+    for (size_t i = 0; i < sizeof corpora / sizeof corpora[0]; i++)
+        replay(corpora[i].dir, corpora[i].one, corpora[i].min_valid);
+    return check_summary("test_fuzz_corpus");
+}

@@ -7,7 +7,7 @@ BUILD   ?= build
 PY      := .venv/bin/python
 
 WARN    := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
-BASE    := -std=c11 -D_GNU_SOURCE -fPIC -g -Iinclude -Isrc $(WARN)
+BASE    := -std=c11 -D_GNU_SOURCE -fPIC -fvisibility=hidden -g -Iinclude -Isrc $(WARN)
 OPT     ?= -O2
 CFLAGS_ALL = $(BASE) $(OPT) $(EXTRA_CFLAGS)
 LDLIBS  := -lpcre2-8 -lcjson -lpthread -lm
@@ -87,12 +87,14 @@ test: setup
 check-clang:
 	$(MAKE) BUILD=build/clang CC=clang all
 
-# arm64 compile check of the library (NEON kernels, no x86 files), with
-# Debian's cross compiler (apt install gcc-aarch64-linux-gnu); not in CI.
+# arm64 build check: the library (NEON kernels, no x86 files) and the llmk
+# binary, with Debian's cross compiler and arm64 libraries (dpkg
+# --add-architecture arm64; apt install gcc-aarch64-linux-gnu
+# libpcre2-dev:arm64 libcjson-dev:arm64); not in CI.
 check-arm64:
 	@if command -v aarch64-linux-gnu-gcc >/dev/null; then \
-	  $(MAKE) BUILD=build/arm64 CC=aarch64-linux-gnu-gcc ARCH=aarch64 build/arm64/libllmk.a && \
-	  echo "check-arm64: libllmk.a builds for aarch64 warning-free"; \
+	  $(MAKE) BUILD=build/arm64 CC=aarch64-linux-gnu-gcc ARCH=aarch64 build/arm64/libllmk.a build/arm64/llmk && \
+	  echo "check-arm64: libllmk.a and llmk build for aarch64 warning-free"; \
 	else echo "check-arm64: aarch64-linux-gnu-gcc not installed, skipped"; fi
 
 # ---- measuring ----------------------------------------------------------

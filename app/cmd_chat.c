@@ -3,6 +3,7 @@
  * only what differs from the tokens already in the KV cache (normally just
  * the new turn). Ctrl-C stops the current reply; end of input ends the chat. */
 #include "cli.h"
+#include "llmk_formulas.h"
 #include "gen_opts.h"
 #include "internal.h"
 #include "pool.h"

@@ -2,6 +2,7 @@
  * numbers), before anything is loaded. Every figure comes from the formula
  * layer (section 3 of llmk.h); no tensor data is read. */
 #include "cli.h"
+#include "llmk_formulas.h"
 #include "internal.h"
 
 #include <cjson/cJSON.h>

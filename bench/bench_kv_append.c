@@ -5,6 +5,7 @@
  * cached elements and the ratios. A measurement, not a test: nothing here
  * asserts a figure. */
 #include "llmk.h"
+#include "llmk_primitives.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,8 @@
 /*
- * llmk.h — the one public header of llmk, an LLM inference engine in C.
+ * llmk.h — the public header of llmk, an LLM inference engine in C: what an
+ * application that runs models needs. Two more public headers sit beside it:
+ * llmk_primitives.h (seed 000's f64 decode primitives) and llmk_formulas.h
+ * (seed 001's formula layer).
  *
  * Every function that can fail returns an `int` status from one vocabulary
  * (section 1). On failure a thread-local message with the detail is available
@@ -7,14 +10,12 @@
  *
  * Sections (each owned by one part of the library):
  *   1. Status vocabulary and errors            (src/status.c)
- *   2. Seed-000 decode primitives, f64         (src/ref/)
- *   3. Formula layer, seed 001                 (src/formulas/)
- *   4. Tensor types and codecs                 (src/codec/)
- *   5. GGUF reader and writer                  (src/gguf.c)
- *   6. Tokenizer                               (src/tokenizer.c)
- *   7. Model and session                       (src/model.c, src/session.c)
- *   8. Sampling                                (src/sample.c)
- *   9. Files llmk writes                       (src/outfile.c)
+ *   2. Tensor types and codecs                 (src/codec/)
+ *   3. GGUF reader and writer                  (src/gguf.c)
+ *   4. Tokenizer                               (src/tokenizer.c)
+ *   5. Model and session                       (src/model.c, src/session.c)
+ *   6. Sampling                                (src/sample.c)
+ *   7. Files llmk writes                       (src/outfile.c)
  */
 #ifndef LLMK_H
 #define LLMK_H
@@ -26,6 +27,15 @@
 
 #ifdef __cplusplus
 extern "C" {
+#endif
+
+/* What the shared library exports: the library is built with
+ * -fvisibility=hidden, so only declarations marked LLMK_API are visible
+ * (`nm -D libllmk.so` lists exactly this API; tests/py/test_abi.py). */
+#if defined(__GNUC__) || defined(__clang__)
+#define LLMK_API __attribute__((visibility("default")))
+#else
+#define LLMK_API
 #endif
 
 /* ======================================================================== */
@@ -105,315 +115,15 @@ enum llmk_status {
 
 /* Name of a status code ("llmk_ok", "llmk_bad_magic", ...); for a number that is
  * not a code, the name of LLMK_CODE_OUT_OF_RANGE. Never NULL. */
-const char *llmk_status_name(int code);
+LLMK_API const char *llmk_status_name(int code);
 
 /* Detail of the failure behind the status the last llmk call on this thread
  * returned: "" after a call that succeeded, so a caller may test it. Valid
  * until the next llmk call on the same thread. */
-const char *llmk_last_error(void);
+LLMK_API const char *llmk_last_error(void);
 
 /* ======================================================================== */
-/* 2. Seed-000 decode primitives (f64)                                       */
-/* ======================================================================== */
-/* LLMK_SECTION_PRIMITIVES_BEGIN */
-/*
- * The four shape checks (src/contract.c). Every primitive below calls its
- * check before it reads a single element. Arguments are the dimensions the
- * caller claims and the real lengths of the buffers; the first failing rule,
- * in the order listed, decides the status.
- */
-/* residual_add_flat: n < 1 -> 561; n > LLMK_MAX_DIM -> 564;
- * len_a != n -> 562; len_b != n -> 563; else 560. */
-int llmk_residual_dims_check(int64_t n, int64_t len_a, int64_t len_b);
-/* kv_cache_append_flat: cache_len < 0 or n_new < 1 -> 561 (an empty cache is
- * fine, an empty append is not: a decode step adds at least one token);
- * cache_len, n_new or cache_len + n_new > LLMK_MAX_DIM -> 564;
- * len_cache != cache_len -> 566; len_new != n_new -> 567; else 560. */
-int llmk_kv_append_dims_check(int64_t cache_len, int64_t n_new, int64_t len_cache,
-                              int64_t len_new);
-/* greedy_argmax_flat: n < 1 -> 561; n > LLMK_MAX_DIM -> 564;
- * len_logits != n -> 568; else 560. */
-int llmk_argmax_dims_check(int64_t n, int64_t len_logits);
-/* gemv_transposed_parallel_flat (A is m x n): m < 1 or n < 1 -> 561;
- * m or n > LLMK_MAX_DIM -> 564; len_a != m*n -> 569; len_x != m -> 570; else 560. */
-int llmk_gemv_dims_check(int64_t m, int64_t n, int64_t len_a, int64_t len_x);
-
-/*
- * Seed-000 decode primitives in double precision (src/ref/primitives.c).
- * Each buffer travels with its real length (in elements). Output buffers are
- * the caller's and must hold at least the result (LLMK_BUFFER_TOO_SMALL
- * otherwise); a NULL buffer with a non-zero length is LLMK_INVALID_ARGUMENT.
- * Shape refusals come first and use the seed codes of the checks above.
- * Parallel paths run on one process-wide worker pool created on first use;
- * results never depend on whether, or on how many threads, it was used.
- */
-/* Work (cells) below which a primitive runs serially: fanning out smaller
- * problems costs more than it saves. */
-#define LLMK_GEMV_PARALLEL_MIN_CELLS (1 << 16)
-#define LLMK_RESIDUAL_PARALLEL_MIN_CELLS (1 << 15)
-
-/* y[j] = sum_i a[i*n + j] * x[i] for j in [0, n): y = A^T x with A m x n
- * row-major and m = len(x). Serial below LLMK_GEMV_PARALLEL_MIN_CELLS (m*n)
- * cells, i outer / j inner; above it, the same loop on disjoint column bands.
- * Each y[j] is summed over i = 0..m-1 in order either way, so the two paths
- * are bitwise identical. y must not overlap a or x; y_len >= n. */
-int llmk_gemv_transposed_parallel_flat(const double *a, size_t a_len, const double *x,
-                                       size_t x_len, int64_t m, int64_t n, double *y,
-                                       size_t y_len);
-
-/* out[i] = a[i] + b[i] for i in [0, n). out may be a or b (in-place add);
- * out_len >= n. Parallel above LLMK_RESIDUAL_PARALLEL_MIN_CELLS elements. */
-int llmk_residual_add_flat(const double *a, size_t a_len, const double *b, size_t b_len,
-                           int64_t n, double *out, size_t out_len);
-
-/* out = cache ++ new_vals: a NEW buffer of cache_len + n_new elements,
- * allocated with malloc; the caller owns it and releases it with free().
- * cache_len may be 0 (cache may then be NULL); n_new must be >= 1. Costs
- * O(cache_len + n_new) per call, so a loop that grows one cache should use
- * the reserved-capacity pair below instead. On failure *out is NULL. */
-int llmk_kv_cache_append_flat(const double *cache, size_t cache_buf_len,
-                              const double *new_vals, size_t new_buf_len, int64_t cache_len,
-                              int64_t n_new, double **out, int64_t *out_n);
-
-/* A zero-filled buffer of max_elements (1..LLMK_MAX_DIM) doubles from calloc,
- * sized once for a cache's whole life; release it with free(). */
-int llmk_kv_cache_reserve_flat(int64_t max_elements, double **out);
-
-/* Write new_vals into cache[cache_len, cache_len + n_new) in place, where
- * `capacity` is the buffer's real length (from reserve). Allocates nothing
- * and copies nothing already cached. LLMK_CACHE_CAPACITY_EXCEEDED (571) when
- * cache_len + n_new > capacity; other refusals as llmk_kv_append_dims_check
- * with len_cache = cache_len (the buffer is longer than its content by design). */
-int llmk_kv_cache_append_into_flat(double *cache, size_t capacity, const double *new_vals,
-                                   size_t new_buf_len, int64_t cache_len, int64_t n_new);
-
-/* The first index holding the row's maximum (ties go to the lowest id, as
- * numpy.argmax) and that maximum. Two passes: a scan for the maximum, then
- * llmk_greedy_token_id(logit, max) per candidate until the first one matches.
- * Any NaN in the row is refused with LLMK_NAN_INPUT (naming its index):
- * no token is "the maximum" of a row that has lost its numbers. +-inf are
- * ordinary values (a row of all -inf picks id 0). */
-int llmk_greedy_argmax_flat(const double *logits, size_t logits_len, int64_t n,
-                            int64_t *token_id, double *logit);
-/* LLMK_SECTION_PRIMITIVES_END */
-
-/* ======================================================================== */
-/* 3. Formula layer (seed 001)                                               */
-/* ======================================================================== */
-/* LLMK_SECTION_FORMULAS_BEGIN */
-/*
- * 61 scalar formulas in six modules (src/formulas/), double in, double out,
- * no buffers, no state, no randomness. Names are seed 001's with the llmk_
- * prefix. Conventions:
- *   - a decision returns 1.0 (yes / accept / stop) or 0.0;
- *   - a division guard returns the listed safe default, never NaN or inf,
- *     for the documented degenerate input (NaN arguments propagate);
- *   - "trunc" is the seed's integer ceiling idiom: the quotient truncated
- *     toward zero as a 64-bit integer, never a call to ceil();
- *   - byte counts are bytes, times are in the unit their argument names say.
- * See docs/formulas.md for which functions have callers in llmk.
- */
-
-/* The one KV byte count every memory formula below uses:
- * 2 (K and V) x batch x tokens x n_heads x head_dim x dtype_bytes.
- * dtype_bytes may be fractional (q8_0 stores 34 bytes per 32 values). */
-double llmk_kv_bytes(double batch, double tokens, double n_heads, double head_dim,
-                     double dtype_bytes);
-
-/* ---- kv_cache: plain (non-paged) KV-cache sizing, eviction, quantization ---- */
-/* Bytes of K+V for one layer: llmk_kv_bytes(batch, seq_len, n_heads, head_dim, dtype_bytes).
- * Qwen3-0.6B at 2048 tokens, FP16: (1, 2048, 8, 128, 2) = 8388608. */
-double llmk_kv_cache_memory_per_layer(double batch, double seq_len, double n_heads,
-                                      double head_dim, double dtype_bytes);
-/* per_layer_bytes x n_layers. */
-double llmk_kv_cache_total_memory(double per_layer_bytes, double n_layers);
-/* used_tokens / max_tokens; 0.0 when max_tokens <= 0. */
-double llmk_kv_cache_utilization(double used_tokens, double max_tokens);
-/* LRU eviction priority: current_time - last_access_time (older = evict first). */
-double llmk_kv_eviction_score_lru(double current_time, double last_access_time);
-/* Heavy-Hitter Oracle keep-priority: attention_mass x recency (recency in
- * [0, 1], 1 = just used). The lowest score is the eviction candidate. */
-double llmk_kv_eviction_score_h2o(double attention_mass, double recency);
-/* min(match_len, prefix_a_len, prefix_b_len): a claimed match is capped at the
- * shorter sequence. (10, 15, 12) = 10. */
-double llmk_radix_cache_shared_prefix_len(double prefix_a_len, double prefix_b_len,
-                                          double match_len);
-/* |value - dequant(quant(value))| for asymmetric INT8: code = rint(value /
- * scale) + zero_point (round half to even), CLAMPED to [-128, 127], then
- * (code - zero_point) x scale. scale <= 0 (no representable grid): |value|. */
-double llmk_kv_quantization_error(double value, double scale, double zero_point);
-/* current_len + 1: the cache length after a one-token decode step. */
-double llmk_incremental_decode_kv_append(double current_len);
-/* Bytes of K+V a prefix-cache hit of prefix_len tokens saves recomputing, all
- * layers: n_layers x llmk_kv_bytes(1, prefix_len, n_heads, head_dim, dtype_bytes). */
-double llmk_prefix_cache_hit_bytes(double prefix_len, double n_layers, double n_heads,
-                                   double head_dim, double dtype_bytes);
-/* Tokens (batch 1, all layers) that fit a memory budget:
- * trunc(budget_bytes / (n_layers x llmk_kv_bytes(1, 1, ...))); 0.0 when the
- * per-token size is <= 0. (Named by llmk; the seed lists it only by count.) */
-double llmk_kv_cache_tokens_for_budget(double budget_bytes, double n_layers, double n_heads,
-                                       double head_dim, double dtype_bytes);
-
-/* ---- paged_kv_cache: vLLM-style paged KV math ---- */
-/* Identity: returns page_table_entry; virtual_block_id is the caller's key
- * into a table that lives on the caller's side. */
-double llmk_page_table_lookup(double virtual_block_id, double page_table_entry);
-/* Blocks for seq_len tokens: trunc((seq_len + block_size - 1) / block_size).
- * 0.0 when block_size <= 0. (2048, 16) = 128; (2049, 16) = 129. */
-double llmk_paged_attention_block_count(double seq_len, double block_size);
-/* Bytes (one layer) reclaimed by compacting free_fragmented_blocks partly
- * used blocks: blocks x llmk_kv_bytes(1, block_size_tokens, n_heads, head_dim, dtype_bytes). */
-double llmk_cache_compaction_gain(double free_fragmented_blocks, double block_size_tokens,
-                                  double n_heads, double head_dim, double dtype_bytes);
-/* Bytes saved when n_sequences share one copy of a prefix_len-token prefix
- * instead of one each: max(n_sequences - 1, 0) x n_layers x
- * llmk_kv_bytes(1, prefix_len, n_heads, head_dim, dtype_bytes). */
-double llmk_prefix_sharing_savings(double prefix_len, double n_sequences, double n_layers,
-                                   double n_heads, double head_dim, double dtype_bytes);
-/* K+V bytes of speculative branches, all layers: n_layers x
- * llmk_kv_bytes(1, n_branches x speculation_depth, n_heads, head_dim, dtype_bytes). */
-double llmk_speculative_branch_memory(double n_branches, double speculation_depth,
-                                      double n_layers, double n_heads, double head_dim,
-                                      double dtype_bytes);
-/* Seconds to copy one block (one layer) at bandwidth_gbs GB/s (1e9 bytes/s):
- * llmk_kv_bytes(1, block_size_tokens, ...) / (bandwidth_gbs x 1e9);
- * 0.0 when bandwidth_gbs <= 0. */
-double llmk_block_copy_cost(double block_size_tokens, double n_heads, double head_dim,
-                            double dtype_bytes, double bandwidth_gbs);
-/* LRU in scheduler steps: current_step - last_access_step. */
-double llmk_cache_eviction_lru_score(double current_step, double last_access_step);
-/* Belady (offline optimal): next_use_step - current_step, the distance to
- * the next use; 1e9 when next_use_step < 0 ("never used again"). Highest
- * score is evicted first. */
-double llmk_cache_eviction_beladys_score(double current_step, double next_use_step);
-/* NTK-aware RoPE scale: (seq_len / base_context) ^ alpha; 1.0 (no scaling)
- * when base_context <= 0 or seq_len <= 0. */
-double llmk_dynamic_ntk_rope_scale(double seq_len, double base_context, double alpha);
-/* Linear context extension: target_max_len / original_max_len; 1.0 when
- * original_max_len <= 0. */
-double llmk_context_extension_factor(double original_max_len, double target_max_len);
-
-/* ---- llm_sampling: values (scaled logits, thresholds, scores) ---- */
-/* logit / temperature; logit x 1e9 when temperature <= 0 (routes to greedy). */
-double llmk_temperature_scale(double logit, double temperature);
-/* Identity: returns k_th_logit (the k-th largest logit, found by the
- * caller's sort); tokens below it are outside the top k. */
-double llmk_top_k_threshold(double k, double k_th_logit);
-/* 1.0 while cumulative_so_far < p (the token is still inside the nucleus),
- * else 0.0; sorted_prob is not used. */
-double llmk_top_p_cumulative(double sorted_prob, double cumulative_so_far, double p);
-/* max_prob x min_p: tokens with a lower probability are dropped. */
-double llmk_min_p_threshold(double max_prob, double min_p);
-/* Repetition penalty (CTRL) for a token already in the context: logit /
- * penalty when logit > 0, logit x penalty otherwise; the logit unchanged when
- * penalty <= 0. */
-double llmk_repetition_penalty_scale(double logit, double penalty);
-/* OpenAI-style: logit - count x frequency_penalty - (count > 0 ? presence_penalty : 0). */
-double llmk_token_frequency_penalty(double logit, double count, double frequency_penalty,
-                                    double presence_penalty);
-/* Locally typical sampling: |token_log_prob + entropy|, the distance of the
- * token's surprise (-log p) from the entropy. Lower is more typical. */
-double llmk_typical_p_score(double token_log_prob, double entropy);
-/* 1.0 when logit >= max_logit (this candidate is the maximum), else 0.0. */
-double llmk_greedy_token_id(double logit, double max_logit);
-/* Beam score after one more token: prev_score + token_log_prob. */
-double llmk_beam_score_update(double prev_score, double token_log_prob);
-/* GNMT length penalty ((5 + length) / 6) ^ alpha, through llmk_pow_approx. */
-double llmk_length_penalty(double length, double alpha);
-/* base ^ exponent as exp(exponent x log(base)) for base > 0; 1.0 when
- * exponent == 0; 0.0 for base <= 0 otherwise. */
-double llmk_pow_approx(double base, double exponent);
-
-/* ---- generation_loop: the same decisions as accept/stop signals ---- */
-/* Identical to llmk_temperature_scale. */
-double llmk_temperature_logit_scale(double logit, double temperature);
-/* 1.0 when token_rank (0-based) < k; k <= 0 disables top-k (always 1.0). */
-double llmk_top_k_accept(double token_rank, double k);
-/* As the seed: 1.0 when the SECOND argument < p, else 0.0; the first is not
- * used. Pass the cumulative mass before this token as the second argument. */
-double llmk_top_p_cumulative_accept(double cumulative_prob, double token_prob, double p);
-/* 1.0 when token_prob >= max_prob x min_p. */
-double llmk_min_p_accept(double token_prob, double max_prob, double min_p);
-/* 1.0 when |(-token_log_prob) - entropy| < tau. */
-double llmk_typical_sampling_accept(double token_log_prob, double entropy, double tau);
-/* logit - count x penalty. */
-double llmk_frequency_penalty_logit(double logit, double count, double penalty);
-/* logit - penalty when count > 0, else logit. */
-double llmk_presence_penalty_logit(double logit, double count, double penalty);
-/* 1.0 when token_id == eos_id (stop), else 0.0. */
-double llmk_eos_stop_score(double token_id, double eos_id);
-/* Eta sampling (Hewitt et al.): 1.0 when token_prob > min(epsilon,
- * sqrt(epsilon) x exp(-entropy)). */
-double llmk_eta_sampling_accept(double token_prob, double entropy, double epsilon);
-/* 1.0 when max_new_tokens > 0 and n_generated >= max_new_tokens. (Named by llmk.) */
-double llmk_max_tokens_stop(double n_generated, double max_new_tokens);
-
-/* ---- speculative_decoding: draft/verify, constrained decoding, structure ---- */
-/* min(1, target_prob / draft_prob); 1.0 when draft_prob <= 0. */
-double llmk_speculative_accept_prob(double target_prob, double draft_prob);
-/* Tokens per speculative step: (1 - a^(g+1)) / (1 - a) for acceptance rate a
- * and depth g; g + 1 at a == 1 (the limit). (0.8, 4) = 3.3616. */
-double llmk_speculative_expected_tokens(double acceptance_rate, double speculation_depth);
-/* Speedup over plain decoding: expected_tokens x target_time / total_time
- * with total_time = speculation_depth x draft_time + target_time; 1.0 when
- * total_time <= 0. (3.3616, 50, 8, 4) = 2.0498. */
-double llmk_draft_model_speedup(double expected_tokens, double target_time, double draft_time,
-                                double speculation_depth);
-/* Medusa head: min(1, target_prob / medusa_prob); 1.0 when medusa_prob <= 0. */
-double llmk_medusa_head_acceptance(double target_prob, double medusa_prob);
-/* logit when allowed > 0, else -1e9 (finite, so later arithmetic stays finite). */
-double llmk_json_grammar_logit_mask(double logit, double allowed);
-/* beam_score + bonus x constraints_met / total_constraints; beam_score when
- * total_constraints <= 0. */
-double llmk_constrained_beam_score(double beam_score, double constraints_met,
-                                   double total_constraints, double bonus);
-/* Retry score of a structured output: clamp(1 - n_errors / n_fields, 0, 1) /
- * (1 + retry_count); 0.0 when n_fields <= 0. */
-double llmk_structured_repair_score(double n_errors, double n_fields, double retry_count);
-/* Contrastive decoding: expert_log_prob - amateur_weight x amateur_log_prob. */
-double llmk_contrastive_decode_score(double expert_log_prob, double amateur_log_prob,
-                                     double amateur_weight);
-/* Identity: returns overlap_chars (computed by the caller's tokenizer). */
-double llmk_token_healing_overlap(double token_id, double overlap_chars);
-/* Simplified watermark: logit + delta when (token_id + green_list_hash) is
- * even (fmod 2 == 0), else logit. */
-double llmk_watermark_green_list_bias(double logit, double token_id, double green_list_hash,
-                                      double delta);
-
-/* ---- continuous_batching: iteration-level scheduling ---- */
-/* 1.0 when request_kv_tokens <= available_kv_tokens x (1 - safety_margin). */
-double llmk_admission_control_accept(double request_kv_tokens, double available_kv_tokens,
-                                     double safety_margin);
-/* Sequences that fit the next iteration: trunc(available_kv_tokens /
- * avg_seq_remaining); 0.0 when avg_seq_remaining <= 0. */
-double llmk_iteration_level_batch_size(double available_kv_tokens, double avg_seq_remaining);
-/* kv_cache_tokens / (seq_priority x (tokens_generated + 1)): the highest
- * score is preempted first, so a just-started sequence goes before one that
- * has sunk work; 1e9 when the denominator is <= 0. (1, 2, 512) / (1, 200, 512) = 67. */
-double llmk_preemption_score(double seq_priority, double tokens_generated,
-                             double kv_cache_tokens);
-/* trunc((prompt_len + chunk_size - 1) / chunk_size); 0.0 when chunk_size <= 0.
- * (5000, 2048) = 3. */
-double llmk_chunked_prefill_chunks(double prompt_len, double chunk_size);
-/* Tokens per second: batch_size x 1000 / step_time_ms; 0.0 when step_time_ms <= 0. */
-double llmk_decode_throughput(double batch_size, double step_time_ms);
-/* queue_wait_ms + n_prefill_chunks x chunk_time_ms. */
-double llmk_time_to_first_token(double queue_wait_ms, double n_prefill_chunks,
-                                double chunk_time_ms);
-/* head_wait_ms / avg_wait_ms; 1.0 (no blocking) when avg_wait_ms <= 0. */
-double llmk_head_of_line_blocking_score(double head_wait_ms, double avg_wait_ms);
-/* achieved_compute / theoretical_max_compute; 0.0 when the maximum is <= 0. */
-double llmk_batching_efficiency(double achieved_compute, double theoretical_max_compute);
-/* Beam search KV bytes for one request: beam_width x n_layers x
- * llmk_kv_bytes(1, seq_len, n_heads, head_dim, dtype_bytes). */
-double llmk_beam_memory_per_request(double beam_width, double seq_len, double n_layers,
-                                    double n_heads, double head_dim, double dtype_bytes);
-/* End-to-end latency: ttft_ms + max(n_output_tokens - 1, 0) x tpot_ms. (Named by llmk.) */
-double llmk_request_latency(double ttft_ms, double n_output_tokens, double tpot_ms);
-/* LLMK_SECTION_FORMULAS_END */
-
-/* ======================================================================== */
-/* 4. Tensor types and codecs                                                */
+/* 2. Tensor types and codecs                                                */
 /* ======================================================================== */
 /* Type ids are GGUF's (ggml_type) numbers, so a file's ids are used as-is. */
 enum llmk_type {
@@ -444,28 +154,28 @@ enum llmk_type {
 };
 
 /* Facts about a type id; all return 0 / NULL for an id llmk does not know. */
-const char *llmk_type_name(uint32_t type);          /* "q4_1", "f16", ... */
-uint32_t llmk_type_block_elems(uint32_t type);      /* elements per block (1 for plain types) */
-uint32_t llmk_type_block_bytes(uint32_t type);      /* bytes per block */
+LLMK_API const char *llmk_type_name(uint32_t type);          /* "q4_1", "f16", ... */
+LLMK_API uint32_t llmk_type_block_elems(uint32_t type);      /* elements per block (1 for plain types) */
+LLMK_API uint32_t llmk_type_block_bytes(uint32_t type);      /* bytes per block */
 /* Type id from a name, case-insensitive ("Q4_1", "bf16"). */
-int llmk_type_from_name(const char *name, uint32_t *type_out);
+LLMK_API int llmk_type_from_name(const char *name, uint32_t *type_out);
 /* Bytes of a row of n elements: checks the type, that n is whole blocks and
  * that the product does not overflow. */
-int llmk_row_bytes(uint32_t type, uint64_t n, uint64_t *bytes_out);
+LLMK_API int llmk_row_bytes(uint32_t type, uint64_t n, uint64_t *bytes_out);
 
 /* LLMK_SECTION_CODECS_BEGIN */
 /* Scalar reference conversions for one row of n elements (n whole blocks).
  * dequantize: src holds llmk_row_bytes(type, n) bytes. These are the _ref
  * kernels every fast path is tested against. */
-int llmk_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n);
-int llmk_quantize_row(uint32_t type, const float *src, void *dst, int64_t n);
+LLMK_API int llmk_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n);
+LLMK_API int llmk_quantize_row(uint32_t type, const float *src, void *dst, int64_t n);
 
 /* Names of the codecs llmk implements ("f32", "q4_1", "q6_k", ...), in type-id
  * order; *n receives the count and the array is NULL-terminated. Static. */
-const char *const *llmk_codecs(size_t *n);
+LLMK_API const char *const *llmk_codecs(size_t *n);
 /* Human-readable report: the CPU features detected (CPUID and OS state) and,
  * per codec, the dot kernel dispatch chose ("q4_1: q4_1_avx2"). Static. */
-const char *llmk_cpu_features(void);
+LLMK_API const char *llmk_cpu_features(void);
 
 /* The persistent worker pool (src/pool.h); opaque here. */
 typedef struct llmk_pool llmk_pool;
@@ -480,12 +190,12 @@ typedef struct llmk_pool llmk_pool;
  * decode loop uses the internal no-allocation variant in src/kernels/matmul.h).
  * Routes by m: matvec (m = 1), small-m, tiled; LLMK_MATMUL_ROUTE=matvec|small|
  * tiled forces one. k must be whole blocks of wtype. */
-int llmk_quantized_matmul(llmk_pool *pool, uint32_t wtype, const void *w, int64_t n, int64_t k,
+LLMK_API int llmk_quantized_matmul(llmk_pool *pool, uint32_t wtype, const void *w, int64_t n, int64_t k,
                           const float *x, int64_t m, float *y);
 /* LLMK_SECTION_CODECS_END */
 
 /* ======================================================================== */
-/* 5. GGUF reader and writer                                                 */
+/* 3. GGUF reader and writer                                                 */
 /* ======================================================================== */
 /* LLMK_SECTION_GGUF_BEGIN */
 /* A GGUF v2/v3 file opened read-only through mmap. Opening validates the whole
@@ -514,92 +224,92 @@ typedef struct llmk_tensor_info {
     const void *data;      /* into the mapping; n_bytes readable */
 } llmk_tensor_info;
 
-int llmk_gguf_open(const char *path, llmk_gguf **out);
+LLMK_API int llmk_gguf_open(const char *path, llmk_gguf **out);
 /* Parse a GGUF image already in memory (no copy: `data` must outlive the
  * handle). Used by the fuzz target and by tests. */
-int llmk_gguf_open_memory(const void *data, size_t size, llmk_gguf **out);
-void llmk_gguf_close(llmk_gguf *g);
+LLMK_API int llmk_gguf_open_memory(const void *data, size_t size, llmk_gguf **out);
+LLMK_API void llmk_gguf_close(llmk_gguf *g);
 
-uint32_t llmk_gguf_version(const llmk_gguf *g);
-uint32_t llmk_gguf_alignment(const llmk_gguf *g);
-uint64_t llmk_gguf_file_size(const llmk_gguf *g);
+LLMK_API uint32_t llmk_gguf_version(const llmk_gguf *g);
+LLMK_API uint32_t llmk_gguf_alignment(const llmk_gguf *g);
+LLMK_API uint64_t llmk_gguf_file_size(const llmk_gguf *g);
 /* Byte where the (aligned) data section starts; tensor offsets are from here. */
-uint64_t llmk_gguf_data_offset(const llmk_gguf *g);
+LLMK_API uint64_t llmk_gguf_data_offset(const llmk_gguf *g);
 /* "u8", "str", "array", ... for a metadata value type; NULL for an unknown id. */
-const char *llmk_gguf_type_name(uint32_t type);
+LLMK_API const char *llmk_gguf_type_name(uint32_t type);
 
 /* Metadata, by index (0 .. n_kv-1, file order) or by key. */
-size_t llmk_gguf_n_kv(const llmk_gguf *g);
-const char *llmk_gguf_kv_key(const llmk_gguf *g, size_t i);
-uint32_t llmk_gguf_kv_type(const llmk_gguf *g, size_t i);           /* enum llmk_gguf_type */
+LLMK_API size_t llmk_gguf_n_kv(const llmk_gguf *g);
+LLMK_API const char *llmk_gguf_kv_key(const llmk_gguf *g, size_t i);
+LLMK_API uint32_t llmk_gguf_kv_type(const llmk_gguf *g, size_t i);           /* enum llmk_gguf_type */
 /* Index of a key, or -1 when absent. */
-int64_t llmk_gguf_find_key(const llmk_gguf *g, const char *key);
+LLMK_API int64_t llmk_gguf_find_key(const llmk_gguf *g, const char *key);
 
 /* Typed getters. LLMK_NOT_FOUND when the key is absent, LLMK_TYPE_MISMATCH
  * when it holds another type. Integer getters accept any integer type whose
  * value fits the requested one; get_f32/get_f64 accept either float type. */
-int llmk_gguf_get_u32(const llmk_gguf *g, const char *key, uint32_t *out);
-int llmk_gguf_get_i32(const llmk_gguf *g, const char *key, int32_t *out);
-int llmk_gguf_get_u64(const llmk_gguf *g, const char *key, uint64_t *out);
-int llmk_gguf_get_i64(const llmk_gguf *g, const char *key, int64_t *out);
-int llmk_gguf_get_f32(const llmk_gguf *g, const char *key, float *out);
-int llmk_gguf_get_f64(const llmk_gguf *g, const char *key, double *out);
-int llmk_gguf_get_bool(const llmk_gguf *g, const char *key, bool *out);
-int llmk_gguf_get_str(const llmk_gguf *g, const char *key, const char **s, size_t *len);
+LLMK_API int llmk_gguf_get_u32(const llmk_gguf *g, const char *key, uint32_t *out);
+LLMK_API int llmk_gguf_get_i32(const llmk_gguf *g, const char *key, int32_t *out);
+LLMK_API int llmk_gguf_get_u64(const llmk_gguf *g, const char *key, uint64_t *out);
+LLMK_API int llmk_gguf_get_i64(const llmk_gguf *g, const char *key, int64_t *out);
+LLMK_API int llmk_gguf_get_f32(const llmk_gguf *g, const char *key, float *out);
+LLMK_API int llmk_gguf_get_f64(const llmk_gguf *g, const char *key, double *out);
+LLMK_API int llmk_gguf_get_bool(const llmk_gguf *g, const char *key, bool *out);
+LLMK_API int llmk_gguf_get_str(const llmk_gguf *g, const char *key, const char **s, size_t *len);
 /* Arrays: element type and count; then elements by index. Nested arrays are
  * parsed and validated but only their count is exposed (no GGUF key that
  * llmk reads nests arrays). */
-int llmk_gguf_get_arr(const llmk_gguf *g, const char *key, uint32_t *elem_type, uint64_t *n);
-int llmk_gguf_arr_str(const llmk_gguf *g, const char *key, uint64_t i, const char **s, size_t *len);
+LLMK_API int llmk_gguf_get_arr(const llmk_gguf *g, const char *key, uint32_t *elem_type, uint64_t *n);
+LLMK_API int llmk_gguf_arr_str(const llmk_gguf *g, const char *key, uint64_t i, const char **s, size_t *len);
 /* Any numeric (or bool) array element converted to double. */
-int llmk_gguf_arr_num(const llmk_gguf *g, const char *key, uint64_t i, double *out);
+LLMK_API int llmk_gguf_arr_num(const llmk_gguf *g, const char *key, uint64_t i, double *out);
 
 /* Tensors, in file order. */
-size_t llmk_gguf_n_tensors(const llmk_gguf *g);
-const llmk_tensor_info *llmk_gguf_tensor(const llmk_gguf *g, size_t i);
-const llmk_tensor_info *llmk_gguf_find_tensor(const llmk_gguf *g, const char *name); /* NULL if absent */
+LLMK_API size_t llmk_gguf_n_tensors(const llmk_gguf *g);
+LLMK_API const llmk_tensor_info *llmk_gguf_tensor(const llmk_gguf *g, size_t i);
+LLMK_API const llmk_tensor_info *llmk_gguf_find_tensor(const llmk_gguf *g, const char *name); /* NULL if absent */
 
 /* Writer: collect metadata and tensors, then write a GGUF v3 file. Tensor
  * data pointers are borrowed until llmk_gguf_writer_write returns. */
 typedef struct llmk_gguf_writer llmk_gguf_writer;
-int llmk_gguf_writer_init(llmk_gguf_writer **out);
-void llmk_gguf_writer_free(llmk_gguf_writer *w);
-int llmk_gguf_writer_set_u32(llmk_gguf_writer *w, const char *key, uint32_t v);
-int llmk_gguf_writer_set_i32(llmk_gguf_writer *w, const char *key, int32_t v);
-int llmk_gguf_writer_set_u64(llmk_gguf_writer *w, const char *key, uint64_t v);
-int llmk_gguf_writer_set_f32(llmk_gguf_writer *w, const char *key, float v);
-int llmk_gguf_writer_set_bool(llmk_gguf_writer *w, const char *key, bool v);
-int llmk_gguf_writer_set_str(llmk_gguf_writer *w, const char *key, const char *v);
+LLMK_API int llmk_gguf_writer_init(llmk_gguf_writer **out);
+LLMK_API void llmk_gguf_writer_free(llmk_gguf_writer *w);
+LLMK_API int llmk_gguf_writer_set_u32(llmk_gguf_writer *w, const char *key, uint32_t v);
+LLMK_API int llmk_gguf_writer_set_i32(llmk_gguf_writer *w, const char *key, int32_t v);
+LLMK_API int llmk_gguf_writer_set_u64(llmk_gguf_writer *w, const char *key, uint64_t v);
+LLMK_API int llmk_gguf_writer_set_f32(llmk_gguf_writer *w, const char *key, float v);
+LLMK_API int llmk_gguf_writer_set_bool(llmk_gguf_writer *w, const char *key, bool v);
+LLMK_API int llmk_gguf_writer_set_str(llmk_gguf_writer *w, const char *key, const char *v);
 /* Any scalar value type (u8 .. f64, bool); `value` points to one value of
  * that type in host order. A key set twice is LLMK_DUPLICATE_NAME. A u32
  * general.alignment (power of two) changes the alignment the file is laid
  * out with (default 32). */
-int llmk_gguf_writer_set_scalar(llmk_gguf_writer *w, const char *key, uint32_t type,
+LLMK_API int llmk_gguf_writer_set_scalar(llmk_gguf_writer *w, const char *key, uint32_t type,
                                 const void *value);
 /* Numeric array: `data` holds n little-endian elements of elem_type. */
-int llmk_gguf_writer_set_arr(llmk_gguf_writer *w, const char *key, uint32_t elem_type,
+LLMK_API int llmk_gguf_writer_set_arr(llmk_gguf_writer *w, const char *key, uint32_t elem_type,
                              const void *data, uint64_t n);
-int llmk_gguf_writer_set_arr_str(llmk_gguf_writer *w, const char *key,
+LLMK_API int llmk_gguf_writer_set_arr_str(llmk_gguf_writer *w, const char *key,
                                  const char *const *strs, uint64_t n);
 /* Copy key i of an open file (any type, arrays included) into the writer. */
-int llmk_gguf_writer_copy_kv(llmk_gguf_writer *w, const llmk_gguf *g, size_t i);
-int llmk_gguf_writer_add_tensor(llmk_gguf_writer *w, const char *name, uint32_t type,
+LLMK_API int llmk_gguf_writer_copy_kv(llmk_gguf_writer *w, const llmk_gguf *g, size_t i);
+LLMK_API int llmk_gguf_writer_add_tensor(llmk_gguf_writer *w, const char *name, uint32_t type,
                                 uint32_t n_dims, const uint64_t *ne, const void *data,
                                 uint64_t n_bytes);
-/* Write the file through llmk_outfile_open (section 9): a temporary file in
+/* Write the file through llmk_outfile_open (section 7): a temporary file in
  * the same folder renamed over `path` when complete, so a failure leaves the
  * target as it was. An output that is the same file as one of inputs[0..n)
  * is refused (LLMK_OUTPUT_IS_INPUT) before anything is created. */
-int llmk_gguf_writer_write(llmk_gguf_writer *w, const char *path);
-int llmk_gguf_writer_write_checked(llmk_gguf_writer *w, const char *path,
+LLMK_API int llmk_gguf_writer_write(llmk_gguf_writer *w, const char *path);
+LLMK_API int llmk_gguf_writer_write_checked(llmk_gguf_writer *w, const char *path,
                                    const char *const *inputs, size_t n_inputs);
 /* The same bytes onto an open stream (e.g. llmk_outfile_stream); name is for
  * messages. The caller commits or discards. */
-int llmk_gguf_writer_write_stream(const llmk_gguf_writer *w, FILE *f, const char *name);
+LLMK_API int llmk_gguf_writer_write_stream(const llmk_gguf_writer *w, FILE *f, const char *name);
 /* LLMK_SECTION_GGUF_END */
 
 /* ======================================================================== */
-/* 6. Tokenizer                                                              */
+/* 4. Tokenizer                                                              */
 /* ======================================================================== */
 /* LLMK_SECTION_TOKENIZER_BEGIN */
 /* Built from a GGUF file's tokenizer.ggml.* metadata: byte-level BPE
@@ -607,31 +317,31 @@ int llmk_gguf_writer_write_stream(const llmk_gguf_writer *w, FILE *f, const char
  * BPE (model "llama", with byte fallback). */
 typedef struct llmk_tokenizer llmk_tokenizer;
 
-int llmk_tokenizer_load(const llmk_gguf *g, llmk_tokenizer **out);
-void llmk_tokenizer_free(llmk_tokenizer *t);
+LLMK_API int llmk_tokenizer_load(const llmk_gguf *g, llmk_tokenizer **out);
+LLMK_API void llmk_tokenizer_free(llmk_tokenizer *t);
 
 /* Encode UTF-8 text. add_bos: prepend BOS (callers usually pass
  * llmk_tokenizer_add_bos(t)); parse_special: recognise special/control token
  * texts such as "<|im_start|>" in the text (otherwise they are plain text).
  * Writes at most cap ids; *n_out is always the full count, and
  * LLMK_BUFFER_TOO_SMALL is returned when it exceeds cap. */
-int llmk_tokenize(const llmk_tokenizer *t, const char *text, size_t len, bool add_bos,
+LLMK_API int llmk_tokenize(const llmk_tokenizer *t, const char *text, size_t len, bool add_bos,
                   bool parse_special, int32_t *ids, size_t cap, size_t *n_out);
 
-size_t llmk_tokenizer_n_vocab(const llmk_tokenizer *t);
-int32_t llmk_tokenizer_bos(const llmk_tokenizer *t);   /* -1 when the model has none */
-int32_t llmk_tokenizer_eos(const llmk_tokenizer *t);   /* -1 when none */
-int32_t llmk_tokenizer_eot(const llmk_tokenizer *t);   /* end of turn; -1 when none */
-bool llmk_tokenizer_add_bos(const llmk_tokenizer *t);  /* tokenizer.ggml.add_bos_token */
+LLMK_API size_t llmk_tokenizer_n_vocab(const llmk_tokenizer *t);
+LLMK_API int32_t llmk_tokenizer_bos(const llmk_tokenizer *t);   /* -1 when the model has none */
+LLMK_API int32_t llmk_tokenizer_eos(const llmk_tokenizer *t);   /* -1 when none */
+LLMK_API int32_t llmk_tokenizer_eot(const llmk_tokenizer *t);   /* end of turn; -1 when none */
+LLMK_API bool llmk_tokenizer_add_bos(const llmk_tokenizer *t);  /* tokenizer.ggml.add_bos_token */
 /* True for ids that end generation (EOS, EOT and other end-of-generation ids). */
-bool llmk_tokenizer_is_eog(const llmk_tokenizer *t, int32_t id);
+LLMK_API bool llmk_tokenizer_is_eog(const llmk_tokenizer *t, int32_t id);
 /* The vocabulary entry as stored (e.g. "Ġthe", "▁the", "<0x0A>"); NULL for a bad id. */
-const char *llmk_tokenizer_piece(const llmk_tokenizer *t, int32_t id, size_t *len);
+LLMK_API const char *llmk_tokenizer_piece(const llmk_tokenizer *t, int32_t id, size_t *len);
 /* Look up a vocabulary entry by its stored text; -1 when absent. */
-int32_t llmk_tokenizer_find(const llmk_tokenizer *t, const char *piece, size_t len);
+LLMK_API int32_t llmk_tokenizer_find(const llmk_tokenizer *t, const char *piece, size_t len);
 /* GGUF token type of an id: 1 normal, 2 unknown, 3 control, 4 user-defined,
  * 5 unused, 6 byte; 0 for a bad id. */
-int llmk_tokenizer_token_type(const llmk_tokenizer *t, int32_t id);
+LLMK_API int llmk_tokenizer_token_type(const llmk_tokenizer *t, int32_t id);
 /* Notes on llmk_tokenize: text must be valid UTF-8 (LLMK_INVALID_UTF8 names
  * the byte offset; nothing is replaced). User-defined tokens (type 4) are
  * always matched as whole tokens, like Hugging Face's non-special added
@@ -647,7 +357,7 @@ typedef struct llmk_detok_state {
 } llmk_detok_state;
 /* Append the text of `id` to out (at most cap bytes, *n_out written). With
  * render_special false, control tokens (BOS, <|im_end|>, ...) produce nothing. */
-int llmk_detok_feed(const llmk_tokenizer *t, llmk_detok_state *st, int32_t id, bool render_special,
+LLMK_API int llmk_detok_feed(const llmk_tokenizer *t, llmk_detok_state *st, int32_t id, bool render_special,
                     char *out, size_t cap, size_t *n_out);
 /* The output is always valid UTF-8: malformed byte sequences become U+FFFD.
  * On LLMK_BUFFER_TOO_SMALL *n_out is the size needed and the state is left
@@ -655,12 +365,12 @@ int llmk_detok_feed(const llmk_tokenizer *t, llmk_detok_state *st, int32_t id, b
  * continuation (e.g. generated tokens after a prompt) start with started =
  * true so a SentencePiece leading space is kept. */
 /* Emit whatever is still pending (an incomplete UTF-8 tail becomes U+FFFD). */
-int llmk_detok_flush(const llmk_tokenizer *t, llmk_detok_state *st, char *out, size_t cap,
+LLMK_API int llmk_detok_flush(const llmk_tokenizer *t, llmk_detok_state *st, char *out, size_t cap,
                      size_t *n_out);
 /* LLMK_SECTION_TOKENIZER_END */
 
 /* ======================================================================== */
-/* 7. Model and session                                                      */
+/* 5. Model and session                                                      */
 /* ======================================================================== */
 /* LLMK_SECTION_MODEL_BEGIN */
 /* A model: hyperparameters from GGUF metadata, weights as read-only views into
@@ -704,22 +414,23 @@ typedef struct llmk_hparams {
 /* Open, validate and map a GGUF model. On failure *out is NULL. A tokenizer
  * that fails to load does not fail the model (logits need none): the failure
  * is kept and returned by llmk_model_tokenizer. */
-int llmk_model_load(const char *path, llmk_model **out);
+LLMK_API int llmk_model_load(const char *path, llmk_model **out);
 /* The same from a GGUF image already in memory (no copy: `data` must outlive
  * the model). Used by the fuzz target and by tests. */
-int llmk_model_load_memory(const void *data, size_t size, llmk_model **out);
-void llmk_model_free(llmk_model *m);
-const llmk_hparams *llmk_model_hparams(const llmk_model *m);
-const llmk_gguf *llmk_model_gguf(const llmk_model *m);
+LLMK_API int llmk_model_load_memory(const void *data, size_t size, llmk_model **out);
+LLMK_API void llmk_model_free(llmk_model *m);
+LLMK_API const llmk_hparams *llmk_model_hparams(const llmk_model *m);
+LLMK_API const llmk_gguf *llmk_model_gguf(const llmk_model *m);
 /* The model's tokenizer, or the status and message of its load failure. */
-int llmk_model_tokenizer(const llmk_model *m, const llmk_tokenizer **out);
+LLMK_API int llmk_model_tokenizer(const llmk_model *m, const llmk_tokenizer **out);
 
 /* Decode paths. REF: the seed-000 f64 reference (slow, memory-hungry).
  * F32: f32 with weights dequantized row by row inside the matvec.
- * FAST: for now the F32 path (the fused executor is a later piece of work). */
+ * FAST: the model compiled into fused phases, run by the persistent-worker
+ * executor on quantized activations (src/program.c, src/exec_cpu.c). */
 enum llmk_path { LLMK_PATH_REF = 0, LLMK_PATH_F32 = 1, LLMK_PATH_FAST = 2 };
 /* Name -> path ("ref", "f32", "fast"); LLMK_INVALID_ARGUMENT otherwise. */
-int llmk_path_from_name(const char *name, int *path_out);
+LLMK_API int llmk_path_from_name(const char *name, int *path_out);
 
 /* A session: one sequence's KV cache, scratch and worker pool, all allocated
  * at init (nothing per token). Zero-initialise, then set what you need. */
@@ -727,7 +438,8 @@ typedef struct llmk_session_params {
     int32_t n_ctx;     /* KV capacity in tokens; <= 0: the model's n_ctx_train */
     int32_t n_threads; /* <= 0: one per online CPU */
     int32_t path;      /* enum llmk_path */
-    int32_t n_batch;   /* tokens per forward chunk; <= 0: 32. Results do not depend on it. */
+    int32_t n_batch;   /* tokens per forward chunk; <= 0: 32 on ref and f32, 512 on fast.
+                        * Results do not depend on it. */
     uint32_t kv_type;  /* KV cache element type: LLMK_TYPE_F32 (0, the default; the env
                         * lever LLMK_KV_TYPE may change it), LLMK_TYPE_F16 or LLMK_TYPE_Q8_0
                         * (fast path only; q8_0 needs head_dim % 32 == 0) */
@@ -739,8 +451,8 @@ typedef struct llmk_session_params {
 } llmk_session_params;
 typedef struct llmk_session llmk_session;
 
-int llmk_session_init(const llmk_model *m, const llmk_session_params *p, llmk_session **out);
-void llmk_session_free(llmk_session *s);
+LLMK_API int llmk_session_init(const llmk_model *m, const llmk_session_params *p, llmk_session **out);
+LLMK_API void llmk_session_free(llmk_session *s);
 /* Append n tokens at the current position and advance it. logits may be NULL
  * (no LM head is run); otherwise it receives n_vocab floats for the last
  * token, or n x n_vocab (row per token) when all_positions is true;
@@ -748,17 +460,17 @@ void llmk_session_free(llmk_session *s);
  * the vocabulary, LLMK_CONTEXT_FULL when pos + n > n_ctx; on any failure the
  * position is unchanged. Results are bitwise identical however the tokens
  * are split across calls and whatever the thread count. */
-int llmk_session_eval(llmk_session *s, const int32_t *ids, size_t n, float *logits,
+LLMK_API int llmk_session_eval(llmk_session *s, const int32_t *ids, size_t n, float *logits,
                       size_t logits_cap, bool all_positions);
-int32_t llmk_session_pos(const llmk_session *s);
-int32_t llmk_session_n_ctx(const llmk_session *s);
+LLMK_API int32_t llmk_session_pos(const llmk_session *s);
+LLMK_API int32_t llmk_session_n_ctx(const llmk_session *s);
 /* Forget every token from pos on (0 <= pos <= current position), so a chat
  * can reuse the cached prefix. */
-int llmk_session_truncate(llmk_session *s, int32_t pos);
+LLMK_API int llmk_session_truncate(llmk_session *s, int32_t pos);
 /* LLMK_SECTION_MODEL_END */
 
 /* ======================================================================== */
-/* 8. Sampling                                                               */
+/* 6. Sampling                                                               */
 /* ======================================================================== */
 /* LLMK_SECTION_SAMPLING_BEGIN */
 /* Sampler chain over the full vocabulary (src/sample.c). Logit bias is
@@ -805,28 +517,28 @@ typedef struct llmk_sampler_params {
 } llmk_sampler_params;
 
 /* The defaults above (close to llama.cpp's), order = LLMK_SAMPLER_DEFAULT_ORDER. */
-void llmk_sampler_params_default(llmk_sampler_params *p);
+LLMK_API void llmk_sampler_params_default(llmk_sampler_params *p);
 /* Parse a stage list: names separated by ';' or ',' (penalties, temperature
  * (temp), top_k, min_p, top_p, typical_p (typ_p), eta), or one letter each
  * ("e t k m p y a" as in "etkmp"). Replaces p->order; LLMK_BAD_SAMPLER_CONFIG
  * names an unknown stage. */
-int llmk_sampler_parse_order(const char *spec, llmk_sampler_params *p);
-const char *llmk_sampler_stage_name(int stage); /* "top_k", ...; "?" if none */
+LLMK_API int llmk_sampler_parse_order(const char *spec, llmk_sampler_params *p);
+LLMK_API const char *llmk_sampler_stage_name(int stage); /* "top_k", ...; "?" if none */
 
 typedef struct llmk_sampler llmk_sampler;
 /* Validates the parameters (LLMK_BAD_SAMPLER_CONFIG names the bad one) and
  * allocates all scratch for an n_vocab vocabulary once. */
-int llmk_sampler_init(const llmk_sampler_params *p, size_t n_vocab, llmk_sampler **out);
-void llmk_sampler_free(llmk_sampler *s);
-uint64_t llmk_sampler_seed(const llmk_sampler *s); /* the seed in use (the random one for -1) */
+LLMK_API int llmk_sampler_init(const llmk_sampler_params *p, size_t n_vocab, llmk_sampler **out);
+LLMK_API void llmk_sampler_free(llmk_sampler *s);
+LLMK_API uint64_t llmk_sampler_seed(const llmk_sampler *s); /* the seed in use (the random one for -1) */
 /* Forget the token history and restart the draw counter at 0. */
-void llmk_sampler_reset(llmk_sampler *s);
+LLMK_API void llmk_sampler_reset(llmk_sampler *s);
 /* Record a token in the penalty history (generated tokens; callers may also
  * feed prompt tokens). LLMK_INVALID_TOKEN for an id outside the vocabulary. */
-int llmk_sampler_accept(llmk_sampler *s, int32_t id);
+LLMK_API int llmk_sampler_accept(llmk_sampler *s, int32_t id);
 /* Run the chain on a row of n logits (n == n_vocab) and draw one token; the
  * draw counter advances by one. NaN logits are LLMK_NAN_INPUT. */
-int llmk_sampler_sample(llmk_sampler *s, const float *logits, size_t n, int32_t *id_out);
+LLMK_API int llmk_sampler_sample(llmk_sampler *s, const float *logits, size_t n, int32_t *id_out);
 
 /* The candidates left after the chain (no draw, counter unchanged), with
  * probabilities normalised over them, in the order the draw walks them.
@@ -836,31 +548,31 @@ typedef struct llmk_token_prob {
     double logit; /* after penalties / temperature */
     double p;
 } llmk_token_prob;
-int llmk_sampler_candidates(llmk_sampler *s, const float *logits, size_t n,
+LLMK_API int llmk_sampler_candidates(llmk_sampler *s, const float *logits, size_t n,
                             const llmk_token_prob **cands, size_t *n_cands);
 
 /* The counter-based generator: 64 random bits / a double in [0, 1) that
  * depend only on (seed, step) (splitmix64's output at position `step`). */
-uint64_t llmk_rng_u64(uint64_t seed, uint64_t step);
-double llmk_rng_uniform(uint64_t seed, uint64_t step);
+LLMK_API uint64_t llmk_rng_u64(uint64_t seed, uint64_t step);
+LLMK_API double llmk_rng_uniform(uint64_t seed, uint64_t step);
 
 /* Streaming stop-string matcher: text goes in piece by piece; text that may
  * still become a stop string is held back; a completed stop string and all
  * after it are never emitted. */
 typedef struct llmk_stop_matcher llmk_stop_matcher;
-int llmk_stop_init(const char *const *stops, size_t n_stops, llmk_stop_matcher **out);
-void llmk_stop_free(llmk_stop_matcher *m);
+LLMK_API int llmk_stop_init(const char *const *stops, size_t n_stops, llmk_stop_matcher **out);
+LLMK_API void llmk_stop_free(llmk_stop_matcher *m);
 /* Longest stop string in bytes (0 with none): feed's out needs len + this. */
-size_t llmk_stop_max_len(const llmk_stop_matcher *m);
+LLMK_API size_t llmk_stop_max_len(const llmk_stop_matcher *m);
 /* Feed len bytes; writes the bytes now safe to show to out (cap bytes,
  * *n_out). *stopped becomes true when a stop string completed: the text
  * before it has been written, the matcher holds nothing more, and further
  * feeds write nothing. */
-int llmk_stop_feed(llmk_stop_matcher *m, const char *text, size_t len, char *out, size_t cap,
+LLMK_API int llmk_stop_feed(llmk_stop_matcher *m, const char *text, size_t len, char *out, size_t cap,
                    size_t *n_out, bool *stopped);
 /* End of generation: write the held-back text (it did not become a stop string). */
-int llmk_stop_flush(llmk_stop_matcher *m, char *out, size_t cap, size_t *n_out);
-void llmk_stop_reset(llmk_stop_matcher *m);
+LLMK_API int llmk_stop_flush(llmk_stop_matcher *m, char *out, size_t cap, size_t *n_out);
+LLMK_API void llmk_stop_reset(llmk_stop_matcher *m);
 
 /* Chat templates (src/chat.c): ChatML, Llama-3, Zephyr (TinyLlama) and
  * Llama-2 [INST], recognised from tokenizer.chat_template by their markers. */
@@ -874,26 +586,26 @@ typedef struct llmk_chat_template llmk_chat_template;
  * template_text (LLMK_TEMPLATE_UNKNOWN with a message otherwise). The text is
  * also searched for a default system prompt the template injects when the
  * conversation has none. bos/eos: the token texts the template may use. */
-int llmk_chat_template_init(const char *name, const char *template_text, size_t text_len,
+LLMK_API int llmk_chat_template_init(const char *name, const char *template_text, size_t text_len,
                             const char *bos, const char *eos, llmk_chat_template **out);
 /* From a GGUF file: tokenizer.chat_template, bos/eos texts from the vocabulary. */
-int llmk_chat_template_from_gguf(const llmk_gguf *g, const char *name, llmk_chat_template **out);
-void llmk_chat_template_free(llmk_chat_template *t);
-const char *llmk_chat_template_name(const llmk_chat_template *t);
+LLMK_API int llmk_chat_template_from_gguf(const llmk_gguf *g, const char *name, llmk_chat_template **out);
+LLMK_API void llmk_chat_template_free(llmk_chat_template *t);
+LLMK_API const char *llmk_chat_template_name(const llmk_chat_template *t);
 /* The default system prompt it injects (NULL when none). */
-const char *llmk_chat_template_default_system(const llmk_chat_template *t);
+LLMK_API const char *llmk_chat_template_default_system(const llmk_chat_template *t);
 /* Render messages; *out is malloc'd, NUL-terminated, freed by the caller. */
-int llmk_chat_render(const llmk_chat_template *t, const llmk_chat_message *msgs, size_t n,
+LLMK_API int llmk_chat_render(const llmk_chat_template *t, const llmk_chat_message *msgs, size_t n,
                      bool add_generation_prompt, char **out, size_t *out_len);
 /* Parse an OpenAI-style JSON array [{"role":..,"content":..}, ...] (or an
  * object with a "messages" array). *msgs is one allocation (strings inside),
  * freed with free(). LLMK_BAD_REQUEST names what is wrong. */
-int llmk_chat_parse_messages(const char *json, size_t len, llmk_chat_message **msgs,
+LLMK_API int llmk_chat_parse_messages(const char *json, size_t len, llmk_chat_message **msgs,
                              size_t *n);
 /* LLMK_SECTION_SAMPLING_END */
 
 /* ======================================================================== */
-/* 9. Files llmk writes                                                      */
+/* 7. Files llmk writes                                                      */
 /* ======================================================================== */
 /* LLMK_SECTION_OUTFILE_BEGIN */
 /* Every file llmk writes goes through an outfile: the bytes go to a
@@ -906,22 +618,22 @@ int llmk_chat_parse_messages(const char *json, size_t len, llmk_chat_message **m
 typedef struct llmk_outfile llmk_outfile;
 /* *same is true when a and b exist and are one file (same device and inode,
  * links followed). */
-int llmk_path_same_file(const char *a, const char *b, bool *same);
+LLMK_API int llmk_path_same_file(const char *a, const char *b, bool *same);
 /* The checks llmk_outfile_open makes before creating anything: path is not
  * one of inputs[0..n_inputs) (NULL entries skipped; LLMK_OUTPUT_IS_INPUT) and
  * not a directory. */
-int llmk_output_check(const char *path, const char *const *inputs, size_t n_inputs);
-int llmk_outfile_open(const char *path, const char *const *inputs, size_t n_inputs,
+LLMK_API int llmk_output_check(const char *path, const char *const *inputs, size_t n_inputs);
+LLMK_API int llmk_outfile_open(const char *path, const char *const *inputs, size_t n_inputs,
                       llmk_outfile **out);
-FILE *llmk_outfile_stream(llmk_outfile *o);
+LLMK_API FILE *llmk_outfile_stream(llmk_outfile *o);
 /* The temporary file's path (NULL when writing a device in place), e.g. for a
  * signal handler that removes it. */
-const char *llmk_outfile_temp_path(const llmk_outfile *o);
+LLMK_API const char *llmk_outfile_temp_path(const llmk_outfile *o);
 /* Flush, sync, close and rename; frees o whatever the result. A stream error
  * seen before (ferror) fails the commit and leaves the target unchanged. */
-int llmk_outfile_commit(llmk_outfile *o);
+LLMK_API int llmk_outfile_commit(llmk_outfile *o);
 /* Close and remove the temporary file; frees o. */
-void llmk_outfile_discard(llmk_outfile *o);
+LLMK_API void llmk_outfile_discard(llmk_outfile *o);
 /* LLMK_SECTION_OUTFILE_END */
 
 #ifdef __cplusplus

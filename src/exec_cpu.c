@@ -70,6 +70,7 @@ struct llmk_exec {
     uint32_t form_block[LLMK_ACT_FORMS];
     const struct llmk_xkernels *xk;
     bool xq;                  /* Q4_1 weights repacked for the AVX2 kernel */
+    llmk_xq4_1_mm_fn xq_mm;   /* that kernel (NULL without AVX2) */
     bool a16;                 /* int16 activations for Q4_1/Q8_0 (src/kernels/a16.h); LLMK_ACT=q8: off */
     llmk_argmax_fn amaxk;     /* argmax of one worker's logits range */
     llmk_r8_mm_fn r8k;        /* A16 kernel on repacked weights; NULL: the scalar reference on the GGUF rows */
@@ -340,7 +341,7 @@ static void mm_rows(struct llmk_exec *ex, const struct llmk_phase *ph, int wi, i
         const unsigned char *act = ex->qbuf[in][f] + (size_t)t0 * as;
         for (int64_t c0 = r0; c0 < r1; c0 += MM_UNIT) {
             int64_t c1 = c0 + MM_UNIT < r1 ? c0 + MM_UNIT : r1;
-            llmk_xq4_1_mm_avx2(xw, c0, c1, act, as, t1 - t0, out, out_stride);
+            ex->xq_mm(xw, c0, c1, act, as, t1 - t0, out, out_stride);
         }
         return;
     }
@@ -945,7 +946,8 @@ int llmk_exec_init(const struct llmk_model *m, const struct llmk_exec_params *p,
     }
     {
         const char *e = getenv("LLMK_KERNELS"), *r = getenv("LLMK_REPACK");
-        ex->xq = (llmk_cpu_detect() & LLMK_CPU_AVX2) && !(e && strcmp(e, "ref") == 0) && !(r && strcmp(r, "0") == 0);
+        ex->xq_mm = llmk_xq4_1_mm_kernel();
+        ex->xq = ex->xq_mm && !(e && strcmp(e, "ref") == 0) && !(r && strcmp(r, "0") == 0);
         const char *act = getenv("LLMK_ACT");
         ex->a16 = !(act && strcmp(act, "q8") == 0); /* LLMK_ACT=q8: the 8-bit activation path */
         ex->r8k = llmk_r8_kernel();

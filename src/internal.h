@@ -4,6 +4,8 @@
 #define LLMK_INTERNAL_H
 
 #include "llmk.h"
+#include "llmk_formulas.h"
+#include "llmk_primitives.h"
 
 #include <stdint.h>
 #include <stdio.h>

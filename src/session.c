@@ -1,6 +1,7 @@
 /* Sessions: one sequence's KV cache, activations and worker pool, all sized
- * at init, and the f32 forward pass (LLMK_PATH_F32, also serving FAST for
- * now). The f64 reference path lives in src/ref/decode.c. */
+ * at init, and the f32 forward pass (LLMK_PATH_F32). LLMK_PATH_FAST hands
+ * the sequence to the fused-phase executor (src/exec_cpu.c); the f64
+ * reference path lives in src/ref/decode.c. */
 #include "internal.h"
 #include "kernels/ops_f32.h"
 #include "model.h"

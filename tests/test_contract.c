@@ -3,6 +3,7 @@
 #include "check.h"
 #include "internal.h"
 #include "llmk.h"
+#include "llmk_primitives.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -4,6 +4,7 @@
  * memory formulas with the one KV byte helper. */
 #include "check.h"
 #include "llmk.h"
+#include "llmk_formulas.h"
 
 #include <math.h>
 

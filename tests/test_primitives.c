@@ -4,6 +4,7 @@
  * reserved-capacity append allocates nothing. */
 #include "check.h"
 #include "llmk.h"
+#include "llmk_primitives.h"
 #include "pool.h"
 #include "ref/ref.h"
 

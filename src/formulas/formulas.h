@@ -1,8 +1,9 @@
 /* Helpers shared by the formula modules (src/formulas/). Not installed. */
-#ifndef LLMK_FORMULAS_H
-#define LLMK_FORMULAS_H
+#ifndef LLMK_SRC_FORMULAS_H
+#define LLMK_SRC_FORMULAS_H
 
 #include "llmk.h"
+#include "llmk_formulas.h"
 
 #include <math.h>
 #include <stdint.h>

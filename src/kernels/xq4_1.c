@@ -80,3 +80,10 @@ int llmk_xq8_1_quantize(const float *x, int64_t k, int64_t e0, int64_t e1, void 
      * and nothing writes them */
     return bad;
 }
+
+llmk_xq4_1_mm_fn llmk_xq4_1_mm_kernel(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    if (llmk_cpu_detect() & LLMK_CPU_AVX2) return llmk_xq4_1_mm_avx2;
+#endif
+    return NULL;
+}

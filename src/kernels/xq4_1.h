@@ -42,7 +42,14 @@ int llmk_xq8_1_quantize(const float *x, int64_t k, int64_t e0, int64_t e1, void 
 
 /* y[a * y_stride + r] for rows r in [r0, r1) and na activation rows
  * (act + a * act_stride). AVX2 (src/kernels/xq4_1_avx2.c). */
+typedef void (*llmk_xq4_1_mm_fn)(const struct llmk_xq4_1 *w, int64_t r0, int64_t r1, const void *act,
+                                 size_t act_stride, int64_t na, float *y, int64_t y_stride);
+#if defined(__x86_64__) || defined(__i386__)
 void llmk_xq4_1_mm_avx2(const struct llmk_xq4_1 *w, int64_t r0, int64_t r1, const void *act, size_t act_stride,
                         int64_t na, float *y, int64_t y_stride);
+#endif
+/* The multi-row kernel this CPU runs, NULL where there is none (no AVX2, or
+ * not x86): the q8_1x route exists only with it. */
+llmk_xq4_1_mm_fn llmk_xq4_1_mm_kernel(void);
 
 #endif

@@ -1,5 +1,6 @@
 /* llmk: the command-line entry point; dispatches to app/cmd_*.c. */
 #include "cli.h"
+#include "env_config.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -39,6 +40,7 @@ static void guard_std_fds(void) {
 
 int main(int argc, char **argv) {
     guard_std_fds();
+    if (!env_config_apply("llmk")) return CLI_EXIT_USAGE; /* the LLMK_* levers, before any kernel is chosen */
     if (argc < 2) {
         usage(stderr);
         return CLI_EXIT_USAGE;

@@ -8,6 +8,7 @@
  * activations). Each figure is the minimum over repeated calls (the machine
  * is shared; the minimum measures the kernel). Prints; asserts nothing.
  * Levers: LLMK_KERNELS=ref, LLMK_CPU_MASK=none. */
+#include "../app/env_config.h"
 #include "codec/codec.h"
 #include "internal.h"
 #include "kernels/a16.h"
@@ -79,6 +80,7 @@ static double best(const struct job *j) {
 }
 
 int main(void) {
+    if (!env_config_apply("bench_a16")) return 2;
     static const int64_t shapes[][2] = {{576, 576}, {1536, 576}, {576, 1536}, {49152, 576}};
     static const uint32_t types[] = {LLMK_TYPE_Q4_1, LLMK_TYPE_Q8_0};
     int avx2 = (llmk_cpu_detect() & LLMK_CPU_AVX2) != 0;

@@ -6,6 +6,7 @@
  * scheduler, the minimum the kernel). Prints; asserts nothing.
  * Usage: bench_kernels [codec ...]   (default: every codec)
  * Levers: LLMK_KERNELS=ref, LLMK_CPU_MASK=avx2|none, LLMK_MATMUL_ROUTE. */
+#include "../app/env_config.h"
 #include "codec/codec.h"
 #include "internal.h"
 #include "kernels/matmul.h"
@@ -62,6 +63,7 @@ static void mv_worker(void *ctx, int ith, int nth) {
 }
 
 int main(int argc, char **argv) {
+    if (!env_config_apply("bench_kernels")) return 2;
     static const int64_t shapes[][2] = {{576, 576}, {192, 576}, {1536, 576}, {576, 1536},
                                         {49152, 576}, {2048, 2048}, {8192, 2048}};
     llmk_pool *pools[2] = {NULL, NULL};

@@ -4,6 +4,7 @@
  * does not. Prints nanoseconds per appended element at 2,048 and 133,120
  * cached elements and the ratios. A measurement, not a test: nothing here
  * asserts a figure. */
+#include "../app/env_config.h"
 #include "llmk.h"
 #include "llmk_primitives.h"
 
@@ -63,6 +64,7 @@ static double time_into(double *cache, size_t capacity, int64_t cache_len, const
 }
 
 int main(void) {
+    if (!env_config_apply("bench_kv_append")) return 2;
     double vals[N_NEW];
     for (int i = 0; i < N_NEW; i++) vals[i] = 0.5 * i;
     double *cache = NULL;

@@ -10,6 +10,7 @@
  * Usage: bench_routes [codec ...]   (default: the four above)
  * Levers: LLMK_MATMUL_CHUNK_SMALL, LLMK_MATMUL_CHUNK_TILED, LLMK_MATMUL_TILE_M
  * (src/kernels/matmul.c) override the chunk sizes for a sweep. */
+#include "../app/env_config.h"
 #include "codec/codec.h"
 #include "internal.h"
 #include "kernels/matmul.h"
@@ -42,6 +43,7 @@ static void time_routes(struct llmk_qmm *q, double *us) {
 }
 
 int main(int argc, char **argv) {
+    if (!env_config_apply("bench_routes")) return 2;
     static const char *const deflt[] = {"q4_1", "q8_0", "q4_k", "q6_k"};
     static const int64_t ms[] = {1, 2, 4, 8, 16, 32, 64, 128};
     static const int64_t ns[] = {576, 1536};

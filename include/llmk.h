@@ -16,6 +16,7 @@
  *   5. Model and session                       (src/model.c, src/session.c)
  *   6. Sampling                                (src/sample.c)
  *   7. Files llmk writes                       (src/outfile.c)
+ *   8. Configuration                           (src/config.c)
  */
 #ifndef LLMK_H
 #define LLMK_H
@@ -635,6 +636,49 @@ LLMK_API int llmk_outfile_commit(llmk_outfile *o);
 /* Close and remove the temporary file; frees o. */
 LLMK_API void llmk_outfile_discard(llmk_outfile *o);
 /* LLMK_SECTION_OUTFILE_END */
+
+/* ======================================================================== */
+/* 8. Configuration                                                          */
+/* ======================================================================== */
+/* LLMK_SECTION_CONFIG_BEGIN */
+/* The library reads no environment variable: what used to be LLMK_* levers
+ * is this process-wide configuration, set by the application (the llmk
+ * command fills it from the environment, app/env_config.h; `llmk info
+ * --system` prints it). Set it from one thread before the work it affects. */
+
+/* CPU features kernel dispatch may use (llmk_config.cpu_mask bits). */
+enum llmk_cpu_feature {
+    LLMK_CPU_AVX2 = 1u << 0, /* with FMA and F16C */
+    LLMK_CPU_AVX512 = 1u << 1, /* F, BW, VL, DQ */
+    LLMK_CPU_AVX512_VNNI = 1u << 2,
+    LLMK_CPU_AVX512_BF16 = 1u << 3,
+    LLMK_CPU_NEON = 1u << 4,
+    LLMK_CPU_NEON_DOTPROD = 1u << 5,
+    LLMK_CPU_ALL = 0xffffffffu
+};
+
+typedef struct llmk_config {
+    uint32_t cpu_mask;      /* features kernels may use, of those the CPU has (LLMK_CPU_ALL) */
+    bool ref_kernels;       /* every op on its scalar _ref kernel (false) */
+    uint32_t kv_type;       /* KV cache type of an executor asked for type 0 (LLMK_TYPE_F32) */
+    bool act_q8;            /* fast path: 8-bit activations for Q4_1/Q8_0 weights (false: 16-bit) */
+    bool repack;            /* fast path: Q4_1 repacked for the 8-bit AVX2 route (true) */
+    bool prefetch_next;     /* fast path: next matmul's first rows into L2 before a barrier (true) */
+    bool phase_clock_thread; /* phase timings in thread CPU time, not wall time (false) */
+    const char *f32_act;    /* fast path check mode: NULL off; "all" every matmul on f32
+                             * activations and dequantized rows; else the phase kinds listed
+                             * ("qkv,lm_head"). The string must outlive its use. */
+    int32_t matmul_route;   /* llmk_quantized_matmul: 0 by row count; 1 matvec, 2 small, 3 tiled */
+    int32_t matmul_chunk_small, matmul_chunk_tiled, matmul_tile_m; /* 0: 64, 64, 32 */
+} llmk_config;
+
+LLMK_API void llmk_config_default(llmk_config *c);
+/* Validate and set. cpu_mask and ref_kernels are fixed once a kernel has been
+ * chosen (the first model, session or kernel call): changing them later is
+ * refused with LLMK_INVALID_ARGUMENT. The rest apply to what starts after. */
+LLMK_API int llmk_configure(const llmk_config *c);
+LLMK_API void llmk_config_get(llmk_config *out);
+/* LLMK_SECTION_CONFIG_END */
 
 #ifdef __cplusplus
 }

@@ -48,15 +48,6 @@ static unsigned detect_raw(void) {
 static unsigned detect_raw(void) { return 0; }
 #endif
 
-/* LLMK_CPU_MASK caps what dispatch may use: "none" (scalar only), "avx2",
- * "avx512" (x86), "neon" (arm64); unset = everything detected. */
-unsigned llmk_cpu_detect(void) {
-    unsigned f = detect_raw();
-    const char *m = getenv("LLMK_CPU_MASK");
-    if (m && *m) {
-        if (strcmp(m, "none") == 0) f = 0;
-        else if (strcmp(m, "avx2") == 0) f &= LLMK_CPU_AVX2;
-        else if (strcmp(m, "neon") == 0) f &= LLMK_CPU_NEON;
-    }
-    return f;
-}
+/* What dispatch may use: the detected features, masked by the configured
+ * cpu_mask (scalar only, AVX2 only, ...: for measuring and testing). */
+unsigned llmk_cpu_detect(void) { return detect_raw() & llmk_config_kernels()->cpu_mask; }

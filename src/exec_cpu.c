@@ -76,8 +76,9 @@ struct llmk_exec {
     llmk_r8_mm_fn r8k;        /* A16 kernel on repacked weights; NULL: the scalar reference on the GGUF rows */
     struct llmk_r8 *r8w;      /* [n_phases][3]: A16 weights repacked (data NULL when not) */
     unsigned char *r8_arena;  /* the repacked weights' storage */
-    bool f32act;              /* LLMK_EXEC_F32ACT=1: dequantized weight rows . f32 activations (a check) */
-    const char *f32act_only;  /* LLMK_EXEC_F32ACT=qkv,lm_head,...: only these phases */
+    bool f32act;              /* config f32_act: dequantized weight rows . f32 activations (a check) */
+    const char *f32act_only;  /* f32_act = "qkv,lm_head,...": only these phases */
+    bool clock_thread;        /* config phase_clock_thread */
     float *wrow;              /* f32act: [nth][wrow_stride] */
     int64_t wrow_stride;
     struct llmk_xq4_1 *xw;    /* [n_phases][3]: repacked weights (qs NULL when not) */
@@ -167,16 +168,12 @@ static inline unsigned char *kv_head(const struct llmk_exec *ex, unsigned char *
     return base + (size_t)idx * ex->kv_hb;
 }
 
-/* Phase timings use the wall clock; LLMK_PHASE_CLOCK=thread switches to the
- * calling thread's CPU time (meaningful with one thread on a busy machine). */
-static double now_ns(void) {
-    static int clk = -1;
-    if (clk < 0) {
-        const char *e = getenv("LLMK_PHASE_CLOCK");
-        clk = e && strcmp(e, "thread") == 0 ? 1 : 0;
-    }
+/* Phase timings use the wall clock; the configuration's phase_clock_thread
+ * switches to the calling thread's CPU time (meaningful with one thread on a
+ * busy machine). */
+static double now_ns(const struct llmk_exec *ex) {
     struct timespec ts;
-    clock_gettime(clk ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, &ts);
+    clock_gettime(ex->clock_thread ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
 
@@ -846,9 +843,9 @@ static int run_program(struct llmk_exec *ex) {
     }
     for (int i = 0; i < n; i++) {
         ex->ph_lo = i, ex->ph_hi = i + 1;
-        double t = now_ns();
+        double t = now_ns(ex);
         llmk_pool_run(ex->pool, worker, ex);
-        ex->phase_ns[i] += now_ns() - t;
+        ex->phase_ns[i] += now_ns(ex) - t;
     }
     return nonfinite_status(ex);
 }
@@ -873,12 +870,8 @@ int llmk_exec_init(const struct llmk_model *m, const struct llmk_exec_params *p,
     if (!p) p = &dp;
     const llmk_hparams *hp = &m->hp;
     uint32_t kvt = p->kv_type;
-    if (!kvt) { /* callers that do not choose (llmk run/logits through a session) follow LLMK_KV_TYPE */
-        const char *e = getenv("LLMK_KV_TYPE");
-        if (e && *e && llmk_type_from_name(e, &kvt) != LLMK_OK)
-            return llmk_fail(LLMK_INVALID_ARGUMENT, "exec: LLMK_KV_TYPE=%s is not a type name", e);
-        if (!kvt) kvt = LLMK_TYPE_F32;
-    }
+    const llmk_config *cf = llmk_cfg();
+    if (!kvt) kvt = cf->kv_type; /* callers that do not choose follow the configuration */
     if (kvt != LLMK_TYPE_F32 && kvt != LLMK_TYPE_F16 && kvt != LLMK_TYPE_Q8_0)
         return llmk_fail(LLMK_UNSUPPORTED, "exec: KV cache type %s (f32, f16 and q8_0 are implemented)",
                          llmk_type_name(kvt) ? llmk_type_name(kvt) : "unknown");
@@ -945,16 +938,14 @@ int llmk_exec_init(const struct llmk_model *m, const struct llmk_exec_params *p,
                      : f == LLMK_ACT_Q8_K ? llmk_quantize_act_q8_k : NULL;
     }
     {
-        const char *e = getenv("LLMK_KERNELS"), *r = getenv("LLMK_REPACK");
         ex->xq_mm = llmk_xq4_1_mm_kernel();
-        ex->xq = ex->xq_mm && !(e && strcmp(e, "ref") == 0) && !(r && strcmp(r, "0") == 0);
-        const char *act = getenv("LLMK_ACT");
-        ex->a16 = !(act && strcmp(act, "q8") == 0); /* LLMK_ACT=q8: the 8-bit activation path */
+        ex->xq = ex->xq_mm && !llmk_config_kernels()->ref_kernels && cf->repack;
+        ex->a16 = !cf->act_q8; /* act_q8: the 8-bit activation path */
         ex->r8k = llmk_r8_kernel();
         ex->amaxk = llmk_f32_argmax_kernel();
         ex->nfk = llmk_f32_nonfinite_kernel();
-        const char *pn = getenv("LLMK_PREFETCH_NEXT"); /* =0: off, for A/B runs */
-        ex->pf_next = !(pn && strcmp(pn, "0") == 0);
+        ex->pf_next = cf->prefetch_next; /* off for A/B runs */
+        ex->clock_thread = cf->phase_clock_thread;
     }
     ex->xw = xalloc((uint64_t)ex->prog.n_phases * 3, sizeof *ex->xw, &st);
     ex->r8w = xalloc((uint64_t)ex->prog.n_phases * 3 * (uint64_t)ex->nth, sizeof *ex->r8w, &st);
@@ -1052,9 +1043,9 @@ int llmk_exec_init(const struct llmk_model *m, const struct llmk_exec_params *p,
     ex->row_pos = xalloc(rc, sizeof(int32_t), &st);
     ex->phase_ns = xalloc((uint64_t)ex->prog.n_phases, sizeof(double), &st);
     {
-        const char *e = getenv("LLMK_EXEC_F32ACT");
-        ex->f32act = e && *e && strcmp(e, "0") != 0;
-        ex->f32act_only = ex->f32act && strcmp(e, "1") != 0 ? e : NULL;
+        const char *e = cf->f32_act;
+        ex->f32act = e && *e;
+        ex->f32act_only = ex->f32act && strcmp(e, "all") != 0 ? e : NULL;
         int64_t mk = hp->n_embd > hp->n_ff ? hp->n_embd : hp->n_ff;
         ex->wrow_stride = (ex->qd > mk ? ex->qd : mk) + 16;
         if (ex->f32act) ex->wrow = xalloc((uint64_t)ex->nth * (uint64_t)ex->wrow_stride, sizeof(float), &st);

@@ -65,6 +65,11 @@ int llmk_check_memory(double kv_bytes, double scratch_bytes, uint64_t limit, int
 void *llmk_pages_alloc(uint64_t bytes);
 void llmk_pages_free(void *p, uint64_t bytes);
 
+/* The process-wide configuration (src/config.c). Kernel choosers call
+ * llmk_config_kernels() instead: it also fixes cpu_mask and ref_kernels. */
+const llmk_config *llmk_cfg(void);
+const llmk_config *llmk_config_kernels(void);
+
 #define LLMK_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define LLMK_UNUSED(x) ((void)(x))
 

@@ -21,6 +21,16 @@
 
 enum { T_LAYERS = 2, T_EMBD = 64, T_FF = 128, T_HEAD = 4, T_HEAD_KV = 2, T_HD = 16, T_VOCAB = 256 };
 
+/* The executor's check modes are configuration (llmk_configure), not
+ * environment: f32_act ("all": f32 activations everywhere) and act_q8. */
+static void set_config(const char *f32_act, bool act_q8) {
+    llmk_config c;
+    llmk_config_get(&c);
+    c.f32_act = f32_act;
+    c.act_q8 = act_q8;
+    CHECK_STATUS(llmk_configure(&c), LLMK_OK);
+}
+
 static uint64_t rng = 1;
 static float frand(void) {
     rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
@@ -241,9 +251,9 @@ static void vs_f32(const llmk_model *m, size_t n, double max_rel) {
     /* the same program with f32 activations (LLMK_EXEC_F32ACT=1: dequantized
      * weight rows, the f32 path's dot) must match the f32 path to rounding:
      * this isolates the executor's logic from the 8-bit activations */
-    setenv("LLMK_EXEC_F32ACT", "1", 1);
+    set_config("all", false);
     float *exact = run(m, 2, 512, LLMK_TYPE_F32, false, ids, n, n);
-    unsetenv("LLMK_EXEC_F32ACT");
+    set_config(NULL, false);
     double en = 0, ed = 0;
     for (size_t i = 0; exact && i < n * V; i++) {
         double d = (double)exact[i] - ref[i];
@@ -387,7 +397,7 @@ static int nf_eval(const llmk_model *m, int threads, bool phases, const int32_t 
  * (a16), Q4_0 (codec Q8_0 activations), F16 (f32 activations) and f32 norms. */
 static void nonfinite(const char *name, uint16_t h, const char *where, bool act_q8, int at) {
     corrupt = name, corrupt_h = h;
-    if (act_q8) setenv("LLMK_ACT", "q8", 1);
+    if (act_q8) set_config(NULL, true);
     llmk_model *m = tiny_model(0, T_HD);
     corrupt = NULL;
     CHECK(m != NULL);
@@ -425,7 +435,7 @@ static void nonfinite(const char *name, uint16_t h, const char *where, bool act_
     }
     free(lg);
     llmk_model_free(m);
-    unsetenv("LLMK_ACT");
+    set_config(NULL, false);
 }
 
 /* token_embd is also the LM head (tied): its row 1 corrupt is logit 1, or,
@@ -459,7 +469,7 @@ int main(void) {
     /* every promise for both activation paths: int16 (default) and 8-bit
      * (LLMK_ACT=q8, with the repacked Q4_1 kernel) */
     for (int qk = 0; qk < 4; qk++) {
-        if (qk == 3) setenv("LLMK_ACT", "q8", 1);
+        if (qk == 3) set_config(NULL, true);
         llmk_model *m = tiny_model(qk % 3, T_HD);
         CHECK(m != NULL);
         if (!m) continue;
@@ -485,15 +495,15 @@ int main(void) {
         kv_vs_f32(m, 200, LLMK_TYPE_Q8_0, 5e-3, 0.9);
         llmk_model_free(m);
     }
-    unsetenv("LLMK_ACT");
+    set_config(NULL, false);
     nonfinite_cases();
     llmk_model *m = NULL;
     if (access(default_model(), R_OK) == 0 && llmk_model_load(default_model(), &m) == LLMK_OK) {
         fprintf(stderr, "default model\n");
         determinism(m, 20, LLMK_TYPE_F32, "smollm2");
-        setenv("LLMK_ACT", "q8", 1);
+        set_config(NULL, true);
         determinism(m, 12, LLMK_TYPE_F32, "smollm2 q8");
-        unsetenv("LLMK_ACT");
+        set_config(NULL, false);
         determinism(m, 20, LLMK_TYPE_Q8_0, "smollm2");
         batch(m, 2, 2, LLMK_TYPE_F32);
         batch(m, 2, 2, LLMK_TYPE_Q8_0);

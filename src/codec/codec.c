@@ -35,8 +35,7 @@ static void codec_init(void) {
     for (uint32_t t = 0; t < LLMK_TYPE_COUNT_; t++)
         if (codec_tab[t]) codec_names[n_codec_names++] = llmk_type_name(t);
     cpu_flags = llmk_cpu_detect();
-    const char *lever = getenv("LLMK_KERNELS");
-    int ref_only = lever && strcmp(lever, "ref") == 0;
+    int ref_only = llmk_config_kernels()->ref_kernels;
     if (!ref_only) {
 #if defined(__x86_64__)
         if (cpu_flags & LLMK_CPU_AVX2) llmk_codec_register_avx2(dot_tab, dot_names);

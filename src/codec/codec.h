@@ -64,17 +64,8 @@ extern const size_t llmk_codecs_legacy_n;
 extern const struct llmk_codec llmk_codecs_k[];
 extern const size_t llmk_codecs_k_n;
 
-/* CPU features (src/cpu.c). */
-enum {
-    LLMK_CPU_AVX2 = 1u << 0,   /* with FMA and F16C */
-    LLMK_CPU_AVX512 = 1u << 1, /* F, BW, VL, DQ */
-    LLMK_CPU_AVX512_VNNI = 1u << 2,
-    LLMK_CPU_AVX512_BF16 = 1u << 3,
-    LLMK_CPU_NEON = 1u << 4,
-    LLMK_CPU_NEON_DOTPROD = 1u << 5,
-};
-/* Detected features, masked by LLMK_CPU_MASK (e.g. "avx2" caps dispatch at
- * AVX2, "none" forces scalar): for measuring, testing and debugging. */
+/* CPU features (src/cpu.c; the bits are enum llmk_cpu_feature). Detected,
+ * masked by llmk_config.cpu_mask: for measuring, testing and debugging. */
 unsigned llmk_cpu_detect(void);
 
 /* Read a little-endian f16 field of a block without alignment assumptions. */

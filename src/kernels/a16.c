@@ -64,8 +64,8 @@ static pthread_once_t quant_once = PTHREAD_ONCE_INIT;
 
 static void choose_quant(void) {
 #if defined(__x86_64__) || defined(__i386__)
-    const char *e = getenv("LLMK_KERNELS");
-    if ((llmk_cpu_detect() & LLMK_CPU_AVX2) && !(e && strcmp(e, "ref") == 0)) quant_chosen = llmk_a16_quantize_row_avx2;
+    if ((llmk_cpu_detect() & LLMK_CPU_AVX2) && !llmk_config_kernels()->ref_kernels)
+        quant_chosen = llmk_a16_quantize_row_avx2;
 #endif
 }
 

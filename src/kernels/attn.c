@@ -1,6 +1,7 @@
 /* Scalar reference attention / SwiGLU kernels of the executor and their
  * dispatch (see attn.h). */
 #include "kernels/attn.h"
+#include "internal.h"
 
 #include "codec/blocks.h"
 #include "codec/codec.h"
@@ -124,8 +125,7 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static void choose(void) {
     chosen = ref_kernels;
-    const char *e = getenv("LLMK_KERNELS");
-    if (e && strcmp(e, "ref") == 0) return;
+    if (llmk_config_kernels()->ref_kernels) return;
 #if defined(__x86_64__)
     unsigned f = llmk_cpu_detect();
     if (f & LLMK_CPU_AVX512) llmk_xkernels_avx512(&chosen);

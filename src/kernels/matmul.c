@@ -51,22 +51,10 @@
 
 enum { SMALL_MAX_M = 4, CHUNK_SMALL = 64, CHUNK_TILED = 64, TILE_M = 32 };
 
-/* The chunk sizes in use: the defaults above unless LLMK_MATMUL_CHUNK_SMALL,
- * LLMK_MATMUL_CHUNK_TILED or LLMK_MATMUL_TILE_M (read once per process) set
- * them, a lever for re-measuring with bench/bench_routes. */
-static int64_t chunk_small = CHUNK_SMALL, chunk_tiled = CHUNK_TILED, tile_m = TILE_M;
-static pthread_once_t tune_once = PTHREAD_ONCE_INIT;
-static void env_size(const char *name, int64_t *v) {
-    const char *e = getenv(name);
-    char *end;
-    long long x = e ? strtoll(e, &end, 10) : 0;
-    if (e && *e && !*end && x >= 1 && x <= 1 << 20) *v = x;
-}
-static void tune_init(void) {
-    env_size("LLMK_MATMUL_CHUNK_SMALL", &chunk_small);
-    env_size("LLMK_MATMUL_CHUNK_TILED", &chunk_tiled);
-    env_size("LLMK_MATMUL_TILE_M", &tile_m);
-}
+/* The chunk sizes in use: the defaults above unless the configuration's
+ * matmul_chunk_small, matmul_chunk_tiled or matmul_tile_m set them, a lever
+ * for re-measuring with bench/bench_routes. */
+static int64_t size_or(int32_t v, int64_t dflt) { return v > 0 ? v : dflt; }
 
 int llmk_qmm_act_bytes(uint32_t wtype, int64_t m, int64_t k, size_t *bytes) {
     const struct llmk_codec *c = llmk_codec_get(wtype);
@@ -97,14 +85,6 @@ llmk_dotm_fn llmk_codec_dotm(uint32_t type) {
     return NULL;
 }
 
-static int route_from_env(void) {
-    const char *e = getenv("LLMK_MATMUL_ROUTE");
-    if (!e || !*e) return LLMK_QMM_AUTO;
-    if (strcmp(e, "matvec") == 0) return LLMK_QMM_MATVEC;
-    if (strcmp(e, "small") == 0) return LLMK_QMM_SMALL;
-    if (strcmp(e, "tiled") == 0) return LLMK_QMM_TILED;
-    return LLMK_QMM_AUTO;
-}
 
 static size_t type_align(uint32_t t) {
     return t == LLMK_TYPE_MXFP4 ? 1 : (t == LLMK_TYPE_F32 || t == LLMK_TYPE_Q8_K) ? 4 : 2;
@@ -142,8 +122,7 @@ int llmk_qmm_init(struct llmk_qmm *p, uint32_t wtype, const void *w, int64_t n, 
         p->act = act_scratch, p->act_stride = act_bytes / (size_t)m;
         p->act_quant = llmk_codec_get(c->act_type)->quantize;
     }
-    pthread_once(&tune_once, tune_init);
-    if (route == LLMK_QMM_AUTO) route = route_from_env();
+    if (route == LLMK_QMM_AUTO) route = llmk_cfg()->matmul_route; /* 0 is auto too */
     if (route == LLMK_QMM_AUTO) route = m == 1 ? LLMK_QMM_MATVEC : m <= SMALL_MAX_M ? LLMK_QMM_SMALL : LLMK_QMM_TILED;
     p->route = route;
     return LLMK_OK;
@@ -169,8 +148,10 @@ void llmk_qmm_run(const struct llmk_qmm *p, llmk_pool *pool, int ith, int nth) {
             p->dot(p->k, w + (size_t)r0 * p->w_stride, p->w_stride, r1 - r0, act_row(p, i), p->y + i * p->n + r0);
         return;
     }
-    int64_t chunk = p->route == LLMK_QMM_SMALL ? chunk_small : chunk_tiled;
-    int64_t tm = p->route == LLMK_QMM_SMALL ? p->m : tile_m;
+    const llmk_config *cf = llmk_cfg();
+    int64_t chunk = p->route == LLMK_QMM_SMALL ? size_or(cf->matmul_chunk_small, CHUNK_SMALL)
+                                               : size_or(cf->matmul_chunk_tiled, CHUNK_TILED);
+    int64_t tm = p->route == LLMK_QMM_SMALL ? p->m : size_or(cf->matmul_tile_m, TILE_M);
     for (int64_t i0 = 0; i0 < p->m; i0 += tm) {
         int64_t i1 = i0 + tm < p->m ? i0 + tm : p->m;
         for (int64_t c0 = r0; c0 < r1; c0 += chunk) {

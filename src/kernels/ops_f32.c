@@ -79,8 +79,7 @@ int64_t llmk_f32_argmax(const float *x, int64_t n) {
 
 llmk_argmax_fn llmk_f32_argmax_kernel(void) {
 #if defined(__x86_64__)
-    const char *e = getenv("LLMK_KERNELS");
-    if ((llmk_cpu_detect() & LLMK_CPU_AVX2) && !(e && strcmp(e, "ref") == 0)) return llmk_f32_argmax_avx2;
+    if ((llmk_cpu_detect() & LLMK_CPU_AVX2) && !llmk_config_kernels()->ref_kernels) return llmk_f32_argmax_avx2;
 #endif
     return llmk_f32_argmax;
 }
@@ -99,8 +98,7 @@ bool llmk_f32_nonfinite(const float *x, int64_t n) {
 
 llmk_nonfinite_fn llmk_f32_nonfinite_kernel(void) {
 #if defined(__x86_64__)
-    const char *e = getenv("LLMK_KERNELS");
-    if ((llmk_cpu_detect() & LLMK_CPU_AVX2) && !(e && strcmp(e, "ref") == 0)) return llmk_f32_nonfinite_avx2;
+    if ((llmk_cpu_detect() & LLMK_CPU_AVX2) && !llmk_config_kernels()->ref_kernels) return llmk_f32_nonfinite_avx2;
 #endif
     return llmk_f32_nonfinite;
 }

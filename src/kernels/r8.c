@@ -184,8 +184,7 @@ void llmk_r8_ref_q8_0(int64_t k, const void *w, size_t ws, int64_t r0, int64_t r
 
 llmk_r8_mm_fn llmk_r8_kernel(void) {
 #if defined(__x86_64__) || defined(__i386__)
-    const char *e = getenv("LLMK_KERNELS");
-    if (e && strcmp(e, "ref") == 0) return NULL;
+    if (llmk_config_kernels()->ref_kernels) return NULL;
     unsigned f = llmk_cpu_detect();
     if (f & LLMK_CPU_AVX512_VNNI) return llmk_r8_mm_avx512;
     if (f & LLMK_CPU_AVX2) return llmk_r8_mm_avx2;

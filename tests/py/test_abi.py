@@ -46,3 +46,12 @@ def test_headers_are_self_contained(tmp_path):
         r = subprocess.run(["cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-I", str(ROOT / "include"),
                             "-fsyntax-only", str(src)], capture_output=True, text=True)
         assert r.returncode == 0, (h.name, r.stderr)
+
+
+@pytest.mark.skipif(not LIB.exists() or not shutil.which("nm"), reason="libllmk.so or nm missing")
+def test_library_reads_no_environment():
+    """Configuration is explicit (llmk_configure): the library imports no
+    getenv/secure_getenv; only app/ and bench/ read LLMK_* variables."""
+    out = subprocess.run(["nm", "-D", "--undefined-only", str(LIB)], capture_output=True, text=True, check=True)
+    imported = {line.split()[-1].split("@")[0] for line in out.stdout.splitlines()}
+    assert not imported & {"getenv", "secure_getenv", "__secure_getenv"}, sorted(imported)

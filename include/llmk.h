@@ -468,6 +468,46 @@ LLMK_API int32_t llmk_session_n_ctx(const llmk_session *s);
 /* Forget every token from pos on (0 <= pos <= current position), so a chat
  * can reuse the cached prefix. */
 LLMK_API int llmk_session_truncate(llmk_session *s, int32_t pos);
+/* Many sequences at once (src/context.c): up to n_seq_max sequences, each
+ * with its own KV cache slot, run by the fused executor (the fast path) so
+ * that one call evaluates tokens of several sequences. A sequence's logits
+ * are bitwise identical whatever else is in the call, which slot it has, the
+ * order of the items and how its tokens are split across calls — the same
+ * bits as a session on the fast path with the same KV type. */
+typedef struct llmk_context_params {
+    int32_t n_seq_max;   /* sequence slots, 0 .. n_seq_max - 1 (<= 0: 1; at most 1024) */
+    int32_t n_ctx;       /* tokens per sequence (<= 0: the model's n_ctx_train, at most 4096) */
+    int32_t n_batch;     /* rows per executor pass (<= 0: 512; at most 8192) */
+    int32_t n_threads;   /* <= 0: one per online CPU */
+    uint32_t kv_type;    /* LLMK_TYPE_F16, LLMK_TYPE_Q8_0, or 0: the configuration's (f32) */
+    bool allow_long_ctx; /* as llmk_session_params */
+    uint64_t mem_limit;  /* as llmk_session_params */
+} llmk_context_params;
+typedef struct llmk_context llmk_context;
+
+/* One token of a call: appended to sequence `seq` at its next position. Items
+ * of one sequence take consecutive positions in the order they are listed. */
+typedef struct llmk_batch_item {
+    int32_t seq;
+    int32_t id;
+    bool logits; /* return this position's logits */
+} llmk_batch_item;
+
+LLMK_API int llmk_context_init(const llmk_model *m, const llmk_context_params *p, llmk_context **out);
+LLMK_API void llmk_context_free(llmk_context *c);
+/* Evaluate n items. logits receives one row of n_vocab floats per item with
+ * .logits set, in item order (logits_cap floats; may be NULL when none is
+ * set). Refusals (a sequence out of range, an id outside the vocabulary, a
+ * sequence past n_ctx: LLMK_CONTEXT_FULL, a small buffer) come before any
+ * work; on any failure (LLMK_NAN_INPUT included) no sequence moves. */
+LLMK_API int llmk_context_eval(llmk_context *c, const llmk_batch_item *items, size_t n, float *logits,
+                               size_t logits_cap);
+LLMK_API int32_t llmk_context_seq_pos(const llmk_context *c, int32_t seq);
+/* Forget the sequence's tokens from pos on (0 <= pos <= its position); pos 0
+ * frees the slot for a new sequence. */
+LLMK_API int llmk_context_seq_truncate(llmk_context *c, int32_t seq, int32_t pos);
+LLMK_API int32_t llmk_context_n_seq_max(const llmk_context *c);
+LLMK_API int32_t llmk_context_n_ctx(const llmk_context *c);
 /* LLMK_SECTION_MODEL_END */
 
 /* ======================================================================== */

@@ -1,0 +1,177 @@
+/* Many sequences in one executor: the public face of src/exec_cpu.c's
+ * sequence slots. A call's items are run as (a) each sequence's tokens before
+ * its last one, as a prefill of that sequence, split where logits are asked
+ * for, then (b) every sequence's last token together, as decode rows of one
+ * pass. The executor's reductions are per row and per sequence, so neither
+ * the grouping nor the other sequences change any sequence's bits. */
+#include "exec_cpu.h"
+#include "internal.h"
+#include "model.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct llmk_context {
+    const llmk_model *m;
+    struct llmk_exec *ex;
+    int32_t n_seq, n_ctx, rows; /* rows: decode rows per pass */
+    size_t V;
+    /* per-call scratch, sized at init (nothing is allocated per call) */
+    int32_t *count, *last, *saved; /* [n_seq]: items this call, index of the last one, position before */
+    int32_t *ids;                  /* [n_ctx]: one sequence's ids of this call */
+    int32_t *row_seq, *row_id, *row_out; /* [rows]: a decode pass (row_out: output row or -1) */
+    float *row_logits;             /* [rows][V] */
+};
+
+void llmk_context_free(llmk_context *c) {
+    if (!c) return;
+    llmk_exec_free(c->ex);
+    free(c->count), free(c->last), free(c->saved), free(c->ids);
+    free(c->row_seq), free(c->row_id), free(c->row_out), free(c->row_logits);
+    free(c);
+}
+
+int llmk_context_init(const llmk_model *m, const llmk_context_params *p, llmk_context **out) {
+    llmk_error_clear();
+    if (!out || !m) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_context_init: NULL argument");
+    *out = NULL;
+    llmk_context_params dp = {0};
+    if (!p) p = &dp;
+    llmk_context *c = calloc(1, sizeof *c);
+    if (!c) return llmk_fail(LLMK_OUT_OF_MEMORY, "llmk_context_init: struct");
+    struct llmk_exec_params ep = {.n_ctx = p->n_ctx, .n_threads = p->n_threads, .n_batch = p->n_batch,
+                                  .n_seq = p->n_seq_max, .kv_type = p->kv_type,
+                                  .allow_long_ctx = p->allow_long_ctx, .mem_limit = p->mem_limit};
+    int st = llmk_exec_init(m, &ep, &c->ex);
+    if (st != LLMK_OK) {
+        llmk_context_free(c);
+        return st;
+    }
+    c->m = m;
+    c->n_seq = p->n_seq_max > 0 ? p->n_seq_max : 1;
+    c->n_ctx = llmk_exec_n_ctx(c->ex);
+    c->rows = c->n_seq; /* the executor holds max(n_batch, n_seq) rows */
+    c->V = (size_t)m->hp.n_vocab;
+    size_t ns = (size_t)c->n_seq, nr = (size_t)c->rows;
+    c->count = malloc(ns * sizeof *c->count), c->last = malloc(ns * sizeof *c->last);
+    c->saved = malloc(ns * sizeof *c->saved), c->ids = malloc((size_t)c->n_ctx * sizeof *c->ids);
+    c->row_seq = malloc(nr * sizeof *c->row_seq), c->row_id = malloc(nr * sizeof *c->row_id);
+    c->row_out = malloc(nr * sizeof *c->row_out), c->row_logits = malloc(nr * c->V * sizeof *c->row_logits);
+    if (!c->count || !c->last || !c->saved || !c->ids || !c->row_seq || !c->row_id || !c->row_out ||
+        !c->row_logits) {
+        llmk_context_free(c);
+        return llmk_fail(LLMK_OUT_OF_MEMORY, "llmk_context_init: buffers for %d sequences", c->n_seq);
+    }
+    *out = c;
+    return LLMK_OK;
+}
+
+/* Every refusal before any work: ranges, each sequence's room, the buffer. */
+static int check_items(llmk_context *c, const llmk_batch_item *items, size_t n, const float *logits, size_t cap) {
+    memset(c->count, 0, (size_t)c->n_seq * sizeof *c->count);
+    size_t flagged = 0;
+    for (size_t i = 0; i < n; i++) {
+        const llmk_batch_item *it = &items[i];
+        if (it->seq < 0 || it->seq >= c->n_seq)
+            return llmk_fail(LLMK_INVALID_ARGUMENT, "context: item %zu: sequence %d outside [0, %d)", i, it->seq,
+                             c->n_seq);
+        if (it->id < 0 || (size_t)it->id >= c->V)
+            return llmk_fail(LLMK_INVALID_TOKEN, "context: item %zu: token id %d outside the vocabulary [0, %zu)",
+                             i, it->id, c->V);
+        c->count[it->seq]++;
+        c->last[it->seq] = (int32_t)i;
+        flagged += it->logits;
+    }
+    for (int32_t s = 0; s < c->n_seq; s++)
+        if (c->count[s] > c->n_ctx - llmk_exec_pos(c->ex, s))
+            return llmk_fail(LLMK_CONTEXT_FULL, "context: sequence %d: %d tokens at position %d exceed its %d",
+                             s, c->count[s], llmk_exec_pos(c->ex, s), c->n_ctx);
+    if (flagged && (!logits || cap / c->V < flagged))
+        return llmk_fail(LLMK_BUFFER_TOO_SMALL, "context: logits buffer holds %zu floats, %zu x %zu needed", cap,
+                         flagged, c->V);
+    return LLMK_OK;
+}
+
+/* (a) Sequence s's items before its last, in order, as prefill pieces that
+ * end where logits are asked for (chunking does not change the bits). */
+static int prefill_seq(llmk_context *c, int32_t s, const llmk_batch_item *items, size_t n, float *logits) {
+    int32_t k = 0;
+    size_t out_row = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (items[i].seq == s && (int32_t)i != c->last[s]) {
+            c->ids[k++] = items[i].id;
+            if (items[i].logits) {
+                int st = llmk_exec_eval(c->ex, s, c->ids, (size_t)k, logits + out_row * c->V, c->V, false);
+                if (st != LLMK_OK) return st;
+                k = 0;
+            }
+        }
+        out_row += items[i].logits;
+    }
+    return k ? llmk_exec_eval(c->ex, s, c->ids, (size_t)k, NULL, 0, false) : LLMK_OK;
+}
+
+/* (b) The rows gathered so far as one decode pass; flagged rows' logits to
+ * their output rows. */
+static int decode_rows(llmk_context *c, int32_t nr, float *logits) {
+    bool any = false;
+    for (int32_t r = 0; r < nr; r++) any |= c->row_out[r] >= 0;
+    int st = llmk_exec_decode_batch(c->ex, c->row_seq, c->row_id, (size_t)nr, any ? c->row_logits : NULL,
+                                    any ? (size_t)nr * c->V : 0, NULL);
+    if (st != LLMK_OK) return st;
+    for (int32_t r = 0; r < nr; r++)
+        if (c->row_out[r] >= 0)
+            memcpy(logits + (size_t)c->row_out[r] * c->V, c->row_logits + (size_t)r * c->V, c->V * sizeof *logits);
+    return LLMK_OK;
+}
+
+static int run_items(llmk_context *c, const llmk_batch_item *items, size_t n, float *logits) {
+    for (size_t i = 0; i < n; i++) { /* (a), each sequence once, at its last item */
+        int32_t s = items[i].seq;
+        if ((int32_t)i == c->last[s] && c->count[s] > 1) {
+            int st = prefill_seq(c, s, items, n, logits);
+            if (st != LLMK_OK) return st;
+        }
+    }
+    int32_t nr = 0;
+    size_t out_row = 0;
+    for (size_t i = 0; i < n; i++) { /* (b) */
+        const llmk_batch_item *it = &items[i];
+        if ((int32_t)i == c->last[it->seq]) {
+            c->row_seq[nr] = it->seq, c->row_id[nr] = it->id, c->row_out[nr] = it->logits ? (int32_t)out_row : -1;
+            if (++nr == c->rows) {
+                int st = decode_rows(c, nr, logits);
+                if (st != LLMK_OK) return st;
+                nr = 0;
+            }
+        }
+        out_row += it->logits;
+    }
+    return nr ? decode_rows(c, nr, logits) : LLMK_OK;
+}
+
+int llmk_context_eval(llmk_context *c, const llmk_batch_item *items, size_t n, float *logits, size_t logits_cap) {
+    llmk_error_clear();
+    if (!c || (!items && n)) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_context_eval: NULL argument");
+    if (n == 0) return LLMK_OK;
+    int st = check_items(c, items, n, logits, logits_cap);
+    if (st != LLMK_OK) return st;
+    for (int32_t s = 0; s < c->n_seq; s++) c->saved[s] = llmk_exec_pos(c->ex, s);
+    st = run_items(c, items, n, logits);
+    if (st != LLMK_OK) /* rows written past the saved positions are dead */
+        for (int32_t s = 0; s < c->n_seq; s++) llmk_exec_truncate(c->ex, s, c->saved[s]);
+    return st;
+}
+
+int32_t llmk_context_seq_pos(const llmk_context *c, int32_t seq) {
+    return c && seq >= 0 && seq < c->n_seq ? llmk_exec_pos(c->ex, seq) : -1;
+}
+
+int llmk_context_seq_truncate(llmk_context *c, int32_t seq, int32_t pos) {
+    llmk_error_clear();
+    if (!c) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_context_seq_truncate: NULL");
+    return llmk_exec_truncate(c->ex, seq, pos);
+}
+
+int32_t llmk_context_n_seq_max(const llmk_context *c) { return c ? c->n_seq : 0; }
+int32_t llmk_context_n_ctx(const llmk_context *c) { return c ? c->n_ctx : 0; }

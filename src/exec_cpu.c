@@ -862,37 +862,11 @@ static void repack_worker(void *ctx, int ith, int nth) {
     }
 }
 
-int llmk_exec_init(const struct llmk_model *m, const struct llmk_exec_params *p, struct llmk_exec **out) {
-    if (!out) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_exec_init: out is NULL");
-    *out = NULL;
-    if (!m) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_exec_init: model is NULL");
-    struct llmk_exec_params dp = {0};
-    if (!p) p = &dp;
-    const llmk_hparams *hp = &m->hp;
-    uint32_t kvt = p->kv_type;
-    const llmk_config *cf = llmk_cfg();
-    if (!kvt) kvt = cf->kv_type; /* callers that do not choose follow the configuration */
-    if (kvt != LLMK_TYPE_F32 && kvt != LLMK_TYPE_F16 && kvt != LLMK_TYPE_Q8_0)
-        return llmk_fail(LLMK_UNSUPPORTED, "exec: KV cache type %s (f32, f16 and q8_0 are implemented)",
-                         llmk_type_name(kvt) ? llmk_type_name(kvt) : "unknown");
-    if (kvt == LLMK_TYPE_Q8_0 && (hp->head_dim <= 0 || hp->head_dim % 32 != 0))
-        return llmk_fail(LLMK_UNSUPPORTED, "exec: a q8_0 KV cache stores each head's row as 32-value blocks; "
-                         "head_dim %d is not a multiple of 32", hp->head_dim);
-    int32_t n_ctx = p->n_ctx > 0 ? p->n_ctx : (hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096);
-    if (n_ctx < 1 || n_ctx > (1 << 22))
-        return llmk_fail(LLMK_INVALID_ARGUMENT, "exec: n_ctx %d outside [1, %d]", n_ctx, 1 << 22);
-    int32_t n_seq = p->n_seq > 0 ? p->n_seq : 1, n_batch = p->n_batch > 0 ? p->n_batch : 512;
-    if (n_seq > 1024 || n_batch > 8192)
-        return llmk_fail(LLMK_INVALID_ARGUMENT, "exec: n_seq %d (max 1024) or n_batch %d (max 8192)", n_seq, n_batch);
-    struct llmk_exec *ex = calloc(1, sizeof *ex);
-    if (!ex) return llmk_fail(LLMK_OUT_OF_MEMORY, "exec: struct");
-    ex->m = m;
-    ex->n_ctx = n_ctx, ex->n_seq = n_seq, ex->n_batch = n_batch;
-    ex->rows_cap = n_batch > n_seq ? n_batch : n_seq;
+/* The KV cache's element layout: bytes per head row, the quantizer and the
+ * attention kernels for its type. */
+static void exec_kv_layout(struct llmk_exec *ex, uint32_t kvt) {
+    const llmk_hparams *hp = &ex->m->hp;
     ex->kv_type = kvt;
-    ex->kvd = (int64_t)hp->n_head_kv * hp->head_dim;
-    ex->qd = (int64_t)hp->n_head * hp->head_dim;
-    ex->max_chunks = (n_ctx + LLMK_ATTN_CHUNK - 1) / LLMK_ATTN_CHUNK;
     ex->xk = llmk_xkernels_get();
     if (hp->head_dim % 8 != 0) ex->xk = llmk_xkernels_ref();
     if (kvt == LLMK_TYPE_Q8_0) {
@@ -905,61 +879,82 @@ int llmk_exec_init(const struct llmk_model *m, const struct llmk_exec_params *p,
         ex->attn_multi = kvt == LLMK_TYPE_F16 ? ex->xk->multi_f16 : ex->xk->multi_f32;
     }
     ex->kv_rb = (size_t)hp->n_head_kv * ex->kv_hb;
-    int st = exec_check_budget(ex, p);
-    if (st == LLMK_OK) st = llmk_program_build(m, &ex->prog);
-    if (st == LLMK_OK) st = llmk_pool_create(p->n_threads, &ex->pool);
-    if (st != LLMK_OK) goto fail;
-    ex->nth = llmk_pool_size(ex->pool);
-    if (ex->nth > MAX_WORKERS) {
-        st = llmk_fail(LLMK_INVALID_ARGUMENT, "exec: %d threads (max %d)", ex->nth, MAX_WORKERS);
-        goto fail;
-    }
-    uint64_t rc = (uint64_t)ex->rows_cap, cells = (uint64_t)n_seq * hp->n_layer * (uint64_t)n_ctx;
-    if (!llmk_mul_u64(cells, ex->kv_rb, &ex->kv_bytes)) {
-        st = llmk_fail(LLMK_OUT_OF_MEMORY, "exec: KV cache size overflows");
-        goto fail;
-    }
+}
+
+/* The parameters, checked, with their defaults: the KV type, the context,
+ * sequences and batch rows. */
+static int exec_params(const struct llmk_model *m, const struct llmk_exec_params *p, uint32_t *kvt, int32_t *n_ctx,
+                       int32_t *n_seq, int32_t *n_batch) {
+    const llmk_hparams *hp = &m->hp;
+    *kvt = p->kv_type ? p->kv_type : llmk_cfg()->kv_type; /* callers that do not choose follow the configuration */
+    if (*kvt != LLMK_TYPE_F32 && *kvt != LLMK_TYPE_F16 && *kvt != LLMK_TYPE_Q8_0)
+        return llmk_fail(LLMK_UNSUPPORTED, "exec: KV cache type %s (f32, f16 and q8_0 are implemented)",
+                         llmk_type_name(*kvt) ? llmk_type_name(*kvt) : "unknown");
+    if (*kvt == LLMK_TYPE_Q8_0 && (hp->head_dim <= 0 || hp->head_dim % 32 != 0))
+        return llmk_fail(LLMK_UNSUPPORTED, "exec: a q8_0 KV cache stores each head's row as 32-value blocks; "
+                         "head_dim %d is not a multiple of 32", hp->head_dim);
+    *n_ctx = p->n_ctx > 0 ? p->n_ctx : (hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096);
+    if (*n_ctx < 1 || *n_ctx > (1 << 22))
+        return llmk_fail(LLMK_INVALID_ARGUMENT, "exec: n_ctx %d outside [1, %d]", *n_ctx, 1 << 22);
+    *n_seq = p->n_seq > 0 ? p->n_seq : 1, *n_batch = p->n_batch > 0 ? p->n_batch : 512;
+    if (*n_seq > 1024 || *n_batch > 8192)
+        return llmk_fail(LLMK_INVALID_ARGUMENT, "exec: n_seq %d (max 1024) or n_batch %d (max 8192)", *n_seq, *n_batch);
+    return LLMK_OK;
+}
+
+/* KV cache, positions, RoPE table and the activation buffers. */
+static int exec_alloc_state(struct llmk_exec *ex) {
+    const llmk_hparams *hp = &ex->m->hp;
+    int st = LLMK_OK;
+    uint64_t rc = (uint64_t)ex->rows_cap, cells = (uint64_t)ex->n_seq * hp->n_layer * (uint64_t)ex->n_ctx;
+    if (!llmk_mul_u64(cells, ex->kv_rb, &ex->kv_bytes)) return llmk_fail(LLMK_OUT_OF_MEMORY, "exec: KV cache size overflows");
     ex->kv_k = pages_or_fail(ex->kv_bytes, &st);
     ex->kv_v = pages_or_fail(ex->kv_bytes, &st);
-    ex->pos = xalloc((uint64_t)n_seq, sizeof(int32_t), &st);
-    int half = hp->head_dim / 2;
-    ex->rope_cs = xalloc((uint64_t)n_ctx * 2 * half, sizeof(float), &st);
+    ex->pos = xalloc((uint64_t)ex->n_seq, sizeof(int32_t), &st);
+    ex->rope_cs = xalloc((uint64_t)ex->n_ctx * 2 * (uint64_t)(hp->head_dim / 2), sizeof(float), &st);
     int64_t widths[LLMK_BUF_COUNT_] = {hp->n_embd, hp->n_embd, ex->qd, ex->kvd, ex->kvd, ex->qd,
                                        hp->n_embd, hp->n_ff, hp->n_ff, hp->n_vocab};
     for (int b = 0; b < LLMK_BUF_COUNT_; b++) {
         ex->width[b] = widths[b];
-        uint64_t rows = b == LLMK_BUF_LOGITS ? (uint64_t)n_seq : rc;
+        uint64_t rows = b == LLMK_BUF_LOGITS ? (uint64_t)ex->n_seq : rc;
         ex->buf[b] = xalloc(rows * (uint64_t)widths[b], sizeof(float), &st);
     }
-    if (st != LLMK_OK) goto fail;
+    return st;
+}
+
+/* The kernels and modes this executor runs, from the CPU and the configuration. */
+static void exec_choose_kernels(struct llmk_exec *ex) {
+    const llmk_config *cf = llmk_cfg();
     for (int f = 0; f < LLMK_ACT_FORMS; f++) {
         ex->form_block[f] = f == LLMK_ACT_Q8_1X ? 64 : llmk_type_block_elems(form_type[f]);
         ex->quant[f] = f == LLMK_ACT_Q8_0 ? llmk_quantize_act_q8_0 : f == LLMK_ACT_Q8_1 ? llmk_quantize_act_q8_1
                      : f == LLMK_ACT_Q8_K ? llmk_quantize_act_q8_k : NULL;
     }
-    {
-        ex->xq_mm = llmk_xq4_1_mm_kernel();
-        ex->xq = ex->xq_mm && !llmk_config_kernels()->ref_kernels && cf->repack;
-        ex->a16 = !cf->act_q8; /* act_q8: the 8-bit activation path */
-        ex->r8k = llmk_r8_kernel();
-        ex->amaxk = llmk_f32_argmax_kernel();
-        ex->nfk = llmk_f32_nonfinite_kernel();
-        ex->pf_next = cf->prefetch_next; /* off for A/B runs */
-        ex->clock_thread = cf->phase_clock_thread;
-    }
-    ex->xw = xalloc((uint64_t)ex->prog.n_phases * 3, sizeof *ex->xw, &st);
-    ex->r8w = xalloc((uint64_t)ex->prog.n_phases * 3 * (uint64_t)ex->nth, sizeof *ex->r8w, &st);
-    if (st != LLMK_OK) goto fail;
+    ex->xq_mm = llmk_xq4_1_mm_kernel();
+    ex->xq = ex->xq_mm && !llmk_config_kernels()->ref_kernels && cf->repack;
+    ex->a16 = !cf->act_q8; /* act_q8: the 8-bit activation path */
+    ex->r8k = llmk_r8_kernel();
+    ex->amaxk = llmk_f32_argmax_kernel();
+    ex->nfk = llmk_f32_nonfinite_kernel();
+    ex->pf_next = cf->prefetch_next; /* off for A/B runs */
+    ex->clock_thread = cf->phase_clock_thread;
+    for (uint32_t t = 0; t < LLMK_TYPE_COUNT_; t++)
+        if (llmk_codec_get(t)) ex->dot[t] = llmk_codec_dot(t, NULL);
+}
+
+/* Q4_1 weights repacked for the q8_1x route, and which forms each producer
+ * quantizes into (those its consumer, the next phase, reads). */
+static int exec_forms(struct llmk_exec *ex) {
     for (int i = 0; i < ex->prog.n_phases; i++) {
         struct llmk_phase *ph = &ex->prog.ph[i];
         if (ph->op != LLMK_OP_MATMUL) continue;
         for (int w = 0; w < ph->n_w; w++) {
-            uint32_t wt = ph->w[w]->type;
-            if (!ex->a16 && ex->xq && wt == LLMK_TYPE_Q4_1 && (st = llmk_xq4_1_repack(ph->w[w], &ex->xw[i * 3 + w])) != LLMK_OK)
-                goto fail;
+            int st;
+            if (!ex->a16 && ex->xq && ph->w[w]->type == LLMK_TYPE_Q4_1 &&
+                (st = llmk_xq4_1_repack(ph->w[w], &ex->xw[i * 3 + w])) != LLMK_OK)
+                return st;
         }
     }
-    /* each producer quantizes into the forms its consumer (the next phase) reads */
     for (int i = 0; i + 1 < ex->prog.n_phases; i++) {
         struct llmk_phase *ph = &ex->prog.ph[i], *next = ph + 1;
         if (!ph->qmask || next->op != LLMK_OP_MATMUL) continue;
@@ -970,19 +965,18 @@ int llmk_exec_init(const struct llmk_model *m, const struct llmk_exec_params *p,
         }
         ph->qmask = (uint8_t)qm;
     }
-    /* r8 weights in one arena (huge pages), one stream per worker: its
-     * shares of every matmul in program order, so its reads run on from one
-     * phase into the next (tg +5% over one region per tensor, measured with
-     * a reading stand-in for the kernels) */
+    return LLMK_OK;
+}
+
+/* r8 weights in one arena (huge pages), one stream per worker: its shares of
+ * every matmul in program order, so its reads run on from one phase into the
+ * next (tg +5% over one region per tensor, measured with a reading stand-in
+ * for the kernels). Pass 0 sizes the arena, pass 1 places the views. */
+static int exec_r8_arena(struct llmk_exec *ex) {
     size_t r8_total = 0;
     for (int pass = 0; pass < 2 && ex->a16 && ex->r8k; pass++) {
-        if (pass == 1 && r8_total) {
-            ex->r8_arena = llmk_r8_buffer(r8_total);
-            if (!ex->r8_arena) {
-                st = llmk_fail(LLMK_OUT_OF_MEMORY, "exec: %zu bytes of repacked weights", r8_total);
-                goto fail;
-            }
-        }
+        if (pass == 1 && r8_total && !(ex->r8_arena = llmk_r8_buffer(r8_total)))
+            return llmk_fail(LLMK_OUT_OF_MEMORY, "exec: %zu bytes of repacked weights", r8_total);
         size_t off = 0;
         for (int ith = 0; ith < ex->nth; ith++)
             for (int i = 0; i < ex->prog.n_phases; i++) {
@@ -991,7 +985,8 @@ int llmk_exec_init(const struct llmk_model *m, const struct llmk_exec_params *p,
                 for (int w = 0; w < ph->n_w; w++) {
                     if (!llmk_a16_supports(ph->w[w]->type)) continue;
                     size_t whole;
-                    if (pass == 0 && (st = llmk_r8_size(ph->w[w], &whole)) != LLMK_OK) goto fail;
+                    int st;
+                    if (pass == 0 && (st = llmk_r8_size(ph->w[w], &whole)) != LLMK_OK) return st;
                     int64_t r0, r1;
                     mm_share(ex, ph, w, ith, ex->nth, &r0, &r1);
                     LLMK_CHECK(r0 % LLMK_R8_ROWS == 0);
@@ -1003,9 +998,15 @@ int llmk_exec_init(const struct llmk_model *m, const struct llmk_exec_params *p,
         r8_total = off;
     }
     llmk_pool_run(ex->pool, repack_worker, ex);
-    for (uint32_t t = 0; t < LLMK_TYPE_COUNT_; t++)
-        if (llmk_codec_get(t)) ex->dot[t] = llmk_codec_dot(t, NULL);
-    /* quantized forms of each matmul input the program asks for */
+    return LLMK_OK;
+}
+
+/* Quantized forms of each matmul input the program asks for, attention
+ * partials, claim counters, per-worker scratch and the per-row arrays. */
+static int exec_alloc_scratch(struct llmk_exec *ex) {
+    const llmk_hparams *hp = &ex->m->hp;
+    uint64_t rc = (uint64_t)ex->rows_cap;
+    int st = LLMK_OK;
     unsigned need[LLMK_BUF_COUNT_] = {0};
     for (int i = 0; i < ex->prog.n_phases; i++) {
         const struct llmk_phase *ph = &ex->prog.ph[i];
@@ -1021,7 +1022,7 @@ int llmk_exec_init(const struct llmk_model *m, const struct llmk_exec_params *p,
                 uint64_t rb;
                 if (f == LLMK_ACT_Q8_1X) rb = llmk_xq8_1_row_bytes(ex->width[b]);
                 else if (f == LLMK_ACT_A16) rb = llmk_a16_row_bytes(ex->width[b]);
-                else if ((st = llmk_row_bytes(form_type[f], (uint64_t)ex->width[b], &rb)) != LLMK_OK) goto fail;
+                else if ((st = llmk_row_bytes(form_type[f], (uint64_t)ex->width[b], &rb)) != LLMK_OK) return st;
                 ex->qrow[b][f] = (size_t)rb;
                 ex->qbuf[b][f] = xalloc(rc, rb, &st);
             }
@@ -1042,26 +1043,66 @@ int llmk_exec_init(const struct llmk_model *m, const struct llmk_exec_params *p,
     ex->row_seq = xalloc(rc, sizeof(int32_t), &st);
     ex->row_pos = xalloc(rc, sizeof(int32_t), &st);
     ex->phase_ns = xalloc((uint64_t)ex->prog.n_phases, sizeof(double), &st);
-    {
-        const char *e = cf->f32_act;
-        ex->f32act = e && *e;
-        ex->f32act_only = ex->f32act && strcmp(e, "all") != 0 ? e : NULL;
-        int64_t mk = hp->n_embd > hp->n_ff ? hp->n_embd : hp->n_ff;
-        ex->wrow_stride = (ex->qd > mk ? ex->qd : mk) + 16;
-        if (ex->f32act) ex->wrow = xalloc((uint64_t)ex->nth * (uint64_t)ex->wrow_stride, sizeof(float), &st);
-    }
-    if (st != LLMK_OK) goto fail;
-    for (int32_t ps_ = 0; ps_ < n_ctx; ps_++)
+    const char *e = llmk_cfg()->f32_act;
+    ex->f32act = e && *e;
+    ex->f32act_only = ex->f32act && strcmp(e, "all") != 0 ? e : NULL;
+    int64_t mk = hp->n_embd > hp->n_ff ? hp->n_embd : hp->n_ff;
+    ex->wrow_stride = (ex->qd > mk ? ex->qd : mk) + 16;
+    if (ex->f32act) ex->wrow = xalloc((uint64_t)ex->nth * (uint64_t)ex->wrow_stride, sizeof(float), &st);
+    return st;
+}
+
+/* cos/sin per position: angles in double, rounded once to f32. */
+static void exec_rope_table(struct llmk_exec *ex) {
+    int half = ex->m->hp.head_dim / 2;
+    for (int32_t pos = 0; pos < ex->n_ctx; pos++)
         for (int i = 0; i < half; i++) {
-            double a = (double)ps_ * m->rope_inv_freq[i];
-            ex->rope_cs[((int64_t)ps_ * half + i) * 2] = (float)cos(a);
-            ex->rope_cs[((int64_t)ps_ * half + i) * 2 + 1] = (float)sin(a);
+            double a = (double)pos * ex->m->rope_inv_freq[i];
+            ex->rope_cs[((int64_t)pos * half + i) * 2] = (float)cos(a);
+            ex->rope_cs[((int64_t)pos * half + i) * 2 + 1] = (float)sin(a);
         }
+}
+
+int llmk_exec_init(const struct llmk_model *m, const struct llmk_exec_params *p, struct llmk_exec **out) {
+    if (!out) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_exec_init: out is NULL");
+    *out = NULL;
+    if (!m) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_exec_init: model is NULL");
+    struct llmk_exec_params dp = {0};
+    if (!p) p = &dp;
+    uint32_t kvt = 0;
+    int32_t n_ctx = 0, n_seq = 0, n_batch = 0;
+    int st = exec_params(m, p, &kvt, &n_ctx, &n_seq, &n_batch);
+    if (st != LLMK_OK) return st;
+    struct llmk_exec *ex = calloc(1, sizeof *ex);
+    if (!ex) return llmk_fail(LLMK_OUT_OF_MEMORY, "exec: struct");
+    ex->m = m;
+    ex->n_ctx = n_ctx, ex->n_seq = n_seq, ex->n_batch = n_batch;
+    ex->rows_cap = n_batch > n_seq ? n_batch : n_seq;
+    ex->kvd = (int64_t)m->hp.n_head_kv * m->hp.head_dim;
+    ex->qd = (int64_t)m->hp.n_head * m->hp.head_dim;
+    ex->max_chunks = (n_ctx + LLMK_ATTN_CHUNK - 1) / LLMK_ATTN_CHUNK;
+    exec_kv_layout(ex, kvt);
+    st = exec_check_budget(ex, p);
+    if (st == LLMK_OK) st = llmk_program_build(m, &ex->prog);
+    if (st == LLMK_OK) st = llmk_pool_create(p->n_threads, &ex->pool);
+    if (st == LLMK_OK && (ex->nth = llmk_pool_size(ex->pool)) > MAX_WORKERS)
+        st = llmk_fail(LLMK_INVALID_ARGUMENT, "exec: %d threads (max %d)", ex->nth, MAX_WORKERS);
+    if (st == LLMK_OK) st = exec_alloc_state(ex);
+    if (st == LLMK_OK) {
+        exec_choose_kernels(ex);
+        ex->xw = xalloc((uint64_t)ex->prog.n_phases * 3, sizeof *ex->xw, &st);
+        ex->r8w = xalloc((uint64_t)ex->prog.n_phases * 3 * (uint64_t)ex->nth, sizeof *ex->r8w, &st);
+    }
+    if (st == LLMK_OK) st = exec_forms(ex);
+    if (st == LLMK_OK) st = exec_r8_arena(ex);
+    if (st == LLMK_OK) st = exec_alloc_scratch(ex);
+    if (st != LLMK_OK) {
+        llmk_exec_free(ex);
+        return st;
+    }
+    exec_rope_table(ex);
     *out = ex;
     return LLMK_OK;
-fail:
-    llmk_exec_free(ex);
-    return st;
 }
 
 void llmk_exec_free(struct llmk_exec *ex) {

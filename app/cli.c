@@ -169,23 +169,9 @@ int cli_parse_ids(const char *cmd, const char *flag, const char *s, int32_t **id
     return CLI_EXIT_OK;
 }
 
-int cli_parse_kv_type(const char *cmd, const char *s, uint32_t *out) {
-    if (!strcmp(s, "f32")) *out = LLMK_TYPE_F32;
-    else if (!strcmp(s, "f16")) *out = LLMK_TYPE_F16;
-    else if (!strcmp(s, "q8_0")) *out = LLMK_TYPE_Q8_0;
-    else return cli_usage_error(cmd, "--kv-type expects f32, f16 or q8_0, got '%s'", s), 0;
-    return 1;
-}
-
 uint32_t cli_kv_type_or_default(uint32_t kv_type, int path) {
     if (kv_type != (uint32_t)CLI_KV_DEFAULT) return kv_type;
     return path == LLMK_PATH_FAST && !getenv("LLMK_KV_TYPE") ? LLMK_TYPE_F16 : LLMK_TYPE_F32;
-}
-
-int cli_parse_path(const char *cmd, const char *s, int *out) {
-    if (llmk_path_from_name(s, out) != LLMK_OK)
-        return cli_usage_error(cmd, "--path expects ref, f32 or fast, got '%s'", s), 0;
-    return 1;
 }
 
 /* The temporary file of the outfile now open, for the signal handler. A copy

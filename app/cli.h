@@ -1,5 +1,6 @@
-/* Shared pieces of the llmk command: subcommand entry points, argument
- * parsing helpers and error reporting. Each subcommand lives in app/cmd_*.c. */
+/* Shared pieces of the llmk command: subcommand entry points, value parsing
+ * helpers and error reporting. Each subcommand lives in app/cmd_*.c; its
+ * options are a table (app/opts.h). */
 #ifndef LLMK_CLI_H
 #define LLMK_CLI_H
 
@@ -50,18 +51,12 @@ int cli_stdout_status(void);
 /* --allow-long-ctx lets a context exceed the model's training length (the
  * library refuses it otherwise); this prints the warning llama.cpp users
  * know when it does. */
-#define CLI_LONG_CTX_HELP "  --allow-long-ctx  allow --ctx above the model's training context (warns)\n"
 void cli_warn_long_ctx(const char *cmd, const llmk_model *m, int64_t n_ctx);
 
 /* After a subcommand: flush stdout and turn a write error (disk full, closed
  * or broken pipe) into a failure with a message; returns the exit code. */
 int cli_finish_stdout(const char *cmd, int rc);
 
-/* --path ref|f32|fast -> enum llmk_path; prints a usage error and returns 0 otherwise. */
-int cli_parse_path(const char *cmd, const char *s, int *out);
-
-/* --kv-type f32|f16|q8_0 -> LLMK_TYPE_F32 / _F16 / _Q8_0; prints a usage error and returns 0 otherwise. */
-int cli_parse_kv_type(const char *cmd, const char *s, uint32_t *out);
 /* --kv-type not given (kv_type == CLI_KV_DEFAULT): f16 on the fast path, as
  * llama.cpp's default cache, unless LLMK_KV_TYPE is set (the executor then
  * follows it); f32 on the others, which keep f32 caches. */

@@ -3,6 +3,7 @@
  * the machine's read bandwidth measured in the same run, and (--phases)
  * where the decode time goes, phase by phase. */
 #include "cli.h"
+#include "opts.h"
 #include "exec_cpu.h"
 #include "internal.h"
 #include "pool.h"
@@ -15,22 +16,10 @@
 #include <time.h>
 #include <unistd.h>
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: llmk bench [-m MODEL] [-p N] [-n N] [-t T] [-r R] [--path ref|f32|fast] [--kv-type f32|f16|q8_0]\n"
-            "                  [-b N] [-d N] [--json] [--phases]\n"
-            "  -p N         prompt tokens of the pp test (default 512; 0 skips it)\n"
-            "  -n N         generated tokens of the tg test (default 128; 0 skips it)\n"
-            "  -d N         context depth: N tokens evaluated (untimed) before each test (default 0)\n"
-            "  -t T         threads (default: one per core)\n"
-            "  -r R         repetitions, after one warm-up (default 5)\n"
-            "  --path P     decode path (default fast)\n"
-            "  --kv-type T  KV cache type of the fast path (default f16)\n"
-            "  -b N         rows per prefill chunk of the fast path (default 512)\n"
-            "  --json       an array of objects with llama-bench's keys\n"
-            "  --phases     per-phase decode timings (fast path, phase-at-a-time mode)\n"
-            CLI_LONG_CTX_HELP);
-}
+static const char USAGE[] =
+    "usage: llmk bench [-m MODEL] [-p N] [-n N] [-t T] [-r R] [--path ref|f32|fast] [--kv-type f32|f16|q8_0]\n"
+    "                  [-b N] [-d N] [--json] [--phases]\n"
+    "  Prompt (pp) and generation (tg) throughput in llama-bench's form.\n";
 
 static double now_s(void) {
     struct timespec ts;
@@ -135,69 +124,143 @@ static void print_phases(FILE *o, const struct llmk_exec *ex, const char *what, 
             fprintf(o, "  %-14s %12.1f %6.1f%%\n", kinds[j], kns[j] / 1e3 / (double)ntok, 100.0 * kns[j] / total);
 }
 
-int cmd_bench(int argc, char **argv) {
-    const char *model = NULL;
-    long n_prompt = 512, n_gen = 128, threads = 0, reps = 5, n_batch = 0, depth = 0;
-    int path = LLMK_PATH_FAST;
-    uint32_t kv_type = (uint32_t)CLI_KV_DEFAULT;
-    bool json = false, phases = false, long_ctx = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return CLI_EXIT_OK;
-        } else if (!strcmp(a, "--json")) {
-            json = true;
-        } else if (!strcmp(a, "--phases")) {
-            phases = true;
-        } else if (!strcmp(a, "--allow-long-ctx")) {
-            long_ctx = true;
-        } else if (!v) {
-            return cli_usage_error("bench", "%s needs a value", a);
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            model = argv[++i];
-        } else if (!strcmp(a, "-p")) {
-            if (!cli_parse_long("bench", a, argv[++i], 0, 1 << 20, &n_prompt)) return CLI_EXIT_USAGE;
-        } else if (!strcmp(a, "-n")) {
-            if (!cli_parse_long("bench", a, argv[++i], 0, 1 << 20, &n_gen)) return CLI_EXIT_USAGE;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!cli_parse_long("bench", a, argv[++i], 1, 1024, &threads)) return CLI_EXIT_USAGE;
-        } else if (!strcmp(a, "-r")) {
-            if (!cli_parse_long("bench", a, argv[++i], 1, 1000, &reps)) return CLI_EXIT_USAGE;
-        } else if (!strcmp(a, "-d")) {
-            if (!cli_parse_long("bench", a, argv[++i], 0, 1 << 20, &depth)) return CLI_EXIT_USAGE;
-        } else if (!strcmp(a, "-b")) {
-            if (!cli_parse_long("bench", a, argv[++i], 1, 8192, &n_batch)) return CLI_EXIT_USAGE;
-        } else if (!strcmp(a, "--path")) {
-            if (!cli_parse_path("bench", argv[++i], &path)) return CLI_EXIT_USAGE;
-        } else if (!strcmp(a, "--kv-type")) {
-            if (!cli_parse_kv_type("bench", argv[++i], &kv_type)) return CLI_EXIT_USAGE;
-        } else {
-            return cli_usage_error("bench", "unknown option '%s'", a);
-        }
+struct bench_opts {
+    const char *model;
+    long n_prompt, n_gen, threads, reps, n_batch, depth;
+    int path;
+    uint32_t kv_type;
+    bool json, phases, long_ctx;
+};
+
+/* Parses and checks the options, then fills in the defaults; CLI_OPTS_GO,
+ * or the exit code. */
+static int parse_args(struct bench_opts *o, int argc, char **argv) {
+    const struct cli_opt table[] = {
+        CLI_OPT_MODEL(&o->model),
+        CLI_LONG(NULL, 'p', &o->n_prompt, 0, 1 << 20, "N", "prompt tokens of the pp test (default 512; 0 skips it)"),
+        CLI_LONG(NULL, 'n', &o->n_gen, 0, 1 << 20, "N", "generated tokens of the tg test (default 128; 0 skips it)"),
+        CLI_LONG(NULL, 'd', &o->depth, 0, 1 << 20, "N",
+                 "context depth: N tokens evaluated (untimed) before each test (default 0)"),
+        CLI_OPT_THREADS(&o->threads),
+        CLI_LONG(NULL, 'r', &o->reps, 1, 1000, "R", "repetitions, after one warm-up (default 5)"),
+        CLI_OPT_PATH(&o->path),
+        CLI_OPT_KV_TYPE(&o->kv_type, CLI_KV_TYPE_HELP),
+        CLI_LONG(NULL, 'b', &o->n_batch, 1, 8192, "N", "rows per prefill chunk of the fast path (default 512)"),
+        CLI_FLAG("--json", 0, &o->json, "an array of objects with llama-bench's keys"),
+        CLI_FLAG("--phases", 0, &o->phases, "per-phase decode timings (fast path, phase-at-a-time mode)"),
+        CLI_OPT_LONG_CTX(&o->long_ctx),
+    };
+    const struct cli_opt_section sections[] = {{NULL, table, CLI_LEN(table)}};
+    struct cli_cmd spec = {.name = "bench", .usage = USAGE, .sections = sections, .n_sections = CLI_LEN(sections)};
+    int rc = cli_opts_parse(&spec, argc, argv);
+    if (rc != CLI_OPTS_GO) return rc;
+    if (!o->model) o->model = cli_default_model();
+    o->kv_type = cli_kv_type_or_default(o->kv_type, o->path);
+    if (o->phases && o->path != LLMK_PATH_FAST) return cli_usage_error("bench", "--phases needs --path fast");
+    if (o->n_prompt + o->n_gen == 0) return cli_usage_error("bench", "nothing to measure (-p 0 -n 0)");
+    return CLI_OPTS_GO;
+}
+
+/* What the report shows besides the speeds' mean and deviation. */
+struct bench_facts {
+    uint64_t size, params, wbytes; /* file bytes, parameters, weight bytes one decode step streams */
+    double bw;                     /* machine read bandwidth, GB/s */
+    long llc;                      /* last-level cache bytes, 0 when unknown */
+    int nth;
+    double ppm, pps, tgm, tgs;
+};
+
+static void model_facts(const llmk_model *m, struct bench_facts *f) {
+    const llmk_gguf *g = llmk_model_gguf(m);
+    for (size_t i = 0; i < llmk_gguf_n_tensors(g); i++) {
+        const llmk_tensor_info *t = llmk_gguf_tensor(g, i);
+        f->size += t->n_bytes, f->params += t->n_elements;
     }
-    if (!model) model = cli_default_model();
-    kv_type = cli_kv_type_or_default(kv_type, path);
-    if (phases && path != LLMK_PATH_FAST) return cli_usage_error("bench", "--phases needs --path fast");
-    if (n_prompt + n_gen == 0) return cli_usage_error("bench", "nothing to measure (-p 0 -n 0)");
+    /* bytes one decode step streams: every matmul weight once, one embedding row */
+    const struct llmk_model *mi = (const struct llmk_model *)m;
+    for (int il = 0; il < llmk_model_hparams(m)->n_layer; il++) {
+        const struct llmk_layer *L = &mi->layers[il];
+        const llmk_tensor_info *w[7] = {L->wq, L->wk, L->wv, L->wo, L->w_gate, L->w_up, L->w_down};
+        for (int j = 0; j < 7; j++) f->wbytes += w[j]->n_bytes;
+    }
+    f->wbytes += mi->output->n_bytes;
+}
+
+static void print_results(const struct bench_opts *o, const struct bench_facts *f) {
+    const char *pname = o->path == LLMK_PATH_FAST ? "fast" : o->path == LLMK_PATH_F32 ? "f32" : "ref";
+    const char *mname = strrchr(o->model, '/') ? strrchr(o->model, '/') + 1 : o->model;
+    double eff = f->tgm * (double)f->wbytes / 1e9;
+    if (o->json) {
+        printf("[");
+        int first = 1;
+        for (int k = 0; k < 2; k++) {
+            long np = k == 0 ? o->n_prompt : 0, ng = k == 1 ? o->n_gen : 0;
+            if (np + ng == 0) continue;
+            printf("%s\n  {\"model_filename\": \"%s\", \"model_size\": %llu, \"model_n_params\": %llu, \"path\": \"%s\", "
+                   "\"n_threads\": %d, \"n_prompt\": %ld, \"n_gen\": %ld, \"n_depth\": %ld, \"avg_ts\": %.3f, "
+                   "\"stddev_ts\": %.3f",
+                   first ? "" : ",", mname, (unsigned long long)f->size, (unsigned long long)f->params, pname, f->nth,
+                   np, ng, o->depth, k == 0 ? f->ppm : f->tgm, k == 0 ? f->pps : f->tgs);
+            if (k == 1)
+                printf(", \"weight_bytes_per_token\": %llu, \"effective_gbs\": %.2f, \"machine_read_gbs\": %.2f, "
+                       "\"llc_bytes\": %ld",
+                       (unsigned long long)f->wbytes, eff, f->bw, f->llc);
+            printf("}");
+            first = 0;
+        }
+        printf("\n]\n");
+        return;
+    }
+    printf("| %-36s | %10s | %8s | %-5s | %7s | %13s | %18s |\n", "model", "size", "params", "path", "threads",
+           "test", "t/s");
+    printf("| %.36s | %.10s | %.8s | %.5s | %.7s | %.13s | %.18s |\n", "------------------------------------",
+           "----------", "--------", "-----", "-------", "-------------", "------------------");
+    char test[48], at[24] = "";
+    if (o->depth) snprintf(at, sizeof at, " @ d%ld", o->depth);
+    if (o->n_prompt > 0) {
+        snprintf(test, sizeof test, "pp%ld%s", o->n_prompt, at);
+        printf("| %-36s | %6.2f MiB | %6.2f M | %-5s | %7d | %13s | %8.2f ± %7.2f |\n", mname,
+               (double)f->size / 1048576.0, (double)f->params / 1e6, pname, f->nth, test, f->ppm, f->pps);
+    }
+    if (o->n_gen > 0) {
+        snprintf(test, sizeof test, "tg%ld%s", o->n_gen, at);
+        printf("| %-36s | %6.2f MiB | %6.2f M | %-5s | %7d | %13s | %8.2f ± %7.2f |\n", mname,
+               (double)f->size / 1048576.0, (double)f->params / 1e6, pname, f->nth, test, f->tgm, f->tgs);
+        printf("\ndecode streams %.1f MB of weights per token: %.1f GB/s effective, machine read bandwidth "
+               "%.1f GB/s on %d threads (%.0f%%)\n",
+               (double)f->wbytes / 1e6, eff, f->bw, f->nth, f->bw > 0 ? 100.0 * eff / f->bw : 0.0);
+        /* a host whose last-level cache holds the weights serves the
+         * decode from there, past what the memory probe measures */
+        if (f->llc > 0 && (unsigned long long)f->llc > f->wbytes)
+            printf("the weights fit in this CPU's %.0f MB last-level cache: the decode can read them from "
+                   "there, faster than from memory\n", (double)f->llc / 1e6);
+    }
+}
+
+int cmd_bench(int argc, char **argv) {
+    struct bench_opts o = {.n_prompt = 512, .n_gen = 128, .reps = 5, .path = LLMK_PATH_FAST,
+                           .kv_type = (uint32_t)CLI_KV_DEFAULT};
+    int prc = parse_args(&o, argc, argv);
+    if (prc != CLI_OPTS_GO) return prc;
+    const long n_prompt = o.n_prompt, n_gen = o.n_gen, threads = o.threads, reps = o.reps, depth = o.depth;
+    const int path = o.path;
     llmk_model *m = NULL;
-    int st = llmk_model_load(model, &m);
+    int st = llmk_model_load(o.model, &m);
     if (st != LLMK_OK) return cli_report("bench", st);
     const llmk_hparams *hp = llmk_model_hparams(m);
     struct runner r = {.path = path, .V = (size_t)hp->n_vocab};
     long n_test = n_prompt > n_gen ? n_prompt : n_gen;
-    if (phases && n_test < 32) n_test = 32; /* --phases decodes 32 tokens when -n 0 */
+    if (o.phases && n_test < 32) n_test = 32; /* --phases decodes 32 tokens when -n 0 */
     long n_ids = depth + n_test;
     int32_t n_ctx = (int32_t)n_ids + 1;
-    if (long_ctx) cli_warn_long_ctx("bench", m, n_ctx);
+    if (o.long_ctx) cli_warn_long_ctx("bench", m, n_ctx);
     if (path == LLMK_PATH_FAST) {
-        struct llmk_exec_params ep = {.n_ctx = n_ctx, .n_threads = (int32_t)threads, .n_batch = (int32_t)n_batch,
-                                      .n_seq = 1, .kv_type = kv_type, .allow_long_ctx = long_ctx};
+        struct llmk_exec_params ep = {.n_ctx = n_ctx, .n_threads = (int32_t)threads, .n_batch = (int32_t)o.n_batch,
+                                      .n_seq = 1, .kv_type = o.kv_type, .allow_long_ctx = o.long_ctx};
         st = llmk_exec_init(m, &ep, &r.ex);
     } else {
         llmk_session_params sp = {.n_ctx = n_ctx, .n_threads = (int32_t)threads, .path = path,
-                                  .n_batch = (int32_t)n_batch, .allow_long_ctx = long_ctx};
+                                  .n_batch = (int32_t)o.n_batch, .allow_long_ctx = o.long_ctx};
         st = llmk_session_init(m, &sp, &r.s);
     }
     r.logits = malloc(r.V * sizeof(float));
@@ -225,76 +288,15 @@ int cmd_bench(int argc, char **argv) {
         }
     }
     if (st != LLMK_OK) goto done;
-    /* model facts */
-    const llmk_gguf *g = llmk_model_gguf(m);
-    uint64_t size = 0, params = 0, wbytes = 0;
-    for (size_t i = 0; i < llmk_gguf_n_tensors(g); i++) {
-        const llmk_tensor_info *t = llmk_gguf_tensor(g, i);
-        size += t->n_bytes, params += t->n_elements;
-    }
-    /* bytes one decode step streams: every matmul weight once, one embedding row */
-    const struct llmk_model *mi = (const struct llmk_model *)m;
-    for (int il = 0; il < hp->n_layer; il++) {
-        const struct llmk_layer *L = &mi->layers[il];
-        const llmk_tensor_info *w[7] = {L->wq, L->wk, L->wv, L->wo, L->w_gate, L->w_up, L->w_down};
-        for (int j = 0; j < 7; j++) wbytes += w[j]->n_bytes;
-    }
-    wbytes += mi->output->n_bytes;
-    double bw = read_bandwidth(nth);
-    long llc = sysconf(_SC_LEVEL3_CACHE_SIZE); /* <= 0 where the OS does not say */
-    if (llc < 0) llc = 0;
-    double ppm = 0, pps = 0, tgm = 0, tgs = 0;
-    if (n_prompt > 0) stats(pp, (int)reps, &ppm, &pps);
-    if (n_gen > 0) stats(tg, (int)reps, &tgm, &tgs);
-    const char *pname = path == LLMK_PATH_FAST ? "fast" : path == LLMK_PATH_F32 ? "f32" : "ref";
-    const char *mname = strrchr(model, '/') ? strrchr(model, '/') + 1 : model;
-    double eff = tgm * (double)wbytes / 1e9;
-    if (json) {
-        printf("[");
-        int first = 1;
-        for (int k = 0; k < 2; k++) {
-            long np = k == 0 ? n_prompt : 0, ng = k == 1 ? n_gen : 0;
-            if (np + ng == 0) continue;
-            printf("%s\n  {\"model_filename\": \"%s\", \"model_size\": %llu, \"model_n_params\": %llu, \"path\": \"%s\", "
-                   "\"n_threads\": %d, \"n_prompt\": %ld, \"n_gen\": %ld, \"n_depth\": %ld, \"avg_ts\": %.3f, "
-                   "\"stddev_ts\": %.3f",
-                   first ? "" : ",", mname, (unsigned long long)size, (unsigned long long)params, pname, nth, np, ng, depth,
-                   k == 0 ? ppm : tgm, k == 0 ? pps : tgs);
-            if (k == 1)
-                printf(", \"weight_bytes_per_token\": %llu, \"effective_gbs\": %.2f, \"machine_read_gbs\": %.2f, "
-                       "\"llc_bytes\": %ld",
-                       (unsigned long long)wbytes, eff, bw, llc);
-            printf("}");
-            first = 0;
-        }
-        printf("\n]\n");
-    } else {
-        printf("| %-36s | %10s | %8s | %-5s | %7s | %13s | %18s |\n", "model", "size", "params", "path", "threads",
-               "test", "t/s");
-        printf("| %.36s | %.10s | %.8s | %.5s | %.7s | %.13s | %.18s |\n", "------------------------------------",
-               "----------", "--------", "-----", "-------", "-------------", "------------------");
-        char test[48], at[24] = "";
-        if (depth) snprintf(at, sizeof at, " @ d%ld", depth);
-        if (n_prompt > 0) {
-            snprintf(test, sizeof test, "pp%ld%s", n_prompt, at);
-            printf("| %-36s | %6.2f MiB | %6.2f M | %-5s | %7d | %13s | %8.2f ± %7.2f |\n", mname,
-                   (double)size / 1048576.0, (double)params / 1e6, pname, nth, test, ppm, pps);
-        }
-        if (n_gen > 0) {
-            snprintf(test, sizeof test, "tg%ld%s", n_gen, at);
-            printf("| %-36s | %6.2f MiB | %6.2f M | %-5s | %7d | %13s | %8.2f ± %7.2f |\n", mname,
-                   (double)size / 1048576.0, (double)params / 1e6, pname, nth, test, tgm, tgs);
-            printf("\ndecode streams %.1f MB of weights per token: %.1f GB/s effective, machine read bandwidth "
-                   "%.1f GB/s on %d threads (%.0f%%)\n",
-                   (double)wbytes / 1e6, eff, bw, nth, bw > 0 ? 100.0 * eff / bw : 0.0);
-            /* a host whose last-level cache holds the weights serves the
-             * decode from there, past what the memory probe measures */
-            if (llc > 0 && (unsigned long long)llc > wbytes)
-                printf("the weights fit in this CPU's %.0f MB last-level cache: the decode can read them from "
-                       "there, faster than from memory\n", (double)llc / 1e6);
-        }
-    }
-    if (phases && r.ex) {
+    struct bench_facts f = {.nth = nth};
+    model_facts(m, &f);
+    f.bw = read_bandwidth(nth);
+    f.llc = sysconf(_SC_LEVEL3_CACHE_SIZE); /* <= 0 where the OS does not say */
+    if (f.llc < 0) f.llc = 0;
+    if (n_prompt > 0) stats(pp, (int)reps, &f.ppm, &f.pps);
+    if (n_gen > 0) stats(tg, (int)reps, &f.tgm, &f.tgs);
+    print_results(&o, &f);
+    if (o.phases && r.ex) {
         /* phase-at-a-time mode: same results, one region per phase */
         llmk_exec_set_phase_mode(r.ex, true);
         long ng = n_gen > 0 ? n_gen : 32;
@@ -304,8 +306,8 @@ int cmd_bench(int argc, char **argv) {
         for (long i = 0; i < ng && st == LLMK_OK; i++) st = r_eval(&r, &test_ids[i], 1);
         double wall = now_s() - t;
         if (st != LLMK_OK) goto done;
-        FILE *o = json ? stderr : stdout;
-        print_phases(o, r.ex, "decode", ng, wall, tgm);
+        FILE *to = o.json ? stderr : stdout;
+        print_phases(to, r.ex, "decode", ng, wall, f.tgm);
         if (n_prompt > 0) {
             if ((st = r_reset(&r)) != LLMK_OK || (depth && (st = r_eval(&r, ids, (size_t)depth)) != LLMK_OK))
                 goto done;
@@ -314,7 +316,7 @@ int cmd_bench(int argc, char **argv) {
             st = r_eval(&r, test_ids, (size_t)n_prompt);
             wall = now_s() - t;
             if (st != LLMK_OK) goto done;
-            print_phases(o, r.ex, "prefill", n_prompt, wall, ppm);
+            print_phases(to, r.ex, "prefill", n_prompt, wall, f.ppm);
         }
     }
 done:

@@ -5,6 +5,7 @@
 #include "cli.h"
 #include "llmk_formulas.h"
 #include "gen_opts.h"
+#include "opts.h"
 #include "internal.h"
 #include "pool.h"
 
@@ -15,26 +16,13 @@
 #include <string.h>
 #include <unistd.h>
 
-static void usage(FILE *to) {
-    fprintf(to,
-            "usage: llmk chat [-m MODEL] [--system TEXT] [-n N] [sampling flags]\n"
-            "  Reads one user message per line (at most 1 MiB, UTF-8 without NUL bytes)\n"
-            "  from standard input and streams the model's replies to standard output.\n"
-            "  Ctrl-C stops a reply; EOF ends.\n"
-            "  -m MODEL     GGUF model (default %s)\n"
-            "  -n N         tokens per reply at most (default 1024)\n"
-            "  -t N         worker threads (default: number of cores)\n"
-            "  --ctx N      context size in tokens (default min(4096, the model's))\n"
-            CLI_LONG_CTX_HELP
-            "  --path P     decode path: ref, f32, fast (default fast)\n"
-            "  --kv-type T  KV cache type: f16 (the fast path's default), f32 or q8_0 (not f32: fast path only)\n"
-            "  --save FILE  write the conversation as a JSON messages array after each turn\n"
-            "  --messages FILE  start from this conversation (e.g. one written by --save)\n"
-            "  --verbose    per-turn token counts (reused / prefilled / generated) on stderr\n",
-            cli_default_model());
-    gen_opts_usage(to);
-    fprintf(to, "  (chat's default temperature is 0.8)\n");
-}
+static const char CMD[] = "chat";
+static const char USAGE[] =
+    "usage: llmk chat [-m MODEL] [--system TEXT] [-n N] [sampling flags]\n"
+    "  Reads one user message per line (at most 1 MiB, UTF-8 without NUL bytes)\n"
+    "  from standard input and streams the model's replies to standard output.\n"
+    "  Ctrl-C stops a reply; EOF ends.\n";
+static const char EPILOG[] = "(chat's default temperature is 0.8)\n";
 
 static volatile sig_atomic_t interrupted;
 
@@ -141,103 +129,221 @@ static void print_ids(const char *what, int turn, const int32_t *ids, size_t n) 
     fprintf(stderr, "]\n");
 }
 
-int cmd_chat(int argc, char **argv) {
-    const char *cmd = "chat", *model_path = NULL, *save = NULL, *history = NULL;
-    long n_predict = 1024, threads = 0, n_ctx_arg = 0;
-    int path = LLMK_PATH_FAST;
-    uint32_t kv_type = (uint32_t)CLI_KV_DEFAULT;
-    bool verbose = false, long_ctx = false;
-    struct gen_opts o;
-    gen_opts_default(&o, 0.8);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int g = gen_opts_parse(cmd, &o, argc, argv, &i);
-        if (g < 0) return CLI_EXIT_USAGE;
-        if (g) continue;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return CLI_EXIT_OK;
-        }
-        if (!strcmp(a, "--verbose") || !strcmp(a, "-v")) {
-            verbose = true;
-            continue;
-        }
-        if (!strcmp(a, "--allow-long-ctx")) {
-            long_ctx = true;
-            continue;
-        }
-        if (i + 1 >= argc) return cli_usage_error(cmd, "unknown option or missing value: %s", a);
-        const char *v = argv[++i];
-        if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            model_path = v;
-        } else if (!strcmp(a, "--save")) {
-            save = v;
-        } else if (!strcmp(a, "--messages")) {
-            history = v;
-        } else if (!strcmp(a, "-n")) {
-            if (!cli_parse_long(cmd, a, v, 1, 1 << 24, &n_predict)) return CLI_EXIT_USAGE;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!cli_parse_long(cmd, a, v, 1, 1024, &threads)) return CLI_EXIT_USAGE;
-        } else if (!strcmp(a, "--ctx") || !strcmp(a, "-c")) {
-            if (!cli_parse_long(cmd, a, v, 8, 1 << 22, &n_ctx_arg)) return CLI_EXIT_USAGE;
-        } else if (!strcmp(a, "--path")) {
-            if (!cli_parse_path(cmd, v, &path)) return CLI_EXIT_USAGE;
-        } else if (!strcmp(a, "--kv-type")) {
-            if (!cli_parse_kv_type(cmd, v, &kv_type)) return CLI_EXIT_USAGE;
-        } else {
-            return cli_usage_error(cmd, "unknown option: %s", a);
-        }
-    }
-    if (o.chat) return cli_usage_error(cmd, "--chat is for llmk run; chat always uses the template");
-    if (!model_path) model_path = cli_default_model();
-    kv_type = cli_kv_type_or_default(kv_type, path);
+struct chat_opts {
+    const char *model, *save, *history;
+    long n_predict, threads, n_ctx;
+    int path;
+    uint32_t kv_type;
+    bool verbose, long_ctx;
+    struct gen_opts go;
+};
 
-    int rc = CLI_EXIT_OK, st;
-    llmk_model *m = NULL;
-    llmk_session *s = NULL;
-    llmk_chat_template *tp = NULL;
-    struct gen_ctx gc = {0};
-    struct conv conv = {0};
-    int32_t *hist = NULL, *ids = NULL;
-    float *logits = NULL;
-    char *line = NULL, *text = NULL, *reply = NULL, *hist_json = NULL;
-    llmk_chat_message *loaded = NULL; /* --messages: roles point into it */
-    size_t reply_len = 0, reply_cap = 0;
+/* Parses the options and fills in the defaults; CLI_OPTS_GO, or the exit code. */
+static int parse_args(struct chat_opts *o, int argc, char **argv) {
+    const struct cli_opt table[] = {
+        CLI_OPT_MODEL(&o->model),
+        CLI_LONG(NULL, 'n', &o->n_predict, 1, 1 << 24, "N", "tokens per reply at most (default 1024)"),
+        CLI_OPT_THREADS(&o->threads),
+        CLI_OPT_CTX(&o->n_ctx, "context size in tokens (default: min(4096, the model's))"),
+        CLI_OPT_LONG_CTX(&o->long_ctx),
+        CLI_OPT_PATH(&o->path),
+        CLI_OPT_KV_TYPE(&o->kv_type, CLI_KV_TYPE_HELP),
+        CLI_STR("--save", 0, &o->save, "FILE", "write the conversation as a JSON messages array after each turn"),
+        CLI_STR("--messages", 0, &o->history, "FILE", "start from this conversation (e.g. one written by --save)"),
+        CLI_FLAG("--verbose", 'v', &o->verbose, "per-turn token counts (reused / prefilled / generated) on stderr"),
+    };
+    const struct cli_opt_section sections[] = {{NULL, table, CLI_LEN(table)}, gen_opts_section(&o->go)};
+    struct cli_cmd spec = {.name = CMD, .usage = USAGE, .epilog = EPILOG, .sections = sections,
+                           .n_sections = CLI_LEN(sections)};
+    int rc = cli_opts_parse(&spec, argc, argv);
+    if (rc != CLI_OPTS_GO) return rc;
+    if (!o->model) o->model = cli_default_model();
+    o->kv_type = cli_kv_type_or_default(o->kv_type, o->path);
+    return CLI_OPTS_GO;
+}
 
-    /* --save must not name the model: refused before anything is loaded. */
-    if (save && (st = llmk_output_check(save, &model_path, 1)) != LLMK_OK) goto fail;
-    if ((st = llmk_model_load(model_path, &m)) != LLMK_OK) goto fail;
+/* A chat: the session and the tokens in its KV cache, the conversation, and
+ * buffers that live for the whole chat (a turn allocates only when one grows). */
+struct chat {
+    const struct chat_opts *o;
+    llmk_session *s;
+    const llmk_tokenizer *tok;
+    llmk_chat_template *tp;
+    struct gen_ctx gc;
+    struct conv conv;
+    int64_t n_ctx;
+    size_t n_vocab, ids_cap, n_hist;
+    int32_t *hist, *ids; /* the tokens in the KV cache, in order; this turn's conversation */
+    float *logits;
+    char *line, *text, *reply; /* the user's line; the rendered conversation; the reply */
+    size_t reply_len, reply_cap;
+    char *hist_json;
+    llmk_chat_message *loaded; /* --messages: roles point into it */
+    const char *bos_text;
+    size_t bos_len;
+};
+
+/* Session, template, buffers and the conversation so far (--system, --messages). */
+static int chat_init(struct chat *c, llmk_model *m) {
+    const struct chat_opts *o = c->o;
     const llmk_hparams *hp = llmk_model_hparams(m);
-    const llmk_tokenizer *tok = NULL;
-    if ((st = llmk_model_tokenizer(m, &tok)) != LLMK_OK) goto fail;
-    if ((st = llmk_chat_template_from_gguf(llmk_model_gguf(m), o.chat_template, &tp)) != LLMK_OK)
-        goto fail;
-    int64_t n_ctx = n_ctx_arg ? n_ctx_arg : (hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096);
-    llmk_session_params sp = {.n_ctx = (int32_t)n_ctx, .path = path, .kv_type = kv_type,
-                              .n_threads = threads > 0 ? (int32_t)threads : llmk_cpu_count(),
-                              .allow_long_ctx = long_ctx};
-    if (long_ctx) cli_warn_long_ctx(cmd, m, n_ctx);
-    if ((st = llmk_session_init(m, &sp, &s)) != LLMK_OK) goto fail;
-    n_ctx = llmk_session_n_ctx(s);
-    size_t n_vocab = (size_t)hp->n_vocab, ids_cap = (size_t)n_ctx + 1;
-    hist = malloc((size_t)n_ctx * sizeof *hist); /* the tokens in the KV cache, in order */
-    ids = malloc(ids_cap * sizeof *ids);
-    logits = malloc(n_vocab * sizeof *logits);
-    if (!hist || !ids || !logits) {
-        st = llmk_fail(LLMK_OUT_OF_MEMORY, "chat buffers for %lld tokens", (long long)n_ctx);
-        goto fail;
-    }
-    if ((st = gen_ctx_init(&gc, cmd, &o, n_vocab)) != LLMK_OK) goto fail;
-    if (o.system && (st = conv_add(&conv, "system", o.system, strlen(o.system))) != LLMK_OK) goto fail;
-    if (history) {
+    int st = llmk_model_tokenizer(m, &c->tok);
+    if (st != LLMK_OK) return st;
+    if ((st = llmk_chat_template_from_gguf(llmk_model_gguf(m), o->go.chat_template, &c->tp)) != LLMK_OK) return st;
+    int64_t n_ctx = o->n_ctx ? o->n_ctx : (hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096);
+    llmk_session_params sp = {.n_ctx = (int32_t)n_ctx, .path = o->path, .kv_type = o->kv_type,
+                              .n_threads = o->threads > 0 ? (int32_t)o->threads : llmk_cpu_count(),
+                              .allow_long_ctx = o->long_ctx};
+    if (o->long_ctx) cli_warn_long_ctx(CMD, m, n_ctx);
+    if ((st = llmk_session_init(m, &sp, &c->s)) != LLMK_OK) return st;
+    c->n_ctx = llmk_session_n_ctx(c->s);
+    c->n_vocab = (size_t)hp->n_vocab;
+    c->ids_cap = (size_t)c->n_ctx + 1;
+    c->hist = malloc((size_t)c->n_ctx * sizeof *c->hist);
+    c->ids = malloc(c->ids_cap * sizeof *c->ids);
+    c->logits = malloc(c->n_vocab * sizeof *c->logits);
+    if (!c->hist || !c->ids || !c->logits)
+        return llmk_fail(LLMK_OUT_OF_MEMORY, "chat buffers for %lld tokens", (long long)c->n_ctx);
+    if ((st = gen_ctx_init(&c->gc, CMD, &o->go, c->n_vocab)) != LLMK_OK) return st;
+    if (o->go.system && (st = conv_add(&c->conv, "system", o->go.system, strlen(o->go.system))) != LLMK_OK)
+        return st;
+    if (o->history) {
         size_t hl = 0, hn = 0;
-        if ((st = cli_read_file(history, &hist_json, &hl)) != LLMK_OK) goto fail;
-        if ((st = llmk_chat_parse_messages(hist_json, hl, &loaded, &hn)) != LLMK_OK) goto fail;
+        if ((st = cli_read_file(o->history, &c->hist_json, &hl)) != LLMK_OK) return st;
+        if ((st = llmk_chat_parse_messages(c->hist_json, hl, &c->loaded, &hn)) != LLMK_OK) return st;
         for (size_t k = 0; k < hn; k++)
-            if ((st = conv_add(&conv, loaded[k].role, loaded[k].content,
-                               strlen(loaded[k].content))) != LLMK_OK)
-                goto fail;
+            if ((st = conv_add(&c->conv, c->loaded[k].role, c->loaded[k].content,
+                               strlen(c->loaded[k].content))) != LLMK_OK)
+                return st;
     }
+    int32_t bos = llmk_tokenizer_bos(c->tok);
+    c->bos_text = bos >= 0 ? llmk_tokenizer_piece(c->tok, bos, &c->bos_len) : NULL;
+    return LLMK_OK;
+}
+
+static void chat_free(struct chat *c) {
+    free(c->reply);
+    free(c->loaded);
+    free(c->hist_json);
+    free(c->line);
+    free(c->text);
+    free(c->hist);
+    free(c->ids);
+    free(c->logits);
+    conv_free(&c->conv);
+    gen_ctx_free(&c->gc);
+    llmk_chat_template_free(c->tp);
+    llmk_session_free(c->s);
+}
+
+/* The whole conversation as the template renders it, tokenized; only what
+ * differs from the KV cache is evaluated, leaving the reply's first logits. */
+static int prefill_turn(struct chat *c, int turn) {
+    size_t text_len = 0, n_ids = 0;
+    free(c->text);
+    c->text = NULL;
+    int st = llmk_chat_render(c->tp, c->conv.m, c->conv.n, true, &c->text, &text_len);
+    if (st != LLMK_OK) return st;
+    bool add_bos = llmk_tokenizer_add_bos(c->tok) &&
+                   !(c->bos_text && c->bos_len && text_len >= c->bos_len && !memcmp(c->text, c->bos_text, c->bos_len));
+    st = llmk_tokenize(c->tok, c->text, text_len, add_bos, true, c->ids, c->ids_cap, &n_ids);
+    if (st == LLMK_BUFFER_TOO_SMALL || n_ids >= (size_t)c->n_ctx)
+        return llmk_fail(LLMK_CONTEXT_FULL, "the conversation is %zu tokens, the context holds %lld (use --ctx)",
+                         n_ids, (long long)c->n_ctx);
+    if (st != LLMK_OK) return st;
+    /* Reuse the longest common prefix; at least one token is evaluated
+     * so there are logits for the reply. */
+    size_t reuse = 0;
+    while (reuse < c->n_hist && reuse < n_ids && c->hist[reuse] == c->ids[reuse]) reuse++;
+    if (reuse == n_ids) reuse--;
+    if ((st = llmk_session_truncate(c->s, (int32_t)reuse)) != LLMK_OK) return st;
+    memcpy(c->hist + reuse, c->ids + reuse, (n_ids - reuse) * sizeof *c->ids);
+    c->n_hist = n_ids;
+    if ((st = llmk_session_eval(c->s, c->ids + reuse, n_ids - reuse, c->logits, c->n_vocab, false)) != LLMK_OK)
+        return st;
+    if (c->o->verbose) {
+        fprintf(stderr, "llmk chat: turn %d: reused %zu tokens, prefilled %zu tokens\n", turn, reuse, n_ids - reuse);
+        print_ids("prompt ids", turn, c->ids, n_ids);
+    }
+    return LLMK_OK;
+}
+
+/* The reply: streamed to stdout until the end of the turn, -n, a stop
+ * string, Ctrl-C or a full context, and added to the conversation. */
+static int reply_turn(struct chat *c, int turn) {
+    const struct chat_opts *o = c->o;
+    c->reply_len = 0;
+    int st = reply_add(&c->reply, &c->reply_len, &c->reply_cap, "", 0);
+    if (st != LLMK_OK) return st;
+    llmk_detok_state ds = {0};
+    char piece[256];
+    size_t n_gen = 0, n_fed = 0, np = 0;
+    const char *why = "max tokens";
+    llmk_sampler_reset(c->gc.smp);
+    for (;;) {
+        if (interrupted) {
+            why = "interrupted";
+            break;
+        }
+        int32_t id;
+        if ((st = gen_choose(&c->gc, c->logits, c->n_vocab, &id)) != LLMK_OK) return st;
+        n_gen++;
+        if (llmk_tokenizer_is_eog(c->tok, id)) {
+            why = "end of turn";
+            break;
+        }
+        np = 0;
+        if (llmk_detok_feed(c->tok, &ds, id, false, piece, sizeof piece, &np) == LLMK_OK) {
+            if ((st = reply_add(&c->reply, &c->reply_len, &c->reply_cap, piece, np)) != LLMK_OK) return st;
+            if (gen_write(&c->gc, stdout, piece, np)) {
+                why = "stop string";
+                break;
+            }
+            if ((st = cli_stdout_status()) != LLMK_OK) return st;
+        }
+        if (llmk_max_tokens_stop((double)n_gen, (double)o->n_predict) == 1.0) break;
+        if (c->n_hist >= (size_t)c->n_ctx) {
+            why = "context full";
+            fprintf(stderr, "\nllmk chat: the context of %lld tokens is full; ending the reply\n", (long long)c->n_ctx);
+            break;
+        }
+        if ((st = llmk_session_eval(c->s, &id, 1, c->logits, c->n_vocab, false)) != LLMK_OK) return st;
+        c->hist[c->n_hist++] = id;
+        n_fed++;
+    }
+    np = 0;
+    if (llmk_detok_flush(c->tok, &ds, piece, sizeof piece, &np) == LLMK_OK && np) {
+        if ((st = reply_add(&c->reply, &c->reply_len, &c->reply_cap, piece, np)) != LLMK_OK) return st;
+        gen_write(&c->gc, stdout, piece, np);
+    }
+    gen_finish(&c->gc, stdout);
+    fputc('\n', stdout);
+    fflush(stdout);
+    /* The conversation keeps what was shown: text before a stop string. */
+    size_t keep = c->reply_len;
+    for (size_t k = 0; k < o->go.n_stops; k++) {
+        char *hit = strstr(c->reply, o->go.stops[k]);
+        if (hit && (size_t)(hit - c->reply) < keep) keep = (size_t)(hit - c->reply);
+    }
+    if ((st = conv_add(&c->conv, "assistant", c->reply, keep)) != LLMK_OK) return st;
+    if (o->verbose)
+        fprintf(stderr, "llmk chat: turn %d: generated %zu tokens (%zu evaluated), %s\n", turn, n_gen, n_fed, why);
+    return LLMK_OK;
+}
+
+int cmd_chat(int argc, char **argv) {
+    struct chat_opts o = {.n_predict = 1024, .path = LLMK_PATH_FAST, .kv_type = (uint32_t)CLI_KV_DEFAULT};
+    gen_opts_default(&o.go, 0.8);
+    int rc = parse_args(&o, argc, argv);
+    if (rc != CLI_OPTS_GO) return rc;
+    rc = CLI_EXIT_OK;
+    llmk_model *m = NULL;
+    struct chat c = {.o = &o};
+    int st = LLMK_OK;
+    /* --save must not name the model: refused before anything is loaded. */
+    if (o.save && (st = llmk_output_check(o.save, &o.model, 1)) != LLMK_OK) goto fail;
+    if ((st = llmk_model_load(o.model, &m)) != LLMK_OK) goto fail;
+    if ((st = chat_init(&c, m)) != LLMK_OK) goto fail;
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -246,10 +352,6 @@ int cmd_chat(int argc, char **argv) {
     sigaction(SIGINT, &sa, NULL); /* no SA_RESTART: Ctrl-C at the prompt ends the read */
 
     bool tty = isatty(0);
-    size_t n_hist = 0;
-    int32_t bos = llmk_tokenizer_bos(tok);
-    size_t bos_len = 0;
-    const char *bos_text = bos >= 0 ? llmk_tokenizer_piece(tok, bos, &bos_len) : NULL;
     for (int turn = 1;; turn++) {
         if (tty) {
             fprintf(stderr, "> ");
@@ -257,122 +359,21 @@ int cmd_chat(int argc, char **argv) {
         }
         interrupted = 0;
         size_t got = 0;
-        if ((st = read_line(&line, &got)) == LLMK_NOT_FOUND) break; /* EOF, or Ctrl-C while waiting */
+        if ((st = read_line(&c.line, &got)) == LLMK_NOT_FOUND) break; /* EOF, or Ctrl-C while waiting */
         if (st != LLMK_OK) goto fail;
         if (got == 0) {
             turn--;
             continue;
         }
-        if ((st = conv_add(&conv, "user", line, (size_t)got)) != LLMK_OK) goto fail;
-
-        /* The whole conversation, as the template renders it. */
-        size_t text_len = 0;
-        free(text);
-        text = NULL;
-        if ((st = llmk_chat_render(tp, conv.m, conv.n, true, &text, &text_len)) != LLMK_OK) goto fail;
-        bool add_bos = llmk_tokenizer_add_bos(tok) &&
-                       !(bos_text && bos_len && text_len >= bos_len && !memcmp(text, bos_text, bos_len));
-        size_t n_ids = 0;
-        st = llmk_tokenize(tok, text, text_len, add_bos, true, ids, ids_cap, &n_ids);
-        if (st == LLMK_BUFFER_TOO_SMALL || n_ids >= (size_t)n_ctx) {
-            st = llmk_fail(LLMK_CONTEXT_FULL,
-                           "the conversation is %zu tokens, the context holds %lld (use --ctx)",
-                           n_ids, (long long)n_ctx);
-            goto fail;
-        }
-        if (st != LLMK_OK) goto fail;
-        /* Reuse the longest common prefix; at least one token is evaluated
-         * so there are logits for the reply. */
-        size_t reuse = 0;
-        while (reuse < n_hist && reuse < n_ids && hist[reuse] == ids[reuse]) reuse++;
-        if (reuse == n_ids) reuse--;
-        if ((st = llmk_session_truncate(s, (int32_t)reuse)) != LLMK_OK) goto fail;
-        memcpy(hist + reuse, ids + reuse, (n_ids - reuse) * sizeof *ids);
-        n_hist = n_ids;
-        if ((st = llmk_session_eval(s, ids + reuse, n_ids - reuse, logits, n_vocab, false)) != LLMK_OK)
-            goto fail;
-        if (verbose) {
-            fprintf(stderr, "llmk chat: turn %d: reused %zu tokens, prefilled %zu tokens\n", turn,
-                    reuse, n_ids - reuse);
-            print_ids("prompt ids", turn, ids, n_ids);
-        }
-
-        /* The reply: streamed to stdout and kept for the conversation. */
-        reply_len = 0;
-        if ((st = reply_add(&reply, &reply_len, &reply_cap, "", 0)) != LLMK_OK) goto fail;
-        llmk_detok_state ds = {0};
-        char piece[256];
-        size_t n_gen = 0, n_fed = 0;
-        const char *why = "max tokens";
-        llmk_sampler_reset(gc.smp);
-        for (;;) {
-            if (interrupted) {
-                why = "interrupted";
-                break;
-            }
-            int32_t id;
-            if ((st = gen_choose(&gc, logits, n_vocab, &id)) != LLMK_OK) goto fail;
-            n_gen++;
-            if (llmk_tokenizer_is_eog(tok, id)) {
-                why = "end of turn";
-                break;
-            }
-            size_t np = 0;
-            if (llmk_detok_feed(tok, &ds, id, false, piece, sizeof piece, &np) == LLMK_OK) {
-                if ((st = reply_add(&reply, &reply_len, &reply_cap, piece, np)) != LLMK_OK) goto fail;
-                if (gen_write(&gc, stdout, piece, np)) {
-                    why = "stop string";
-                    break;
-                }
-                if ((st = cli_stdout_status()) != LLMK_OK) goto fail;
-            }
-            if (llmk_max_tokens_stop((double)n_gen, (double)n_predict) == 1.0) break;
-            if (n_hist >= (size_t)n_ctx) {
-                why = "context full";
-                fprintf(stderr, "\nllmk chat: the context of %lld tokens is full; ending the reply\n",
-                        (long long)n_ctx);
-                break;
-            }
-            if ((st = llmk_session_eval(s, &id, 1, logits, n_vocab, false)) != LLMK_OK) goto fail;
-            hist[n_hist++] = id;
-            n_fed++;
-        }
-        size_t np = 0;
-        if (llmk_detok_flush(tok, &ds, piece, sizeof piece, &np) == LLMK_OK && np) {
-            if ((st = reply_add(&reply, &reply_len, &reply_cap, piece, np)) != LLMK_OK) goto fail;
-            gen_write(&gc, stdout, piece, np);
-        }
-        gen_finish(&gc, stdout);
-        fputc('\n', stdout);
-        fflush(stdout);
-        /* The conversation keeps what was shown: text before a stop string. */
-        size_t keep = reply_len;
-        for (size_t k = 0; k < o.n_stops; k++) {
-            char *hit = strstr(reply, o.stops[k]);
-            if (hit && (size_t)(hit - reply) < keep) keep = (size_t)(hit - reply);
-        }
-        if ((st = conv_add(&conv, "assistant", reply, keep)) != LLMK_OK) goto fail;
-        if (verbose)
-            fprintf(stderr, "llmk chat: turn %d: generated %zu tokens (%zu evaluated), %s\n", turn,
-                    n_gen, n_fed, why);
-        if (save && (st = save_conv(save, model_path, &conv)) != LLMK_OK) goto fail;
+        if ((st = conv_add(&c.conv, "user", c.line, got)) != LLMK_OK) goto fail;
+        if ((st = prefill_turn(&c, turn)) != LLMK_OK || (st = reply_turn(&c, turn)) != LLMK_OK) goto fail;
+        if (o.save && (st = save_conv(o.save, o.model, &c.conv)) != LLMK_OK) goto fail;
     }
     goto done;
 fail:
-    rc = cli_report(cmd, st);
+    rc = cli_report(CMD, st);
 done:
-    free(reply);
-    free(loaded);
-    free(hist_json);
-    free(line);
-    free(text);
-    free(hist);
-    free(ids);
-    free(logits);
-    conv_free(&conv);
-    gen_ctx_free(&gc);
-    llmk_chat_template_free(tp);
-    llmk_session_free(s);
+    chat_free(&c);
     llmk_model_free(m);
     return rc;
 }

@@ -3,6 +3,7 @@
  * metadata and tensor infos as one JSON object (what the tests compare with
  * gguf-py). */
 #include "cli.h"
+#include "opts.h"
 #include "exec_cpu.h"
 
 #include <cjson/cJSON.h>
@@ -12,24 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void usage(FILE *to) {
-    fprintf(to,
-            "usage: llmk info [-m MODEL | MODEL] [--tensors] [--json]\n"
-            "\n"
-            "Describes a GGUF file: format version, architecture, hyperparameters,\n"
-            "tensor count by type, total size and parameter count, tokenizer kind and\n"
-            "whether a chat template is present. MODEL defaults to\n"
-            "  %s\n"
-            "\n"
-            "  -m, --model FILE   the GGUF file (or give it as the only argument)\n"
-            "  --tensors          also list every tensor: name, type, shape, offset, bytes\n"
-            "  --json             print every metadata value and tensor info as JSON\n"
-            "  --system           print the CPU features detected, the dot kernel chosen per\n"
-            "                     codec, and the codecs this build implements (no model)\n"
-            "  --program          print the phase program the fast path runs for the model\n"
-            "  -h, --help         this help\n",
-            cli_default_model());
-}
+static const char USAGE[] =
+    "usage: llmk info [-m MODEL | MODEL] [--tensors] [--json] [--program] | --system\n"
+    "\n"
+    "Describes a GGUF file: format version, architecture, hyperparameters,\n"
+    "tensor count by type, total size and parameter count, tokenizer kind and\n"
+    "whether a chat template is present. MODEL may also be given as the only argument.\n";
 
 /* ---- text output --------------------------------------------------------- */
 
@@ -318,47 +307,40 @@ static int print_program(const char *model) {
     return st == LLMK_OK ? CLI_EXIT_OK : cli_report("info", st);
 }
 
+/* --system: what this build and CPU offer; no model is opened. */
+static int print_system(void) {
+    size_t n;
+    const char *const *names = llmk_codecs(&n);
+    printf("%s", llmk_cpu_features());
+    printf("codecs (%zu):", n);
+    for (size_t k = 0; k < n; k++) printf(" %s", names[k]);
+    printf("\n");
+    if (fflush(stdout) == 0) return CLI_EXIT_OK;
+    fprintf(stderr, "llmk info: error: %s: writing stdout failed\n", llmk_status_name(LLMK_IO_ERROR));
+    return CLI_EXIT_FAIL;
+}
+
 int cmd_info(int argc, char **argv) {
-    const char *model = NULL;
-    bool tensors = false, json = false, program = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return CLI_EXIT_OK;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (i + 1 >= argc) return cli_usage_error("info", "%s needs a file", a);
-            model = argv[++i];
-        } else if (!strcmp(a, "--tensors")) {
-            tensors = true;
-        } else if (!strcmp(a, "--json")) {
-            json = true;
-        }
-        /* ---- reserved: --system (CPU features, codecs) and --program (the
-         * compiled phase program) are added here by their owners; they may
-         * return before the model is opened (--system needs no model). ---- */
-        else if (!strcmp(a, "--system")) {
-            size_t n;
-            const char *const *names = llmk_codecs(&n);
-            printf("%s", llmk_cpu_features());
-            printf("codecs (%zu):", n);
-            for (size_t k = 0; k < n; k++) printf(" %s", names[k]);
-            printf("\n");
-            if (fflush(stdout) == 0) return CLI_EXIT_OK;
-            fprintf(stderr, "llmk info: error: %s: writing stdout failed\n", llmk_status_name(LLMK_IO_ERROR));
-            return CLI_EXIT_FAIL;
-        }
-        else if (!strcmp(a, "--program")) {
-            program = true;
-        }
-        else if (a[0] == '-' && a[1]) {
-            return cli_usage_error("info", "unknown option '%s'", a);
-        } else if (!model) {
-            model = a;
-        } else {
-            return cli_usage_error("info", "more than one model file ('%s' and '%s')", model, a);
-        }
-    }
+    const char *model = NULL, *pos[1];
+    bool tensors = false, json = false, program = false, system = false;
+    const struct cli_opt table[] = {
+        CLI_OPT_MODEL(&model),
+        CLI_FLAG("--tensors", 0, &tensors, "also list every tensor: name, type, shape, offset, bytes"),
+        CLI_FLAG("--json", 0, &json, "print every metadata value and tensor info as JSON"),
+        CLI_FLAG("--system", 0, &system,
+                 "print the CPU features detected, the dot kernel chosen per codec, and the codecs this build "
+                 "implements (no model)"),
+        CLI_FLAG("--program", 0, &program, "print the phase program the fast path runs for the model"),
+    };
+    const struct cli_opt_section sections[] = {{NULL, table, CLI_LEN(table)}};
+    struct cli_cmd spec = {.name = "info", .usage = USAGE, .sections = sections, .n_sections = CLI_LEN(sections),
+                           .pos = pos, .max_pos = 1, .pos_name = "model file"};
+    int prc = cli_opts_parse(&spec, argc, argv);
+    if (prc != CLI_OPTS_GO) return prc;
+    if (system) return print_system();
+    if (spec.n_pos && model)
+        return cli_usage_error("info", "more than one model file ('%s' and '%s')", model, pos[0]);
+    if (spec.n_pos) model = pos[0];
     if (!model) model = cli_default_model();
     if (program) return print_program(model);
     llmk_gguf *g;

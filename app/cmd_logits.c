@@ -1,6 +1,7 @@
 /* llmk logits: teacher-forced logits of every position as little-endian f32
  * rows [n_ids x n_vocab], for comparing decode paths with a reference. */
 #include "cli.h"
+#include "opts.h"
 
 #include "internal.h"
 #include "pool.h"
@@ -10,22 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void usage(FILE *to) {
-    fprintf(to,
-            "usage: llmk logits [-m MODEL] --ids 1,2,3 [--path ref|f32|fast] [--kv-type f32|f16|q8_0] [-t THREADS] [--out FILE]\n"
-            "  Evaluates the ids as one sequence (no BOS added) and writes the logits of\n"
-            "  every position as little-endian f32 rows [n_ids x n_vocab] to FILE (stdout\n"
-            "  when absent).\n"
-            "  -m MODEL     GGUF model (default %s)\n"
-            "  --ids LIST   comma-separated token ids\n"
-            "  --path P     decode path: ref (f64 reference), f32, fast (default fast)\n"
-            "  --kv-type T  KV cache type: f16 (the fast path's default), f32 or q8_0 (not f32: fast path only)\n"
-            "  -t N         worker threads (default: number of cores)\n"
-            "  --out FILE   output file (written whole or not at all; never the model)\n"
-            "  --allow-long-ctx  allow more ids than the model's training context (warns)\n",
-            cli_default_model());
-}
-
+static const char USAGE[] =
+    "usage: llmk logits [-m MODEL] --ids 1,2,3 [--path ref|f32|fast] [--kv-type f32|f16|q8_0] [-t THREADS] [--out FILE]\n"
+    "  Evaluates the ids as one sequence (no BOS added) and writes the logits of\n"
+    "  every position as little-endian f32 rows [n_ids x n_vocab] to FILE (stdout\n"
+    "  when absent).\n";
 
 static int write_le_f32(FILE *f, const float *v, size_t n) {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
@@ -47,34 +37,19 @@ int cmd_logits(int argc, char **argv) {
     uint32_t kv_type = (uint32_t)CLI_KV_DEFAULT;
     long threads = 0;
     bool long_ctx = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return CLI_EXIT_OK;
-        }
-        if (!strcmp(a, "--allow-long-ctx")) {
-            long_ctx = true;
-            continue;
-        }
-        if (i + 1 >= argc) return cli_usage_error(cmd, "unknown option or missing value: %s", a);
-        const char *v = argv[++i];
-        if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            model_path = v;
-        } else if (!strcmp(a, "--ids")) {
-            ids_arg = v;
-        } else if (!strcmp(a, "--out") || !strcmp(a, "-o")) {
-            out_path = v;
-        } else if (!strcmp(a, "--path")) {
-            if (!cli_parse_path(cmd, v, &path)) return CLI_EXIT_USAGE;
-        } else if (!strcmp(a, "--kv-type")) {
-            if (!cli_parse_kv_type(cmd, v, &kv_type)) return CLI_EXIT_USAGE;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!cli_parse_long(cmd, a, v, 1, 1024, &threads)) return CLI_EXIT_USAGE;
-        } else {
-            return cli_usage_error(cmd, "unknown option: %s", a);
-        }
-    }
+    const struct cli_opt table[] = {
+        CLI_OPT_MODEL(&model_path),
+        CLI_STR("--ids", 0, &ids_arg, "LIST", "comma-separated token ids"),
+        CLI_OPT_PATH(&path),
+        CLI_OPT_KV_TYPE(&kv_type, CLI_KV_TYPE_HELP),
+        CLI_OPT_THREADS(&threads),
+        CLI_STR("--out", 'o', &out_path, "FILE", "output file (written whole or not at all; never the model)"),
+        CLI_OPT_LONG_CTX(&long_ctx),
+    };
+    const struct cli_opt_section sections[] = {{NULL, table, CLI_LEN(table)}};
+    struct cli_cmd spec = {.name = cmd, .usage = USAGE, .sections = sections, .n_sections = CLI_LEN(sections)};
+    int prc = cli_opts_parse(&spec, argc, argv);
+    if (prc != CLI_OPTS_GO) return prc;
     if (!ids_arg) return cli_usage_error(cmd, "--ids is required");
     int32_t *ids = NULL;
     size_t n = 0;

@@ -3,6 +3,7 @@
  * quantizations of one model). What is scored, the file format and the
  * statistics are in docs/quality.md; the usage text repeats the essentials. */
 #include "cli.h"
+#include "opts.h"
 
 #include "internal.h"
 #include "pool.h"
@@ -16,38 +17,17 @@
 
 static const char *const CMD = "perplexity";
 
-static void usage(FILE *to) {
-    fprintf(to,
-            "usage: llmk perplexity [-m MODEL] -f TEXT [--ctx N] [--chunks K] [-t T] [--path P] [--kv-type T]\n"
-            "                       [--save-logits FILE] [--kl-base FILE]\n"
-            "\n"
-            "Tokenizes TEXT (with BOS when the tokenizer asks for one), cuts the ids into\n"
-            "non-overlapping windows of N tokens and evaluates each window from an empty\n"
-            "context (when the tokenizer adds BOS, each window's first id is BOS, as in\n"
-            "llama.cpp). In a window w[0..N-1], the logits at positions N/2 .. N-2 are\n"
-            "scored against the next ids w[N/2+1 .. N-1]: the first half is context only,\n"
-            "so every scored token sees at least N/2 tokens. Prints PPL = exp(mean NLL)\n"
-            "with its standard error (from the NLL's standard error).\n"
-            "\n"
-            "  -m MODEL            GGUF model (default %s)\n"
-            "  -f TEXT             the text file (UTF-8)\n"
-            "  --ctx N             window length in tokens, >= 4 (default 512; with\n"
-            "                      --kl-base, the base's)\n"
-            "  --chunks K          evaluate only the first K windows (default all; with\n"
-            "                      --kl-base, the base's)\n"
-            "  --allow-long-ctx    allow --ctx above the model's training context (warns)\n"
-            "  -t T                worker threads (default: number of cores)\n"
-            "  --path P            decode path: ref, f32, fast (default fast)\n"
-            "  --kv-type T         KV cache type: f16 (the fast path's default), f32 or q8_0\n"
-            "  --save-logits FILE  write the scored positions' log-probabilities (f32, full\n"
-            "                      vocabulary) and the evaluated ids to FILE\n"
-            "  --kl-base FILE      compare with a file written by --save-logits from the\n"
-            "                      same text and tokenizer: mean KL(base||this) with its\n"
-            "                      standard error, median, 99th percentile, max; top-1\n"
-            "                      agreement; ln(PPL/PPL_base) from paired NLLs\n"
-            "  -h, --help          this help\n",
-            cli_default_model());
-}
+static const char USAGE[] =
+    "usage: llmk perplexity [-m MODEL] -f TEXT [--ctx N] [--chunks K] [-t T] [--path P] [--kv-type T]\n"
+    "                       [--save-logits FILE] [--kl-base FILE]\n"
+    "\n"
+    "Tokenizes TEXT (with BOS when the tokenizer asks for one), cuts the ids into\n"
+    "non-overlapping windows of N tokens and evaluates each window from an empty\n"
+    "context (when the tokenizer adds BOS, each window's first id is BOS, as in\n"
+    "llama.cpp). In a window w[0..N-1], the logits at positions N/2 .. N-2 are\n"
+    "scored against the next ids w[N/2+1 .. N-1]: the first half is context only,\n"
+    "so every scored token sees at least N/2 tokens. Prints PPL = exp(mean NLL)\n"
+    "with its standard error (from the NLL's standard error).\n";
 
 /* ---- the log-prob file -------------------------------------------------------
  * Little-endian. Header (32 bytes): magic "LLMKLOGP", u32 version (1), u32
@@ -57,6 +37,9 @@ static void usage(FILE *to) {
  * log-softmax of the logits at each scored position, window by window. */
 #define LOGP_MAGIC "LLMKLOGP"
 enum { LOGP_VERSION = 1, LOGP_HEADER = 32 };
+/* The shortest window: N/2 tokens of context, then at least one scored
+ * position; --ctx and the log-prob file's header are held to it. */
+enum { MIN_WINDOW = 4 };
 
 struct logp_header {
     uint32_t n_vocab, n_ctx, n_chunks, first, n_positions;
@@ -140,7 +123,7 @@ static int logp_open(const char *path, FILE **out, struct logp_header *h) {
         h->first = get_u32(b + 24);
         h->n_positions = get_u32(b + 28);
         uint64_t want = 0;
-        if (h->n_vocab < 1 || h->n_ctx < 4 || h->n_ctx > (1u << 22) || h->n_chunks < 1 ||
+        if (h->n_vocab < 1 || h->n_ctx < MIN_WINDOW || h->n_ctx > CLI_CTX_MAX || h->n_chunks < 1 ||
             h->first != h->n_ctx / 2 ||
             (uint64_t)h->n_positions != (uint64_t)h->n_chunks * (h->n_ctx - 1 - h->first))
             st = llmk_fail(LLMK_BAD_REQUEST, "base file %s: inconsistent header (n_vocab %u, n_ctx %u, %u windows, "
@@ -224,7 +207,7 @@ struct opts {
     long ctx, chunks, threads;
     int path;
     uint32_t kv_type;
-    bool long_ctx;
+    bool long_ctx, ctx_given, chunks_given;
 };
 
 
@@ -269,7 +252,7 @@ struct run {
 /* Checks a base file against this run before any evaluation: vocabulary,
  * window length, count and the exact ids. Sets ctx/chunks from it when the
  * user gave none. */
-static int check_base(struct run *r, bool ctx_given, bool chunks_given) {
+static int check_base(struct run *r) {
     const struct opts *o = r->o;
     int st = logp_open(o->base, &r->base, &r->bh);
     if (st != LLMK_OK) return st;
@@ -277,12 +260,12 @@ static int check_base(struct run *r, bool ctx_given, bool chunks_given) {
     if (h->n_vocab != r->V)
         return llmk_fail(LLMK_BAD_REQUEST, "base file %s has a vocabulary of %u, the model %zu", o->base, h->n_vocab,
                          r->V);
-    if (ctx_given && (size_t)o->ctx != h->n_ctx)
+    if (o->ctx_given && (size_t)o->ctx != h->n_ctx)
         return llmk_fail(LLMK_BAD_REQUEST, "base file %s used --ctx %u, this run --ctx %ld", o->base, h->n_ctx,
                          o->ctx);
     r->ctx = h->n_ctx;
     size_t avail = r->n_toks / r->ctx;
-    if (chunks_given) {
+    if (o->chunks_given) {
         if ((size_t)o->chunks > h->n_chunks)
             return llmk_fail(LLMK_BAD_REQUEST, "base file %s holds %u windows, --chunks asks for %ld", o->base,
                              h->n_chunks, o->chunks);
@@ -384,48 +367,46 @@ static int evaluate(struct run *r, struct acc *nll, struct acc *base_nll, struct
     return LLMK_OK;
 }
 
+/* Parses and checks the options, then fills in the defaults; CLI_OPTS_GO,
+ * or the exit code. */
+static int parse_args(struct opts *o, int argc, char **argv) {
+    const struct cli_opt table[] = {
+        CLI_OPT_MODEL(&o->model),
+        CLI_STR("--file", 'f', &o->text, "TEXT", "the text file (UTF-8)"),
+        CLI_OPT_CTX(&o->ctx, "window length in tokens, >= 4 (default 512; with --kl-base, the base's)"),
+        CLI_LONG("--chunks", 0, &o->chunks, 1, 1 << 30, "K",
+                 "evaluate only the first K windows (default all; with --kl-base, the base's)"),
+        CLI_OPT_LONG_CTX(&o->long_ctx),
+        CLI_OPT_THREADS(&o->threads),
+        CLI_OPT_PATH(&o->path),
+        CLI_OPT_KV_TYPE(&o->kv_type, CLI_KV_TYPE_HELP),
+        CLI_STR("--save-logits", 0, &o->save, "FILE",
+                "write the scored positions' log-probabilities (f32, full vocabulary) and the evaluated ids to FILE"),
+        CLI_STR("--kl-base", 0, &o->base, "FILE",
+                "compare with a file written by --save-logits from the same text and tokenizer: mean KL(base||this) "
+                "with its standard error, median, 99th percentile, max; top-1 agreement; ln(PPL/PPL_base) from "
+                "paired NLLs"),
+    };
+    const struct cli_opt_section sections[] = {{NULL, table, CLI_LEN(table)}};
+    struct cli_cmd spec = {.name = CMD, .usage = USAGE, .sections = sections, .n_sections = CLI_LEN(sections)};
+    int rc = cli_opts_parse(&spec, argc, argv);
+    if (rc != CLI_OPTS_GO) return rc;
+    /* still 0 (the rows' lower limits are 1): not given */
+    o->ctx_given = o->ctx > 0;
+    o->chunks_given = o->chunks > 0;
+    if (o->ctx_given && o->ctx < MIN_WINDOW)
+        return cli_usage_error(CMD, "--ctx %ld: a perplexity window needs at least %d tokens", o->ctx, MIN_WINDOW);
+    if (!o->ctx_given) o->ctx = 512;
+    if (!o->text) return cli_usage_error(CMD, "-f TEXT is required");
+    if (!o->model) o->model = cli_default_model();
+    o->kv_type = cli_kv_type_or_default(o->kv_type, o->path);
+    return CLI_OPTS_GO;
+}
+
 int cmd_perplexity(int argc, char **argv) {
-    struct opts o = {.ctx = 512, .path = LLMK_PATH_FAST, .kv_type = (uint32_t)CLI_KV_DEFAULT};
-    bool ctx_given = false, chunks_given = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return CLI_EXIT_OK;
-        }
-        if (!strcmp(a, "--allow-long-ctx")) {
-            o.long_ctx = true;
-            continue;
-        }
-        if (i + 1 >= argc) return cli_usage_error(CMD, "unknown option or missing value: %s", a);
-        const char *v = argv[++i];
-        if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            o.model = v;
-        } else if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
-            o.text = v;
-        } else if (!strcmp(a, "--ctx") || !strcmp(a, "-c")) {
-            if (!cli_parse_long(CMD, a, v, 4, 1 << 22, &o.ctx)) return CLI_EXIT_USAGE;
-            ctx_given = true;
-        } else if (!strcmp(a, "--chunks")) {
-            if (!cli_parse_long(CMD, a, v, 1, 1 << 30, &o.chunks)) return CLI_EXIT_USAGE;
-            chunks_given = true;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!cli_parse_long(CMD, a, v, 1, 1024, &o.threads)) return CLI_EXIT_USAGE;
-        } else if (!strcmp(a, "--path")) {
-            if (!cli_parse_path(CMD, v, &o.path)) return CLI_EXIT_USAGE;
-        } else if (!strcmp(a, "--kv-type")) {
-            if (!cli_parse_kv_type(CMD, v, &o.kv_type)) return CLI_EXIT_USAGE;
-        } else if (!strcmp(a, "--save-logits")) {
-            o.save = v;
-        } else if (!strcmp(a, "--kl-base")) {
-            o.base = v;
-        } else {
-            return cli_usage_error(CMD, "unknown option: %s", a);
-        }
-    }
-    if (!o.text) return cli_usage_error(CMD, "-f TEXT is required");
-    if (!o.model) o.model = cli_default_model();
-    o.kv_type = cli_kv_type_or_default(o.kv_type, o.path);
+    struct opts o = {.path = LLMK_PATH_FAST, .kv_type = (uint32_t)CLI_KV_DEFAULT};
+    int prc = parse_args(&o, argc, argv);
+    if (prc != CLI_OPTS_GO) return prc;
 
     struct run r = {.o = &o};
     int rc = CLI_EXIT_OK, st;
@@ -445,7 +426,7 @@ int cmd_perplexity(int argc, char **argv) {
     }
     r.ctx = (size_t)o.ctx;
     if (o.base) {
-        if ((st = check_base(&r, ctx_given, chunks_given)) != LLMK_OK) goto fail;
+        if ((st = check_base(&r)) != LLMK_OK) goto fail;
     } else {
         size_t avail = r.n_toks / r.ctx;
         if (avail == 0) {
@@ -453,7 +434,7 @@ int cmd_perplexity(int argc, char **argv) {
                            r.n_toks, r.ctx);
             goto fail;
         }
-        r.n_chunks = chunks_given && (size_t)o.chunks < avail ? (size_t)o.chunks : avail;
+        r.n_chunks = o.chunks_given && (size_t)o.chunks < avail ? (size_t)o.chunks : avail;
     }
     r.first = r.ctx / 2;
     r.per_chunk = r.ctx - 1 - r.first;

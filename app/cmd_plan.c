@@ -2,6 +2,7 @@
  * numbers), before anything is loaded. Every figure comes from the formula
  * layer (section 3 of llmk.h); no tensor data is read. */
 #include "cli.h"
+#include "opts.h"
 #include "llmk_formulas.h"
 #include "internal.h"
 
@@ -12,25 +13,14 @@
 
 static const char *CMD = "plan";
 
-static void usage(FILE *to) {
-    fprintf(to,
-            "usage: llmk plan [-m MODEL | --layers L --kv-heads H --head-dim D] --ctx N\n"
-            "                 [--batch B] [--kv-type f32|f16|q8_0] [--block-size S]\n"
-            "                 [--prefix P] [--accept-rate A --draft-depth K [--draft-cost C]]\n"
-            "                 [--json]\n"
-            "\n"
-            "KV-cache and weight memory for a model before it is loaded, from the GGUF\n"
-            "metadata alone (default model when neither -m nor the three numbers are given).\n"
-            "  --ctx N          tokens per sequence (required)\n"
-            "  --batch B        sequences (default 1)\n"
-            "  --kv-type T      KV storage: f32 (4 bytes), f16 (2, default), q8_0 (34/32)\n"
-            "  --block-size S   paged-KV block size in tokens (default 16)\n"
-            "  --prefix P       tokens of a prefix all B sequences share: memory saved\n"
-            "  --accept-rate A  speculative decoding: per-token acceptance rate in [0, 1]\n"
-            "  --draft-depth K  draft tokens per step (default 4 with --accept-rate)\n"
-            "  --draft-cost C   draft step time as a fraction of a target step (default 0.1)\n"
-            "  --json           one JSON object (bytes as numbers) instead of text\n");
-}
+static const char USAGE[] =
+    "usage: llmk plan [-m MODEL | --layers L --kv-heads H --head-dim D] --ctx N\n"
+    "                 [--batch B] [--kv-type f32|f16|q8_0] [--block-size S]\n"
+    "                 [--prefix P] [--accept-rate A --draft-depth K [--draft-cost C]]\n"
+    "                 [--json]\n"
+    "\n"
+    "KV-cache and weight memory for a model before it is loaded, from the GGUF\n"
+    "metadata alone (default model when neither -m nor the three numbers are given).\n";
 
 struct plan_model {
     char arch[64];
@@ -113,154 +103,166 @@ static void print_bytes(const char *label, double b) {
     printf("%-28s %.0f bytes (%.2f MiB)\n", label, b, b / 1048576.0);
 }
 
-int cmd_plan(int argc, char **argv) {
-    const char *model = NULL, *kv_type = "f16";
-    long ctx = -1, batch = 1, block = 16, prefix = -1, depth = -1;
-    long layers = -1, kv_heads = -1, head_dim = -1;
-    double accept = -1.0, draft_cost = 0.1;
-    int json = 0;
+/* What was asked for: the options. */
+struct plan_req {
+    const char *model;
+    uint32_t kv;
+    long ctx, batch, block, prefix, depth, layers, kv_heads, head_dim;
+    double accept, draft_cost;
+    bool json;
+};
+
+/* Parses and checks the options; CLI_OPTS_GO, or the exit code. */
+static int parse_args(struct plan_req *r, int argc, char **argv) {
     const long big = 1L << 24;
-
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return CLI_EXIT_OK;
-        }
-        if (!strcmp(a, "--json")) {
-            json = 1;
-            continue;
-        }
-        if (i + 1 >= argc) return cli_usage_error(CMD, "%s needs a value", a);
-        const char *v = argv[++i];
-        int ok = 1;
-        if (!strcmp(a, "-m") || !strcmp(a, "--model")) model = v;
-        else if (!strcmp(a, "--ctx")) ok = cli_parse_long(CMD, a, v, 1, big, &ctx);
-        else if (!strcmp(a, "--batch")) ok = cli_parse_long(CMD, a, v, 1, 1L << 20, &batch);
-        else if (!strcmp(a, "--layers")) ok = cli_parse_long(CMD, a, v, 1, 1L << 16, &layers);
-        else if (!strcmp(a, "--kv-heads")) ok = cli_parse_long(CMD, a, v, 1, 1L << 16, &kv_heads);
-        else if (!strcmp(a, "--head-dim")) ok = cli_parse_long(CMD, a, v, 1, 1L << 16, &head_dim);
-        else if (!strcmp(a, "--block-size")) ok = cli_parse_long(CMD, a, v, 1, big, &block);
-        else if (!strcmp(a, "--prefix")) ok = cli_parse_long(CMD, a, v, 0, big, &prefix);
-        else if (!strcmp(a, "--draft-depth")) ok = cli_parse_long(CMD, a, v, 1, 1024, &depth);
-        else if (!strcmp(a, "--accept-rate")) ok = cli_parse_double(CMD, a, v, 0.0, 1.0, &accept);
-        else if (!strcmp(a, "--draft-cost")) ok = cli_parse_double(CMD, a, v, 0.0, 100.0, &draft_cost);
-        else if (!strcmp(a, "--kv-type")) kv_type = v;
-        else return cli_usage_error(CMD, "unknown option '%s'", a);
-        if (!ok) return CLI_EXIT_USAGE;
-    }
-
-    double dtype_bytes;
-    if (!strcmp(kv_type, "f32")) dtype_bytes = 4.0;
-    else if (!strcmp(kv_type, "f16")) dtype_bytes = 2.0;
-    else if (!strcmp(kv_type, "q8_0")) dtype_bytes = 34.0 / 32.0; /* 2-byte scale + 32 int8 */
-    else return cli_usage_error(CMD, "--kv-type expects f32, f16 or q8_0, got '%s'", kv_type);
-
-    if (ctx < 0) return cli_usage_error(CMD, "--ctx N is required");
-    if (prefix > ctx)
-        return cli_usage_error(CMD, "--prefix %ld is longer than --ctx %ld", prefix, ctx);
-    if (depth > 0 && accept < 0)
+    const struct cli_opt table[] = {
+        CLI_OPT_MODEL(&r->model),
+        CLI_OPT_CTX(&r->ctx, "tokens per sequence (required)"),
+        CLI_LONG("--batch", 0, &r->batch, 1, 1L << 20, "B", "sequences (default 1)"),
+        CLI_OPT_KV_TYPE(&r->kv, "KV storage: f32 (4 bytes), f16 (2, default), q8_0 (34/32)"),
+        CLI_LONG("--layers", 0, &r->layers, 1, 1L << 16, "L", "layers (instead of -m, with --kv-heads and --head-dim)"),
+        CLI_LONG("--kv-heads", 0, &r->kv_heads, 1, 1L << 16, "H", "KV heads per layer"),
+        CLI_LONG("--head-dim", 0, &r->head_dim, 1, 1L << 16, "D", "values per head"),
+        CLI_LONG("--block-size", 0, &r->block, 1, big, "S", "paged-KV block size in tokens (default 16)"),
+        CLI_LONG("--prefix", 0, &r->prefix, 0, big, "P", "tokens of a prefix all B sequences share: memory saved"),
+        CLI_NUM("--accept-rate", 0, &r->accept, 0.0, 1.0, "A",
+                "speculative decoding: per-token acceptance rate in [0, 1]"),
+        CLI_LONG("--draft-depth", 0, &r->depth, 1, 1024, "K", "draft tokens per step (default 4 with --accept-rate)"),
+        CLI_NUM("--draft-cost", 0, &r->draft_cost, 0.0, 100.0, "C",
+                "draft step time as a fraction of a target step (default 0.1)"),
+        CLI_FLAG("--json", 0, &r->json, "one JSON object (bytes as numbers) instead of text"),
+    };
+    const struct cli_opt_section sections[] = {{NULL, table, CLI_LEN(table)}};
+    struct cli_cmd spec = {.name = CMD, .usage = USAGE, .sections = sections, .n_sections = CLI_LEN(sections)};
+    int rc = cli_opts_parse(&spec, argc, argv);
+    if (rc != CLI_OPTS_GO) return rc;
+    if (r->ctx == 0) return cli_usage_error(CMD, "--ctx N is required"); /* the row's lower limit is 1 */
+    if (r->prefix > r->ctx)
+        return cli_usage_error(CMD, "--prefix %ld is longer than --ctx %ld", r->prefix, r->ctx);
+    if (r->depth > 0 && r->accept < 0)
         return cli_usage_error(CMD, "--draft-depth needs --accept-rate");
-    if (accept >= 0 && depth < 0) depth = 4;
-
-    int explicit_n = (layers > 0) + (kv_heads > 0) + (head_dim > 0);
-    if (explicit_n && model)
+    if (r->accept >= 0 && r->depth < 0) r->depth = 4;
+    int explicit_n = (r->layers > 0) + (r->kv_heads > 0) + (r->head_dim > 0);
+    if (explicit_n && r->model)
         return cli_usage_error(CMD, "give either -m MODEL or --layers/--kv-heads/--head-dim, not both");
     if (explicit_n && explicit_n != 3)
         return cli_usage_error(CMD, "--layers, --kv-heads and --head-dim go together");
+    return CLI_OPTS_GO;
+}
 
+/* The figures, every one from the formula layer. */
+struct plan_fig {
+    double dtype_bytes, per_layer, total, per_token, blocks_seq, blocks_total, paged_total, savings;
+    double expected, speedup;
+};
+
+static void compute(const struct plan_req *r, const struct plan_model *pm, struct plan_fig *f) {
+    /* q8_0: a 2-byte scale and 32 int8 per block of 32 values */
+    double db = f->dtype_bytes = r->kv == LLMK_TYPE_F32 ? 4.0 : r->kv == LLMK_TYPE_F16 ? 2.0 : 34.0 / 32.0;
+    const double L = (double)pm->layers, H = (double)pm->kv_heads, D = (double)pm->head_dim;
+    const double B = (double)r->batch, T = (double)r->ctx;
+    f->per_layer = llmk_kv_cache_memory_per_layer(B, T, H, D, db);
+    f->total = llmk_kv_cache_total_memory(f->per_layer, L);
+    f->per_token = llmk_kv_cache_total_memory(llmk_kv_cache_memory_per_layer(1, 1, H, D, db), L);
+    f->blocks_seq = llmk_paged_attention_block_count(T, (double)r->block);
+    f->blocks_total = f->blocks_seq * B;
+    /* Paged storage rounds each sequence up to whole blocks. */
+    f->paged_total = f->blocks_total * L * llmk_kv_bytes(1, (double)r->block, H, D, db);
+    f->savings = r->prefix >= 0 ? llmk_prefix_sharing_savings((double)r->prefix, B, L, H, D, db) : 0.0;
+    f->expected = f->speedup = 0.0;
+    if (r->accept >= 0) {
+        f->expected = llmk_speculative_expected_tokens(r->accept, (double)r->depth);
+        f->speedup = llmk_draft_model_speedup(f->expected, 1.0, r->draft_cost, (double)r->depth);
+    }
+}
+
+static int print_json(const struct plan_req *r, const struct plan_model *pm, const struct plan_fig *f) {
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return cli_report(CMD, llmk_fail(LLMK_OUT_OF_MEMORY, "plan: JSON"));
+    if (r->model) cJSON_AddStringToObject(o, "model", r->model);
+    cJSON_AddStringToObject(o, "arch", pm->arch);
+    cJSON_AddNumberToObject(o, "n_layers", (double)pm->layers);
+    cJSON_AddNumberToObject(o, "n_kv_heads", (double)pm->kv_heads);
+    cJSON_AddNumberToObject(o, "head_dim", (double)pm->head_dim);
+    cJSON_AddStringToObject(o, "kv_type", llmk_type_name(r->kv));
+    cJSON_AddNumberToObject(o, "kv_dtype_bytes", f->dtype_bytes);
+    cJSON_AddNumberToObject(o, "ctx", (double)r->ctx);
+    cJSON_AddNumberToObject(o, "batch", (double)r->batch);
+    if (pm->weight_bytes >= 0) {
+        cJSON_AddNumberToObject(o, "weight_bytes", pm->weight_bytes);
+        cJSON_AddNumberToObject(o, "n_tensors", (double)pm->n_tensors);
+    }
+    cJSON_AddNumberToObject(o, "kv_bytes_per_token", f->per_token);
+    cJSON_AddNumberToObject(o, "kv_bytes_per_layer", f->per_layer);
+    cJSON_AddNumberToObject(o, "kv_bytes_total", f->total);
+    cJSON_AddNumberToObject(o, "block_size", (double)r->block);
+    cJSON_AddNumberToObject(o, "blocks_per_sequence", f->blocks_seq);
+    cJSON_AddNumberToObject(o, "blocks_total", f->blocks_total);
+    cJSON_AddNumberToObject(o, "paged_kv_bytes_total", f->paged_total);
+    if (r->prefix >= 0) {
+        cJSON_AddNumberToObject(o, "prefix_tokens", (double)r->prefix);
+        cJSON_AddNumberToObject(o, "prefix_sharing_savings_bytes", f->savings);
+    }
+    if (r->accept >= 0) {
+        cJSON_AddNumberToObject(o, "accept_rate", r->accept);
+        cJSON_AddNumberToObject(o, "draft_depth", (double)r->depth);
+        cJSON_AddNumberToObject(o, "draft_cost", r->draft_cost);
+        cJSON_AddNumberToObject(o, "expected_tokens_per_step", f->expected);
+        cJSON_AddNumberToObject(o, "speculative_speedup", f->speedup);
+    }
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    if (!s) return cli_report(CMD, llmk_fail(LLMK_OUT_OF_MEMORY, "plan: JSON"));
+    printf("%s\n", s);
+    cJSON_free(s);
+    return CLI_EXIT_OK;
+}
+
+static void print_text(const struct plan_req *r, const struct plan_model *pm, const struct plan_fig *f) {
+    if (r->model) printf("model                        %s (%s)\n", r->model, pm->arch);
+    printf("shape                        %ld layers, %ld KV heads, head_dim %ld\n", pm->layers,
+           pm->kv_heads, pm->head_dim);
+    printf("KV storage                   %s (%g bytes per value)\n", llmk_type_name(r->kv), f->dtype_bytes);
+    printf("request                      %ld tokens x %ld sequence%s\n", r->ctx, r->batch,
+           r->batch == 1 ? "" : "s");
+    if (pm->weight_bytes >= 0) print_bytes("weights", pm->weight_bytes);
+    print_bytes("KV per token (all layers)", f->per_token);
+    print_bytes("KV per layer", f->per_layer);
+    print_bytes("KV total", f->total);
+    printf("%-28s %.0f per sequence, %.0f in all (block %ld tokens)\n", "paged blocks", f->blocks_seq,
+           f->blocks_total, r->block);
+    print_bytes("paged KV total", f->paged_total);
+    if (pm->weight_bytes >= 0) print_bytes("weights + KV", pm->weight_bytes + f->total);
+    if (r->prefix >= 0) {
+        printf("%-28s %ld tokens shared by %ld sequences\n", "prefix sharing", r->prefix, r->batch);
+        print_bytes("  saved", f->savings);
+    }
+    if (r->accept >= 0) {
+        printf("%-28s accept %.3g, depth %ld, draft cost %.3g of a target step\n",
+               "speculative decoding", r->accept, r->depth, r->draft_cost);
+        printf("%-28s %.4f tokens per step, %.3fx speedup\n", "", f->expected, f->speedup);
+    }
+}
+
+int cmd_plan(int argc, char **argv) {
+    struct plan_req r = {.kv = LLMK_TYPE_F16, .batch = 1, .block = 16, .prefix = -1, .depth = -1,
+                         .layers = -1, .kv_heads = -1, .head_dim = -1, .accept = -1.0, .draft_cost = 0.1};
+    int rc = parse_args(&r, argc, argv);
+    if (rc != CLI_OPTS_GO) return rc;
     struct plan_model pm = {.weight_bytes = -1.0};
-    if (explicit_n == 3) {
+    if (r.layers > 0) { /* parse_args saw all three numbers */
         snprintf(pm.arch, sizeof pm.arch, "(explicit)");
-        pm.layers = layers;
-        pm.kv_heads = kv_heads;
-        pm.head_dim = head_dim;
+        pm.layers = r.layers;
+        pm.kv_heads = r.kv_heads;
+        pm.head_dim = r.head_dim;
     } else {
-        if (!model) model = cli_default_model();
-        int st = read_model(model, &pm);
+        if (!r.model) r.model = cli_default_model();
+        int st = read_model(r.model, &pm);
         if (st != LLMK_OK) return cli_report(CMD, st);
     }
-
-    const double L = (double)pm.layers, H = (double)pm.kv_heads, D = (double)pm.head_dim;
-    const double B = (double)batch, T = (double)ctx;
-    double per_layer = llmk_kv_cache_memory_per_layer(B, T, H, D, dtype_bytes);
-    double total = llmk_kv_cache_total_memory(per_layer, L);
-    double per_token = llmk_kv_cache_total_memory(llmk_kv_cache_memory_per_layer(1, 1, H, D, dtype_bytes), L);
-    double blocks_seq = llmk_paged_attention_block_count(T, (double)block);
-    double blocks_total = blocks_seq * B;
-    /* Paged storage rounds each sequence up to whole blocks. */
-    double paged_total = blocks_total * L * llmk_kv_bytes(1, (double)block, H, D, dtype_bytes);
-    double savings = prefix >= 0 ? llmk_prefix_sharing_savings((double)prefix, B, L, H, D, dtype_bytes) : 0.0;
-    double expected = 0.0, speedup = 0.0;
-    if (accept >= 0) {
-        expected = llmk_speculative_expected_tokens(accept, (double)depth);
-        speedup = llmk_draft_model_speedup(expected, 1.0, draft_cost, (double)depth);
-    }
-
-    if (json) {
-        cJSON *o = cJSON_CreateObject();
-        if (!o) return cli_report(CMD, llmk_fail(LLMK_OUT_OF_MEMORY, "plan: JSON"));
-        if (model) cJSON_AddStringToObject(o, "model", model);
-        cJSON_AddStringToObject(o, "arch", pm.arch);
-        cJSON_AddNumberToObject(o, "n_layers", L);
-        cJSON_AddNumberToObject(o, "n_kv_heads", H);
-        cJSON_AddNumberToObject(o, "head_dim", D);
-        cJSON_AddStringToObject(o, "kv_type", kv_type);
-        cJSON_AddNumberToObject(o, "kv_dtype_bytes", dtype_bytes);
-        cJSON_AddNumberToObject(o, "ctx", T);
-        cJSON_AddNumberToObject(o, "batch", B);
-        if (pm.weight_bytes >= 0) {
-            cJSON_AddNumberToObject(o, "weight_bytes", pm.weight_bytes);
-            cJSON_AddNumberToObject(o, "n_tensors", (double)pm.n_tensors);
-        }
-        cJSON_AddNumberToObject(o, "kv_bytes_per_token", per_token);
-        cJSON_AddNumberToObject(o, "kv_bytes_per_layer", per_layer);
-        cJSON_AddNumberToObject(o, "kv_bytes_total", total);
-        cJSON_AddNumberToObject(o, "block_size", (double)block);
-        cJSON_AddNumberToObject(o, "blocks_per_sequence", blocks_seq);
-        cJSON_AddNumberToObject(o, "blocks_total", blocks_total);
-        cJSON_AddNumberToObject(o, "paged_kv_bytes_total", paged_total);
-        if (prefix >= 0) {
-            cJSON_AddNumberToObject(o, "prefix_tokens", (double)prefix);
-            cJSON_AddNumberToObject(o, "prefix_sharing_savings_bytes", savings);
-        }
-        if (accept >= 0) {
-            cJSON_AddNumberToObject(o, "accept_rate", accept);
-            cJSON_AddNumberToObject(o, "draft_depth", (double)depth);
-            cJSON_AddNumberToObject(o, "draft_cost", draft_cost);
-            cJSON_AddNumberToObject(o, "expected_tokens_per_step", expected);
-            cJSON_AddNumberToObject(o, "speculative_speedup", speedup);
-        }
-        char *s = cJSON_PrintUnformatted(o);
-        cJSON_Delete(o);
-        if (!s) return cli_report(CMD, llmk_fail(LLMK_OUT_OF_MEMORY, "plan: JSON"));
-        printf("%s\n", s);
-        cJSON_free(s);
-        return CLI_EXIT_OK;
-    }
-
-    if (model) printf("model                        %s (%s)\n", model, pm.arch);
-    printf("shape                        %ld layers, %ld KV heads, head_dim %ld\n", pm.layers,
-           pm.kv_heads, pm.head_dim);
-    printf("KV storage                   %s (%g bytes per value)\n", kv_type, dtype_bytes);
-    printf("request                      %ld tokens x %ld sequence%s\n", ctx, batch,
-           batch == 1 ? "" : "s");
-    if (pm.weight_bytes >= 0) print_bytes("weights", pm.weight_bytes);
-    print_bytes("KV per token (all layers)", per_token);
-    print_bytes("KV per layer", per_layer);
-    print_bytes("KV total", total);
-    printf("%-28s %.0f per sequence, %.0f in all (block %ld tokens)\n", "paged blocks", blocks_seq,
-           blocks_total, block);
-    print_bytes("paged KV total", paged_total);
-    if (pm.weight_bytes >= 0) print_bytes("weights + KV", pm.weight_bytes + total);
-    if (prefix >= 0) {
-        printf("%-28s %ld tokens shared by %ld sequences\n", "prefix sharing", prefix, batch);
-        print_bytes("  saved", savings);
-    }
-    if (accept >= 0) {
-        printf("%-28s accept %.3g, depth %ld, draft cost %.3g of a target step\n",
-               "speculative decoding", accept, depth, draft_cost);
-        printf("%-28s %.4f tokens per step, %.3fx speedup\n", "", expected, speedup);
-    }
+    struct plan_fig f;
+    compute(&r, &pm, &f);
+    if (r.json) return print_json(&r, &pm, &f);
+    print_text(&r, &pm, &f);
     return CLI_EXIT_OK;
 }

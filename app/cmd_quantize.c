@@ -3,6 +3,7 @@
  * is set to the result's type. Per-tensor policy in choose_type() and
  * docs/codecs.md. */
 #include "cli.h"
+#include "opts.h"
 #include "internal.h"
 #include "pool.h"
 
@@ -14,24 +15,18 @@
 
 static const char *CMD = "quantize";
 
-static void usage(FILE *to) {
-    fprintf(to,
-            "usage: llmk quantize IN.gguf OUT.gguf TYPE [--pure] [--tensor-type NAME=TYPE]...\n"
-            "\n"
-            "TYPE (case-insensitive) is a codec (f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k\n"
-            "q3_k q4_k q5_k q6_k iq4_nl iq4_xs mxfp4) or a preset: q2_k, q3_k_s, q3_k_m,\n"
-            "q4_k_s, q4_k_m, q5_k_s, q5_k_m, q6_k, q8_0 ...\n"
-            "Defaults (without --pure):\n"
-            "  - 1-D tensors (norms, biases) stay f32;\n"
-            "  - *_M presets: token_embd/output get q6_k, attn_v and ffn_down one K-step\n"
-            "    higher (q3_k->q4_k, q4_k->q5_k, q5_k->q6_k); *_S: output gets q6_k;\n"
-            "  - rows not whole blocks of the chosen codec fall back: q2_k/q3_k->q4_0,\n"
-            "    q4_k->q5_0, q5_k->q5_1, q6_k->q8_0, iq4_xs->iq4_nl, then f16.\n"
-            "  --pure                 every tensor of 2+ dims gets TYPE (f16 if its rows\n"
-            "                         cannot hold TYPE's blocks); 1-D stay f32\n"
-            "  --tensor-type NAME=T   tensors whose name contains NAME get codec T\n"
-            "                         (repeatable; the first match wins)\n");
-}
+static const char USAGE[] =
+    "usage: llmk quantize IN.gguf OUT.gguf TYPE [--pure] [--tensor-type NAME=TYPE]...\n"
+    "\n"
+    "TYPE (case-insensitive) is a codec (f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k\n"
+    "q3_k q4_k q5_k q6_k iq4_nl iq4_xs mxfp4) or a preset: q2_k, q3_k_s, q3_k_m,\n"
+    "q4_k_s, q4_k_m, q5_k_s, q5_k_m, q6_k, q8_0 ...\n"
+    "Defaults (without --pure):\n"
+    "  - 1-D tensors (norms, biases) stay f32;\n"
+    "  - *_M presets: token_embd/output get q6_k, attn_v and ffn_down one K-step\n"
+    "    higher (q3_k->q4_k, q4_k->q5_k, q5_k->q6_k); *_S: output gets q6_k;\n"
+    "  - rows not whole blocks of the chosen codec fall back: q2_k/q3_k->q4_0,\n"
+    "    q4_k->q5_0, q5_k->q5_1, q6_k->q8_0, iq4_xs->iq4_nl, then f16.\n";
 
 /* llama_ftype numbers written to general.file_type (format facts). */
 static const struct preset {
@@ -77,7 +72,18 @@ static uint32_t fit_rows(uint32_t t, uint64_t ne0) {
     return t;
 }
 
-struct override { const char *pat; uint32_t type; };
+struct override {
+    const char *pat; /* pat[0 .. len): the NAME of --tensor-type NAME=TYPE */
+    size_t len;
+    uint32_t type;
+};
+
+/* strstr for a pattern that is not NUL-terminated. */
+static bool contains(const char *s, const char *pat, size_t len) {
+    for (; *s; s++)
+        if (!strncmp(s, pat, len)) return true;
+    return len == 0;
+}
 
 static int is_codec(uint32_t t) {
     size_t n;
@@ -90,7 +96,7 @@ static int is_codec(uint32_t t) {
 static uint32_t choose_type(const llmk_tensor_info *ti, const struct preset *p, int pure,
                             const struct override *ov, int n_ov) {
     for (int i = 0; i < n_ov; i++)
-        if (strstr(ti->name, ov[i].pat)) return fit_rows(ov[i].type, ti->ne[0]);
+        if (contains(ti->name, ov[i].pat, ov[i].len)) return fit_rows(ov[i].type, ti->ne[0]);
     if (ti->n_dims < 2) return LLMK_TYPE_F32;
     if (pure) return ti->ne[0] % llmk_type_block_elems(p->type) ? LLMK_TYPE_F16 : p->type;
     uint32_t t = p->type;
@@ -187,39 +193,42 @@ static int convert(llmk_pool *pool, struct conv_job *j, uint32_t t) {
     return st;
 }
 
+/* --tensor-type NAME=TYPE, collected in order (the first match wins). */
+struct overrides {
+    struct override ov[64];
+    int n;
+};
+
+static int opt_tensor_type(const char *cmd, const char *flag, const char *v, void *ctx) {
+    struct overrides *o = ctx;
+    const char *eq = strrchr(v, '=');
+    if (!eq || eq == v || !eq[1]) return cli_usage_error(cmd, "%s '%s': expected NAME=TYPE", flag, v), 0;
+    if (o->n == (int)LLMK_ARRAY_LEN(o->ov)) return cli_usage_error(cmd, "more than %d %s", o->n, flag), 0;
+    uint32_t t;
+    if (llmk_type_from_name(eq + 1, &t) != LLMK_OK || !is_codec(t))
+        return cli_usage_error(cmd, "%s '%s': '%s' is not a codec llmk writes", flag, v, eq + 1), 0;
+    /* the name part, without copying: it ends where the '=' is */
+    o->ov[o->n++] = (struct override){v, (size_t)(eq - v), t};
+    return 1;
+}
+
 int cmd_quantize(int argc, char **argv) {
     const char *pos[3];
-    int npos = 0, pure = 0, n_ov = 0;
-    struct override ov[64];
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return CLI_EXIT_OK;
-        } else if (!strcmp(a, "--pure")) {
-            pure = 1;
-        } else if (!strcmp(a, "--tensor-type")) {
-            if (i + 1 >= argc) return cli_usage_error(CMD, "--tensor-type needs NAME=TYPE");
-            const char *v = argv[++i], *eq = strrchr(v, '=');
-            if (!eq || eq == v || !eq[1]) return cli_usage_error(CMD, "--tensor-type '%s': expected NAME=TYPE", v);
-            if (n_ov == (int)LLMK_ARRAY_LEN(ov)) return cli_usage_error(CMD, "more than %d --tensor-type", n_ov);
-            uint32_t t;
-            if (llmk_type_from_name(eq + 1, &t) != LLMK_OK || !is_codec(t))
-                return cli_usage_error(CMD, "--tensor-type '%s': '%s' is not a codec llmk writes", v, eq + 1);
-            size_t len = (size_t)(eq - v);
-            char *pat = malloc(len + 1);
-            if (!pat) return cli_report(CMD, LLMK_OUT_OF_MEMORY);
-            memcpy(pat, v, len);
-            pat[len] = 0;
-            ov[n_ov].pat = pat, ov[n_ov].type = t, n_ov++;
-        } else if (a[0] == '-' && a[1]) {
-            return cli_usage_error(CMD, "unknown option '%s'", a);
-        } else if (npos < 3) {
-            pos[npos++] = a;
-        } else {
-            return cli_usage_error(CMD, "unexpected argument '%s'", a);
-        }
-    }
+    bool pure = false;
+    struct overrides ovs = {.n = 0};
+    const struct cli_opt table[] = {
+        CLI_FLAG("--pure", 0, &pure, "every tensor of 2+ dims gets TYPE (f16 if its rows cannot hold TYPE's "
+                 "blocks); 1-D stay f32"),
+        CLI_REPEAT("--tensor-type", 0, opt_tensor_type, &ovs, "NAME=T",
+                   "tensors whose name contains NAME get codec T (the first match wins)"),
+    };
+    const struct cli_opt_section sections[] = {{NULL, table, CLI_LEN(table)}};
+    struct cli_cmd spec = {.name = CMD, .usage = USAGE, .sections = sections, .n_sections = CLI_LEN(sections),
+                           .pos = pos, .max_pos = 3, .pos_name = "IN.gguf OUT.gguf TYPE"};
+    int prc = cli_opts_parse(&spec, argc, argv);
+    if (prc != CLI_OPTS_GO) return prc;
+    int npos = spec.n_pos, n_ov = ovs.n;
+    const struct override *ov = ovs.ov;
     int rc = CLI_EXIT_OK;
     llmk_gguf *g = NULL;
     llmk_gguf_writer *wr = NULL;
@@ -301,7 +310,6 @@ out:
     if (bufs)
         for (size_t i = 0; i < nt; i++) free(bufs[i]);
     free(bufs);
-    for (int i = 0; i < n_ov; i++) free((void *)(uintptr_t)ov[i].pat);
     llmk_pool_free(pool);
     llmk_gguf_writer_free(wr);
     llmk_gguf_close(g);

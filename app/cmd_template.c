@@ -1,49 +1,36 @@
 /* llmk template: render a chat template for an OpenAI-style messages file,
  * so a template can be checked against the model's own Jinja rendering. */
 #include "cli.h"
-#include "gen_opts.h"
+#include "opts.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static void usage(void) {
-    printf("usage: llmk template [-m MODEL] [--messages FILE.json] [--no-generation-prompt]\n"
-           "                     [--chat-template NAME]\n"
-           "  Prints the prompt text the model's chat template builds for a conversation\n"
-           "  (exactly, no newline added).\n"
-           "  -m MODEL              GGUF file (default %s); only its metadata is read\n"
-           "  --messages FILE       JSON array of {\"role\", \"content\"} (or an object with a\n"
-           "                        \"messages\" array); '-' or absent: standard input\n"
-           "  --no-generation-prompt  do not end with the assistant's turn header\n"
-           "  --chat-template NAME  chatml, llama3, zephyr or llama2 instead of recognising\n"
-           "                        the file's tokenizer.chat_template\n"
-           "  --info                print the template family and default system prompt instead\n",
-           cli_default_model());
-}
+static const char USAGE[] =
+    "usage: llmk template [-m MODEL] [--messages FILE.json] [--no-generation-prompt]\n"
+    "                     [--chat-template NAME]\n"
+    "  Prints the prompt text the model's chat template builds for a conversation\n"
+    "  (exactly, no newline added). Only the model's metadata is read.\n";
 
 int cmd_template(int argc, char **argv) {
     const char *cmd = "template", *model = NULL, *messages = "-", *name = NULL;
-    bool gen = true, info = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage();
-            return CLI_EXIT_OK;
-        } else if (!strcmp(a, "--no-generation-prompt")) {
-            gen = false;
-        } else if (!strcmp(a, "--info")) {
-            info = true;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model") || !strcmp(a, "--messages") ||
-                   !strcmp(a, "--chat-template")) {
-            if (++i >= argc) return cli_usage_error(cmd, "%s needs a value", a);
-            if (!strcmp(a, "--messages")) messages = argv[i];
-            else if (!strcmp(a, "--chat-template")) name = argv[i];
-            else model = argv[i];
-        } else {
-            return cli_usage_error(cmd, "unknown option '%s'", a);
-        }
-    }
+    bool no_gen = false, info = false;
+    const struct cli_opt table[] = {
+        CLI_OPT_MODEL(&model),
+        CLI_STR("--messages", 0, &messages, "FILE",
+                "JSON array of {\"role\", \"content\"} (or an object with a \"messages\" array); '-' or "
+                "absent: standard input"),
+        CLI_FLAG("--no-generation-prompt", 0, &no_gen, "do not end with the assistant's turn header"),
+        CLI_STR("--chat-template", 0, &name, "NAME",
+                "chatml, llama3, zephyr or llama2 instead of recognising the file's tokenizer.chat_template"),
+        CLI_FLAG("--info", 0, &info, "print the template family and default system prompt instead"),
+    };
+    const struct cli_opt_section sections[] = {{NULL, table, CLI_LEN(table)}};
+    struct cli_cmd spec = {.name = cmd, .usage = USAGE, .sections = sections, .n_sections = CLI_LEN(sections)};
+    int prc = cli_opts_parse(&spec, argc, argv);
+    if (prc != CLI_OPTS_GO) return prc;
+    bool gen = !no_gen;
     if (!model) model = cli_default_model();
     llmk_gguf *g = NULL;
     llmk_chat_template *t = NULL;

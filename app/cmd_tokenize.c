@@ -1,5 +1,6 @@
 /* llmk tokenize / llmk detokenize: text <-> token ids with a model's tokenizer. */
 #include "cli.h"
+#include "opts.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -19,53 +20,27 @@ static int open_tokenizer(const char *cmd, const char *model, llmk_gguf **g,
     return CLI_EXIT_OK;
 }
 
-/* Whole file into memory (NUL-terminated for convenience; the length rules). */
-
-static void usage_tokenize(void) {
-    printf("usage: llmk tokenize [-m MODEL] [--special] [--no-bos] [--pieces] [-f FILE | TEXT]\n"
-           "Tokenize TEXT (or the contents of FILE, '-' for stdin) and print the ids as one\n"
-           "JSON array on one line.\n"
-           "  -m MODEL    GGUF file (default: %s)\n"
-           "  --special   recognise control-token texts such as <|im_start|> in the text\n"
-           "  --no-bos    do not add BOS even if the model asks for it\n"
-           "  --pieces    print the vocabulary pieces (JSON strings) instead of ids\n"
-           "The text must be valid UTF-8.\n",
-           cli_default_model());
-}
+static const char TOKENIZE_USAGE[] =
+    "usage: llmk tokenize [-m MODEL] [--special] [--no-bos] [--pieces] [-f FILE | TEXT]\n"
+    "Tokenize TEXT (or the contents of FILE, '-' for stdin) and print the ids as one\n"
+    "JSON array on one line. The text must be valid UTF-8; '--' before a TEXT that\n"
+    "starts with '-'.\n";
 
 int cmd_tokenize(int argc, char **argv) {
     const char *cmd = "tokenize", *model = NULL, *file = NULL, *text = NULL;
     bool special = false, no_bos = false, pieces = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage_tokenize();
-            return CLI_EXIT_OK;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (++i >= argc) return cli_usage_error(cmd, "%s needs a file", a);
-            model = argv[i];
-        } else if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
-            if (++i >= argc) return cli_usage_error(cmd, "%s needs a file", a);
-            file = argv[i];
-        } else if (!strcmp(a, "--special")) {
-            special = true;
-        } else if (!strcmp(a, "--no-bos")) {
-            no_bos = true;
-        } else if (!strcmp(a, "--pieces")) {
-            pieces = true;
-        } else if (!strcmp(a, "--")) {
-            if (i + 1 < argc) {
-                if (text || i + 2 < argc) return cli_usage_error(cmd, "more than one TEXT");
-                text = argv[i + 1];
-            }
-            break;
-        } else if (a[0] == '-' && a[1]) {
-            return cli_usage_error(cmd, "unknown option '%s'", a);
-        } else {
-            if (text) return cli_usage_error(cmd, "more than one TEXT (quote it)");
-            text = a;
-        }
-    }
+    const struct cli_opt table[] = {
+        CLI_OPT_MODEL(&model),
+        CLI_STR("--file", 'f', &file, "FILE", "tokenize this file's contents ('-': standard input)"),
+        CLI_FLAG("--special", 0, &special, "recognise control-token texts such as <|im_start|> in the text"),
+        CLI_FLAG("--no-bos", 0, &no_bos, "do not add BOS even if the model asks for it"),
+        CLI_FLAG("--pieces", 0, &pieces, "print the vocabulary pieces (JSON strings) instead of ids"),
+    };
+    const struct cli_opt_section sections[] = {{NULL, table, CLI_LEN(table)}};
+    struct cli_cmd spec = {.name = cmd, .usage = TOKENIZE_USAGE, .sections = sections, .n_sections = CLI_LEN(sections),
+                           .pos = &text, .max_pos = 1, .pos_name = "TEXT"};
+    int prc = cli_opts_parse(&spec, argc, argv);
+    if (prc != CLI_OPTS_GO) return prc;
     if (file && text) return cli_usage_error(cmd, "give either -f FILE or TEXT, not both");
     if (!file && !text) return cli_usage_error(cmd, "no text: give TEXT or -f FILE");
 
@@ -141,36 +116,23 @@ int cmd_tokenize(int argc, char **argv) {
     return rc;
 }
 
-static void usage_detokenize(void) {
-    printf("usage: llmk detokenize [-m MODEL] [--special] IDS\n"
-           "Print the text of token ids. IDS is a comma/space separated list (1,2,3) or a\n"
-           "JSON array ([1, 2, 3]); '-' reads it from stdin.\n"
-           "  -m MODEL    GGUF file (default: %s)\n"
-           "  --special   render control tokens (BOS, <|im_end|>, ...) as their text\n",
-           cli_default_model());
-}
-
+static const char DETOKENIZE_USAGE[] =
+    "usage: llmk detokenize [-m MODEL] [--special] IDS\n"
+    "Print the text of token ids. IDS is a comma/space separated list (1,2,3) or a\n"
+    "JSON array ([1, 2, 3]); '-' reads it from stdin.\n";
 
 int cmd_detokenize(int argc, char **argv) {
     const char *cmd = "detokenize", *model = NULL, *arg = NULL;
     bool special = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage_detokenize();
-            return CLI_EXIT_OK;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (++i >= argc) return cli_usage_error(cmd, "%s needs a file", a);
-            model = argv[i];
-        } else if (!strcmp(a, "--special")) {
-            special = true;
-        } else if (a[0] == '-' && a[1]) {
-            return cli_usage_error(cmd, "unknown option '%s'", a);
-        } else {
-            if (arg) return cli_usage_error(cmd, "more than one IDS argument (quote it)");
-            arg = a;
-        }
-    }
+    const struct cli_opt table[] = {
+        CLI_OPT_MODEL(&model),
+        CLI_FLAG("--special", 0, &special, "render control tokens (BOS, <|im_end|>, ...) as their text"),
+    };
+    const struct cli_opt_section sections[] = {{NULL, table, CLI_LEN(table)}};
+    struct cli_cmd spec = {.name = cmd, .usage = DETOKENIZE_USAGE, .sections = sections,
+                           .n_sections = CLI_LEN(sections), .pos = &arg, .max_pos = 1, .pos_name = "IDS argument"};
+    int prc = cli_opts_parse(&spec, argc, argv);
+    if (prc != CLI_OPTS_GO) return prc;
     if (!arg) return cli_usage_error(cmd, "no IDS given");
     char *owned = NULL;
     if (!strcmp(arg, "-")) {

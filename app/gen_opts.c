@@ -15,37 +15,16 @@ void gen_opts_default(struct gen_opts *o, double temperature) {
     o->sp.temperature = temperature;
 }
 
-void gen_opts_usage(FILE *to) {
-    fprintf(to,
-            "sampling (applied in --samplers order; see docs/sampling.md):\n"
-            "  --temp T              temperature; 0 = greedy\n"
-            "  --top-k K             keep the K most likely tokens (default 40, 0 = off)\n"
-            "  --top-p P             nucleus: smallest set with mass >= P (default 0.95, 1 = off)\n"
-            "  --min-p P             drop tokens below P x the top probability (default 0.05, 0 = off)\n"
-            "  --typical-p P         locally typical sampling (default 1 = off); without\n"
-            "                        --samplers the stage runs after the default chain\n"
-            "  --eta E               eta sampling epsilon (default 0 = off); likewise\n"
-            "  --repeat-penalty R    penalise tokens of the last N (default 1 = off)\n"
-            "  --repeat-last-n N     the penalties' window (default 64, 0 = off)\n"
-            "  --frequency-penalty F subtract F x count (default 0)\n"
-            "  --presence-penalty F  subtract F once a token occurred (default 0)\n"
-            "  --logit-bias ID=BIAS  add BIAS to token ID's logit (-inf bans it); repeatable\n"
-            "  --samplers LIST       stage order, e.g. 'penalties;temperature;top_k;min_p;top_p'\n"
-            "                        (also typical_p, eta) or letters 'etkmp' (y typical, a eta)\n"
-            "  --seed S              RNG seed (default -1: random, reported on stderr)\n"
-            "  --stop STR            stop when STR is generated (not printed); repeatable\n"
-            "  --system TEXT         system message (chat formatting)\n"
-            "  --chat-template NAME  chatml, llama3, zephyr or llama2 instead of the model's\n");
-}
-
-static int parse_bias(const char *cmd, const char *v, llmk_logit_bias *b) {
+/* --logit-bias ID=BIAS, appended to the sampler's list. */
+static int opt_bias(const char *cmd, const char *flag, const char *v, void *ctx) {
+    struct gen_opts *o = ctx;
+    llmk_sampler_params *p = &o->sp;
+    if (p->n_bias == GEN_MAX_BIAS) return cli_usage_error(cmd, "at most %d %s flags", GEN_MAX_BIAS, flag), 0;
     char *end;
     errno = 0;
     long id = strtol(v, &end, 10);
-    if (end == v || *end != '=' || errno || id < 0 || id > INT32_MAX) {
-        cli_usage_error(cmd, "--logit-bias expects ID=BIAS, got '%s'", v);
-        return 0;
-    }
+    if (end == v || *end != '=' || errno || id < 0 || id > INT32_MAX)
+        return cli_usage_error(cmd, "%s expects ID=BIAS, got '%s'", flag, v), 0;
     const char *bs = end + 1;
     double bias;
     if (!strcmp(bs, "-inf") || !strcmp(bs, "-INF")) {
@@ -53,100 +32,64 @@ static int parse_bias(const char *cmd, const char *v, llmk_logit_bias *b) {
     } else {
         errno = 0;
         bias = strtod(bs, &end);
-        if (!*bs || *end || errno || !isfinite(bias)) {
-            cli_usage_error(cmd, "--logit-bias expects ID=BIAS with a finite BIAS or -inf, got '%s'", v);
-            return 0;
-        }
+        if (!*bs || *end || errno || !isfinite(bias))
+            return cli_usage_error(cmd, "%s expects ID=BIAS with a finite BIAS or -inf, got '%s'", flag, v), 0;
     }
-    b->id = (int32_t)id;
-    b->bias = (float)bias;
+    o->bias[p->n_bias++] = (llmk_logit_bias){(int32_t)id, (float)bias};
+    p->bias = o->bias;
     return 1;
 }
 
-int gen_opts_parse(const char *cmd, struct gen_opts *o, int argc, char **argv, int *i) {
-    static const char *const flags[] = {
-        "--temp", "--top-k", "--top-p", "--min-p", "--typical-p", "--eta", "--repeat-penalty",
-        "--repeat-last-n", "--frequency-penalty", "--presence-penalty", "--logit-bias",
-        "--samplers", "--seed", "--stop", "--system", "--chat-template"};
-    const char *a = argv[*i];
-    if (!strcmp(a, "--chat")) {
-        o->chat = true;
-        return 1;
-    }
-    bool ours = false;
-    for (size_t k = 0; k < sizeof flags / sizeof flags[0]; k++) ours |= !strcmp(a, flags[k]);
-    if (!ours) return 0;
-    if (*i + 1 >= argc) {
-        cli_usage_error(cmd, "%s needs a value", a);
-        return -1;
-    }
-    const char *v = argv[++*i];
+static int opt_samplers(const char *cmd, const char *flag, const char *v, void *ctx) {
+    struct gen_opts *o = ctx;
+    if (llmk_sampler_parse_order(v, &o->sp) != LLMK_OK)
+        return cli_usage_error(cmd, "%s: %s", flag, llmk_last_error()), 0;
+    o->samplers_given = true;
+    return 1;
+}
+
+static int opt_stop(const char *cmd, const char *flag, const char *v, void *ctx) {
+    struct gen_opts *o = ctx;
+    if (!*v) return cli_usage_error(cmd, "%s needs a non-empty string", flag), 0;
+    if (o->n_stops == GEN_MAX_STOPS) return cli_usage_error(cmd, "at most %d %s strings", GEN_MAX_STOPS, flag), 0;
+    o->stops[o->n_stops++] = v;
+    return 1;
+}
+
+struct cli_opt_section gen_opts_section(struct gen_opts *o) {
     llmk_sampler_params *p = &o->sp;
-    long l;
-    if (!strcmp(a, "--temp")) return cli_parse_double(cmd, a, v, 0, 1e6, &p->temperature) ? 1 : -1;
-    if (!strcmp(a, "--top-p")) return cli_parse_double(cmd, a, v, 0, 1, &p->top_p) ? 1 : -1;
-    if (!strcmp(a, "--min-p")) return cli_parse_double(cmd, a, v, 0, 1, &p->min_p) ? 1 : -1;
-    if (!strcmp(a, "--typical-p")) return cli_parse_double(cmd, a, v, 0, 1, &p->typical_p) ? 1 : -1;
-    if (!strcmp(a, "--eta")) return cli_parse_double(cmd, a, v, 0, 1, &p->eta) ? 1 : -1;
-    if (!strcmp(a, "--repeat-penalty"))
-        return cli_parse_double(cmd, a, v, 1e-6, 1e6, &p->repeat_penalty) ? 1 : -1;
-    if (!strcmp(a, "--frequency-penalty"))
-        return cli_parse_double(cmd, a, v, -100, 100, &p->frequency_penalty) ? 1 : -1;
-    if (!strcmp(a, "--presence-penalty"))
-        return cli_parse_double(cmd, a, v, -100, 100, &p->presence_penalty) ? 1 : -1;
-    if (!strcmp(a, "--top-k")) {
-        if (!cli_parse_long(cmd, a, v, 0, INT32_MAX, &l)) return -1;
-        p->top_k = (int32_t)l;
-        return 1;
-    }
-    if (!strcmp(a, "--repeat-last-n")) {
-        if (!cli_parse_long(cmd, a, v, 0, 1 << 20, &l)) return -1;
-        p->repeat_last_n = (int32_t)l;
-        return 1;
-    }
-    if (!strcmp(a, "--seed")) {
-        if (!cli_parse_long(cmd, a, v, -1, INT64_MAX, &l)) return -1;
-        p->seed = l;
-        return 1;
-    }
-    if (!strcmp(a, "--logit-bias")) {
-        if (p->n_bias == GEN_MAX_BIAS) {
-            cli_usage_error(cmd, "at most %d --logit-bias flags", GEN_MAX_BIAS);
-            return -1;
-        }
-        if (!parse_bias(cmd, v, &o->bias[p->n_bias])) return -1;
-        p->n_bias++;
-        p->bias = o->bias;
-        return 1;
-    }
-    if (!strcmp(a, "--samplers")) {
-        if (llmk_sampler_parse_order(v, p) != LLMK_OK) {
-            cli_usage_error(cmd, "--samplers: %s", llmk_last_error());
-            return -1;
-        }
-        o->samplers_given = true;
-        return 1;
-    }
-    if (!strcmp(a, "--stop")) {
-        if (!*v) {
-            cli_usage_error(cmd, "--stop needs a non-empty string");
-            return -1;
-        }
-        if (o->n_stops == GEN_MAX_STOPS) {
-            cli_usage_error(cmd, "at most %d --stop strings", GEN_MAX_STOPS);
-            return -1;
-        }
-        o->stops[o->n_stops++] = v;
-        return 1;
-    }
-    if (!strcmp(a, "--system")) {
-        o->system = v;
-        return 1;
-    }
-    o->chat_template = v; /* --chat-template */
-    return 1;
+    const struct cli_opt rows[] = {
+        CLI_NUM("--temp", 0, &p->temperature, 0, 1e6, "T", "temperature; 0 = greedy"),
+        CLI_I32("--top-k", 0, &p->top_k, 0, INT32_MAX, "K", "keep the K most likely tokens (default 40, 0 = off)"),
+        CLI_NUM("--top-p", 0, &p->top_p, 0, 1, "P", "nucleus: smallest set with mass >= P (default 0.95, 1 = off)"),
+        CLI_NUM("--min-p", 0, &p->min_p, 0, 1, "P",
+                "drop tokens below P x the top probability (default 0.05, 0 = off)"),
+        CLI_NUM("--typical-p", 0, &p->typical_p, 0, 1, "P",
+                "locally typical sampling (default 1 = off); without --samplers the stage runs after the default "
+                "chain"),
+        CLI_NUM("--eta", 0, &p->eta, 0, 1, "E", "eta sampling epsilon (default 0 = off); likewise"),
+        CLI_NUM("--repeat-penalty", 0, &p->repeat_penalty, 1e-6, 1e6, "R",
+                "penalise tokens of the last N (default 1 = off)"),
+        CLI_I32("--repeat-last-n", 0, &p->repeat_last_n, 0, 1 << 20, "N",
+                "the penalties' window (default 64, 0 = off)"),
+        CLI_NUM("--frequency-penalty", 0, &p->frequency_penalty, -100, 100, "F", "subtract F x count (default 0)"),
+        CLI_NUM("--presence-penalty", 0, &p->presence_penalty, -100, 100, "F",
+                "subtract F once a token occurred (default 0)"),
+        CLI_REPEAT("--logit-bias", 0, opt_bias, o, "ID=BIAS", "add BIAS to token ID's logit (-inf bans it)"),
+        CLI_FN("--samplers", 0, opt_samplers, o, "LIST",
+               "stage order, e.g. 'penalties;temperature;top_k;min_p;top_p' (also typical_p, eta) or letters "
+               "'etkmp' (y typical, a eta)"),
+        CLI_I64("--seed", 0, &p->seed, -1, INT64_MAX, "S", "RNG seed (default -1: random, reported on stderr)"),
+        CLI_REPEAT("--stop", 0, opt_stop, o, "STR", "stop when STR is generated (not printed)"),
+        CLI_STR("--system", 0, &o->system, "TEXT", "system message (chat formatting)"),
+        CLI_STR("--chat-template", 0, &o->chat_template, "NAME",
+                "chatml, llama3, zephyr or llama2 instead of the model's"),
+    };
+    _Static_assert(sizeof rows / sizeof rows[0] == GEN_OPT_ROWS, "GEN_OPT_ROWS counts the rows");
+    memcpy(o->rows, rows, sizeof rows);
+    return (struct cli_opt_section){"sampling (applied in --samplers order; see docs/sampling.md) and stopping:",
+                                    o->rows, GEN_OPT_ROWS};
 }
-
 
 /* --typical-p / --eta without --samplers: the default order has no such
  * stage, so the flag would do nothing; append the stage instead. */

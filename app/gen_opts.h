@@ -5,12 +5,14 @@
 #define LLMK_GEN_OPTS_H
 
 #include "llmk.h"
+#include "opts.h"
 
 #include <stdbool.h>
 #include <stdio.h>
 
 #define GEN_MAX_BIAS 256
 #define GEN_MAX_STOPS 16
+enum { GEN_OPT_ROWS = 16 };
 
 struct gen_opts {
     llmk_sampler_params sp;
@@ -21,19 +23,17 @@ struct gen_opts {
     const char *system;        /* --system TEXT */
     const char *chat_template; /* --chat-template NAME */
     bool samplers_given;       /* --samplers was used: its order is final */
+    struct cli_opt rows[GEN_OPT_ROWS]; /* the flags' rows, pointing into this struct */
 };
 
 /* Sampling defaults (llama.cpp's), except the temperature, which each
- * command chooses (run keeps 0 = greedy so its output is a fixed reference). */
+ * command chooses. */
 void gen_opts_default(struct gen_opts *o, double temperature);
 
-/* If argv[*i] is a generation flag, parse it (and its value, advancing *i):
- * returns 1. Returns 0 when the flag is not one of ours and -1 after
- * printing a usage error. */
-int gen_opts_parse(const char *cmd, struct gen_opts *o, int argc, char **argv, int *i);
-
-/* The flags' help text. */
-void gen_opts_usage(FILE *to);
+/* The generation flags as a section of a command's option table (app/opts.h):
+ * fills o->rows, whose destinations are o's fields, so o must not move while
+ * the table is in use. */
+struct cli_opt_section gen_opts_section(struct gen_opts *o);
 
 
 /* One generation: the sampler and the stop-string matcher. */

@@ -1,6 +1,7 @@
 /* llmk run: generate text from a prompt, streaming it to stdout, and end with
  * a stats line on stderr. */
 #include "cli.h"
+#include "llmk_primitives.h"
 #include "gen_opts.h"
 #include "opts.h"
 
@@ -28,9 +29,24 @@ static double now_s(void) {
 
 /* ---- the token-choice point ----------------------------------------------
  * Everything that decides the next token from the logits happens here: the
- * sampler chain of app/gen_opts.c (src/sample.c), greedy at --temp 0. */
-static int choose_token(struct gen_ctx *c, const float *logits, int32_t n_vocab, int32_t *id) {
-    return gen_choose(c, logits, (size_t)n_vocab, id);
+ * sampler chain of app/gen_opts.c (src/sample.c), greedy at --temp 0. The
+ * reference path, when the choice is plain greedy (no penalty, no bias), picks
+ * with seed 000's llmk_greedy_argmax_flat over the f64 logits, as the seed's
+ * reference decode loop composes it; the first maximum wins either way, so
+ * the tokens are the sampler's. */
+static bool plain_greedy(const llmk_sampler_params *p) {
+    return p->temperature <= 0 && p->n_bias == 0 && p->repeat_penalty == 1.0 && p->frequency_penalty == 0 &&
+           p->presence_penalty == 0;
+}
+
+static int choose_token(struct gen_ctx *c, const float *logits, double *logits64, int32_t n_vocab, int32_t *id) {
+    if (!logits64) return gen_choose(c, logits, (size_t)n_vocab, id);
+    for (int32_t i = 0; i < n_vocab; i++) logits64[i] = logits[i];
+    int64_t best;
+    double v;
+    int st = llmk_greedy_argmax_flat(logits64, (size_t)n_vocab, n_vocab, &best, &v);
+    if (st == LLMK_OK) *id = (int32_t)best;
+    return st;
 }
 
 struct run_opts {
@@ -102,6 +118,7 @@ struct decode {
     const llmk_tokenizer *tok; /* NULL with --prompt-ids --print-ids and no tokenizer */
     struct gen_ctx ch;
     float *logits;
+    double *logits64; /* the reference path's greedy choice (choose_token), else NULL */
     int32_t *gen; /* the generated ids */
     char *text;   /* one token's text */
     size_t text_cap, n_vocab, n_gen, n_decoded;
@@ -113,6 +130,8 @@ static int decode_init(struct decode *d, const struct run_opts *o) {
     d->gen = malloc(((size_t)o->n_predict + 1) * sizeof *d->gen);
     int st = gen_ctx_init(&d->ch, CMD, &o->go, d->n_vocab);
     if (st != LLMK_OK) return st;
+    if (o->path == LLMK_PATH_REF && plain_greedy(&o->go.sp) && !(d->logits64 = malloc(d->n_vocab * sizeof(double))))
+        return llmk_fail(LLMK_OUT_OF_MEMORY, "generation buffers");
     if (!d->logits || !d->gen) return llmk_fail(LLMK_OUT_OF_MEMORY, "generation buffers");
     /* A token's text is at most its stored piece (byte-level and SentencePiece
      * pieces only shrink when decoded) plus bytes held back from earlier tokens. */
@@ -130,6 +149,7 @@ static void decode_free(struct decode *d) {
     free(d->text);
     free(d->gen);
     free(d->logits);
+    free(d->logits64);
     gen_ctx_free(&d->ch);
     llmk_session_free(d->s);
 }
@@ -139,7 +159,7 @@ static void decode_free(struct decode *d) {
 static int generate(const struct run_opts *o, struct decode *d) {
     while ((long)d->n_gen < o->n_predict) {
         int32_t id;
-        int st = choose_token(&d->ch, d->logits, (int32_t)d->n_vocab, &id);
+        int st = choose_token(&d->ch, d->logits, d->logits64, (int32_t)d->n_vocab, &id);
         if (st != LLMK_OK) return st;
         d->gen[d->n_gen++] = id;
         if (d->tok && llmk_tokenizer_is_eog(d->tok, id)) break;

@@ -563,6 +563,88 @@ static void test_default_model(void) {
     llmk_model_free(m);
 }
 
+
+/* A tokenizer whose vocabulary is not token_embd's row count fails the load
+ * with both numbers (it used to load and fail mid-generation). The tiny
+ * qwen3 fixture is rewritten with one token more (a vocabulary longer than
+ * the rows) or one zero row more in token_embd and output (rows past the
+ * vocabulary: ids the model could pick and nobody could print). */
+static void vocab_variant(const llmk_gguf *g, bool more_tokens, bool more_rows, const char *path) {
+    llmk_gguf_writer *w = NULL;
+    CHECK_STATUS(llmk_gguf_writer_init(&w), LLMK_OK);
+    static const char *const per_token[] = {"tokenizer.ggml.tokens", "tokenizer.ggml.token_type"};
+    uint64_t n_tok = 0;
+    uint32_t et;
+    CHECK_STATUS(llmk_gguf_get_arr(g, per_token[0], &et, &n_tok), LLMK_OK);
+    uint64_t n_new = n_tok + (more_tokens ? 1 : 0);
+    for (size_t i = 0; i < llmk_gguf_n_kv(g); i++) {
+        const char *key = llmk_gguf_kv_key(g, i);
+        if (strcmp(key, per_token[0]) && strcmp(key, per_token[1])) CHECK_STATUS(llmk_gguf_writer_copy_kv(w, g, i), LLMK_OK);
+    }
+    const char **strs = calloc(n_new, sizeof *strs);
+    int32_t *types = calloc(n_new, sizeof *types);
+    for (uint64_t i = 0; i < n_new; i++) {
+        size_t len;
+        double v = 1; /* a normal token */
+        if (i < n_tok) {
+            CHECK_STATUS(llmk_gguf_arr_str(g, per_token[0], i, &strs[i], &len), LLMK_OK);
+            llmk_gguf_arr_num(g, per_token[1], i, &v);
+        } else {
+            strs[i] = "<|extra_token|>";
+        }
+        types[i] = (int32_t)v;
+    }
+    CHECK_STATUS(llmk_gguf_writer_set_arr_str(w, per_token[0], strs, n_new), LLMK_OK);
+    CHECK_STATUS(llmk_gguf_writer_set_arr(w, per_token[1], LLMK_GGUF_INT32, types, n_new), LLMK_OK);
+    void *grown[2] = {NULL, NULL};
+    int ng = 0;
+    for (size_t i = 0; i < llmk_gguf_n_tensors(g); i++) {
+        const llmk_tensor_info *ti = llmk_gguf_tensor(g, i);
+        uint64_t ne[4] = {ti->ne[0], ti->ne[1], ti->ne[2], ti->ne[3]}, bytes = ti->n_bytes;
+        const void *data = ti->data;
+        if (more_rows && (!strcmp(ti->name, "token_embd.weight") || !strcmp(ti->name, "output.weight")) && ng < 2) {
+            uint64_t rb = 0;
+            CHECK_STATUS(llmk_row_bytes(ti->type, ti->ne[0], &rb), LLMK_OK);
+            ne[1]++, bytes += rb;
+            data = grown[ng] = calloc(1, (size_t)bytes); /* the new row: zero bytes, a zero row in every codec */
+            memcpy(grown[ng++], ti->data, (size_t)ti->n_bytes);
+        }
+        CHECK_STATUS(llmk_gguf_writer_add_tensor(w, ti->name, ti->type, ti->n_dims, ne, data, bytes), LLMK_OK);
+    }
+    CHECK_STATUS(llmk_gguf_writer_write(w, path), LLMK_OK);
+    llmk_gguf_writer_free(w);
+    free(grown[0]), free(grown[1]), free(strs), free(types);
+}
+
+static void test_vocab_must_match_embeddings(void) {
+    llmk_gguf *g = NULL;
+    CHECK_STATUS(llmk_gguf_open("tests/fixtures/model/tiny/tiny_qwen3.gguf", &g), LLMK_OK);
+    if (!g) return;
+    uint64_t rows = llmk_gguf_find_tensor(g, "token_embd.weight")->ne[1];
+    char path[512], want_rows[64], want_tokens[64];
+    snprintf(path, sizeof path, "%s/vocab.gguf", tmpdir);
+    for (int k = 0; k < 3; k++) {
+        bool more_tokens = k == 1, more_rows = k == 2;
+        vocab_variant(g, more_tokens, more_rows, path);
+        llmk_model *m = NULL;
+        int st = llmk_model_load(path, &m);
+        snprintf(want_rows, sizeof want_rows, "token_embd.weight has %llu rows", (unsigned long long)(rows + more_rows));
+        snprintf(want_tokens, sizeof want_tokens, "tokenizer has %llu tokens", (unsigned long long)(rows + more_tokens));
+        if (k == 0) {
+            CHECK_STATUS(st, LLMK_OK); /* the rewrite itself is faithful */
+            const llmk_tokenizer *tok = NULL;
+            CHECK_STATUS(llmk_model_tokenizer(m, &tok), LLMK_OK);
+        } else {
+            CHECK_STATUS(st, LLMK_TENSOR_SHAPE_MISMATCH);
+            CHECK(m == NULL && strstr(llmk_last_error(), want_rows) && strstr(llmk_last_error(), want_tokens));
+            if (st != LLMK_TENSOR_SHAPE_MISMATCH) fprintf(stderr, "vocab case %d: %s\n", k, llmk_last_error());
+        }
+        llmk_model_free(m);
+    }
+    unlink(path);
+    llmk_gguf_close(g);
+}
+
 int main(void) {
     if (!mkdtemp(tmpdir)) {
         perror("mkdtemp");
@@ -575,6 +657,7 @@ int main(void) {
     test_rmsnorm();
     test_rope();
     test_load_refusals();
+    test_vocab_must_match_embeddings();
     test_tiny_architectures();
     test_llama3_rope();
     test_default_model();

@@ -7,7 +7,7 @@ BUILD   ?= build
 PY      := .venv/bin/python
 
 WARN    := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
-BASE    := -std=c11 -D_GNU_SOURCE -fPIC -fvisibility=hidden -g -Iinclude -Isrc $(WARN)
+BASE    := -std=c11 -D_GNU_SOURCE -fPIC -fvisibility=hidden -g -Iinclude $(WARN)
 OPT     ?= -O2
 CFLAGS_ALL = $(BASE) $(OPT) $(EXTRA_CFLAGS)
 LDLIBS  := -lpcre2-8 -lcjson -lpthread -lm
@@ -40,9 +40,15 @@ isa_flags = $(if $(findstring _avx512.c,$1),$(FLAGS_avx512),$(if $(findstring _a
 all: $(BUILD)/libllmk.a $(BUILD)/libllmk.so $(BUILD)/llmk
 lib: $(BUILD)/libllmk.a
 
-$(BUILD)/obj/%.o: %.c $(wildcard include/*.h) $(shell find src -name '*.h')
+# The command is built against the public headers only (-Iinclude); the two
+# subcommands that still reach executor internals (bench's phase timings,
+# info --program) are the exception until those have public accessors.
+APP_INTERNAL := app/cmd_bench.c app/cmd_info.c
+src_inc = $(if $(filter app/%,$1),$(if $(filter $(APP_INTERNAL),$1),-Isrc),-Isrc)
+
+$(BUILD)/obj/%.o: %.c $(wildcard include/*.h) $(shell find src -name '*.h') $(wildcard app/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $(call isa_flags,$<) -c $< -o $@
+	$(CC) $(CFLAGS_ALL) $(call src_inc,$<) $(call isa_flags,$<) -c $< -o $@
 
 $(BUILD)/libllmk.a: $(LIB_OBJ)
 	@rm -f $@
@@ -56,11 +62,11 @@ $(BUILD)/llmk: $(APP_OBJ) $(BUILD)/libllmk.a
 
 $(BUILD)/tests/%: tests/%.c tests/check.h $(BUILD)/libllmk.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -Itests -o $@ $< $(BUILD)/libllmk.a $(LDLIBS) $(EXTRA_LDFLAGS)
+	$(CC) $(CFLAGS_ALL) -Isrc -Itests -o $@ $< $(BUILD)/libllmk.a $(LDLIBS) $(EXTRA_LDFLAGS)
 
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libllmk.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -o $@ $< $(BUILD)/libllmk.a $(LDLIBS) $(EXTRA_LDFLAGS)
+	$(CC) $(CFLAGS_ALL) -Isrc -o $@ $< $(BUILD)/libllmk.a $(LDLIBS) $(EXTRA_LDFLAGS)
 
 tests-bin: $(TEST_BIN)
 benches-bin: $(BENCH_BIN)

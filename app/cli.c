@@ -1,6 +1,5 @@
 #include "cli.h"
 
-#include "internal.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -28,10 +27,22 @@ const char *cli_default_model(void) {
     return path;
 }
 
+static char cli_detail[512]; /* cli_fail's message, until cli_report prints it */
+
+int cli_fail(int status, const char *fmt, ...) {
+    char msg[sizeof cli_detail]; /* the arguments may include llmk_last_error() */
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    memcpy(cli_detail, msg, sizeof msg);
+    return status;
+}
+
 int cli_report(const char *cmd, int status) {
-    const char *detail = llmk_last_error();
-    fprintf(stderr, "llmk %s: error: %s%s%s\n", cmd, llmk_status_name(status),
-            *detail ? ": " : "", detail);
+    const char *detail = *cli_detail ? cli_detail : llmk_last_error();
+    fprintf(stderr, "llmk %s: error: %s%s%s\n", cmd, llmk_status_name(status), *detail ? ": " : "", detail);
+    cli_detail[0] = 0;
     return CLI_EXIT_FAIL;
 }
 
@@ -80,19 +91,19 @@ int cli_read_file(const char *path, char **out, size_t *len) {
     struct stat sb;
     bool is_stdin = strcmp(path, "-") == 0;
     if (!is_stdin && stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
-        return llmk_fail(LLMK_IO_ERROR, "%s is not a regular file (use - to read standard input)", path);
+        return cli_fail(LLMK_IO_ERROR, "%s is not a regular file (use - to read standard input)", path);
     FILE *f = is_stdin ? stdin : fopen(path, "rb");
-    if (!f) return llmk_fail(LLMK_IO_ERROR, "cannot open %s: %s", path, strerror(errno));
+    if (!f) return cli_fail(LLMK_IO_ERROR, "cannot open %s: %s", path, strerror(errno));
     size_t cap = 1 << 12, n = 0;
     char *buf = malloc(cap);
-    int st = buf ? LLMK_OK : llmk_fail(LLMK_OUT_OF_MEMORY, "reading %s", path);
+    int st = buf ? LLMK_OK : cli_fail(LLMK_OUT_OF_MEMORY, "reading %s", path);
     while (st == LLMK_OK) {
         if (n + 1 >= cap) {
             char *nb = cap >= ((size_t)1 << 30) ? NULL : realloc(buf, cap * 2);
             if (!nb) {
                 st = cap >= ((size_t)1 << 30)
-                         ? llmk_fail(LLMK_INVALID_ARGUMENT, "%s is larger than 1 GiB", path)
-                         : llmk_fail(LLMK_OUT_OF_MEMORY, "reading %s: %zu bytes", path, cap * 2);
+                         ? cli_fail(LLMK_INVALID_ARGUMENT, "%s is larger than 1 GiB", path)
+                         : cli_fail(LLMK_OUT_OF_MEMORY, "reading %s: %zu bytes", path, cap * 2);
                 break;
             }
             buf = nb;
@@ -101,7 +112,7 @@ int cli_read_file(const char *path, char **out, size_t *len) {
         size_t got = fread(buf + n, 1, cap - n - 1, f);
         n += got;
         if (got == 0) {
-            if (ferror(f)) st = llmk_fail(LLMK_IO_ERROR, "reading %s: %s", path, strerror(errno));
+            if (ferror(f)) st = cli_fail(LLMK_IO_ERROR, "reading %s: %s", path, strerror(errno));
             break;
         }
     }
@@ -192,7 +203,7 @@ int cli_outfile_open(const char *path, const char *const *inputs, size_t n, llmk
     if (!tmp || strlen(tmp) >= sizeof pending_tmp) return st;
     memcpy(pending_tmp, tmp, strlen(tmp) + 1);
     pending_set = 1;
-    for (size_t i = 0; i < LLMK_ARRAY_LEN(cleanup_signals); i++) {
+    for (size_t i = 0; i < CLI_LEN(cleanup_signals); i++) {
         struct sigaction old;
         if (sigaction(cleanup_signals[i], NULL, &old) == 0 && old.sa_handler == SIG_DFL)
             signal(cleanup_signals[i], remove_pending);
@@ -226,7 +237,7 @@ int cli_finish_stdout(const char *cmd, int rc) {
 int cli_stdout_status(void) {
     if (!ferror(stdout)) return LLMK_OK;
     stdout_reported = true;
-    return llmk_fail(LLMK_IO_ERROR, "writing standard output failed (disk full, or closed); stopping");
+    return cli_fail(LLMK_IO_ERROR, "writing standard output failed (disk full, or closed); stopping");
 }
 
 void cli_warn_long_ctx(const char *cmd, const llmk_model *m, int64_t n_ctx) {

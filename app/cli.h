@@ -6,14 +6,42 @@
 
 #include "llmk.h"
 
+#include <stdbool.h>
+#include <stdint.h>
+
 /* Exit codes: 0 success, 1 a runtime failure (status printed), 2 bad usage. */
 enum { CLI_EXIT_OK = 0, CLI_EXIT_FAIL = 1, CLI_EXIT_USAGE = 2 };
 
 /* Default model file: $LLMK_MODELS (or ~/.cache/llmk) / SmolLM2-135M-Instruct.Q4_1.gguf. */
 const char *cli_default_model(void);
 
-/* Print "llmk <cmd>: error: <status name>: <detail>" to stderr; returns CLI_EXIT_FAIL. */
+/* Print "llmk <cmd>: error: <status name>: <detail>" to stderr; returns
+ * CLI_EXIT_FAIL. The detail is the command's own (cli_fail) when it set one
+ * since the last report, else the library's llmk_last_error(). */
 int cli_report(const char *cmd, int status);
+
+/* A failure the command itself finds, in the library's status vocabulary:
+ * records the detail (printf-style) for cli_report and returns status. The
+ * current llmk_last_error() may be passed as an argument. */
+int cli_fail(int status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+#define CLI_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Overflow-safe unsigned arithmetic: false when the result would wrap. */
+static inline bool cli_mul_u64(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_mul_overflow(a, b, out); }
+static inline bool cli_add_u64(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_add_overflow(a, b, out); }
+
+/* The rows [lo, hi) of n that worker ith of nth takes: a function of the
+ * shape only, as the library splits its work. */
+static inline void cli_split_range(int64_t n, int ith, int nth, int64_t *lo, int64_t *hi) {
+    int64_t per = n / nth, rem = n % nth;
+    *lo = ith * per + (ith < rem ? ith : rem);
+    *hi = *lo + per + (ith < rem ? 1 : 0);
+}
 
 /* Print "llmk <cmd>: <message>" and a hint to use -h; returns CLI_EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...)

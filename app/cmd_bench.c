@@ -36,7 +36,7 @@ struct bw_ctx {
 static void bw_worker(void *arg, int ith, int nth) {
     struct bw_ctx *c = arg;
     int64_t lo, hi;
-    llmk_split_range((int64_t)(c->n / 16), ith, nth, &lo, &hi); /* in 128-byte lines */
+    cli_split_range((int64_t)(c->n / 16), ith, nth, &lo, &hi); /* in 128-byte lines */
     uint64_t x = llmk_read_xor(c->buf + lo * 16, (size_t)(hi - lo) * 128);
     if (ith < 64) c->sink[ith * 8] = x;
 }
@@ -267,7 +267,7 @@ int cmd_bench(int argc, char **argv) {
     int32_t *ids = malloc((size_t)n_ids * sizeof *ids + 4);
     double *pp = calloc((size_t)reps, sizeof *pp), *tg = calloc((size_t)reps, sizeof *tg);
     if (st != LLMK_OK || !r.logits || !ids || !pp || !tg) {
-        if (st == LLMK_OK) st = llmk_fail(LLMK_OUT_OF_MEMORY, "bench: buffers");
+        if (st == LLMK_OK) st = cli_fail(LLMK_OUT_OF_MEMORY, "bench: buffers");
         goto done;
     }
     int nth = r.ex ? llmk_exec_n_threads(r.ex) : (threads > 0 ? (int)threads : llmk_cpu_count());

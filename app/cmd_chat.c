@@ -6,8 +6,6 @@
 #include "llmk_formulas.h"
 #include "gen_opts.h"
 #include "opts.h"
-#include "internal.h"
-#include "pool.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -40,12 +38,12 @@ static int conv_add(struct conv *c, const char *role, const char *content, size_
     if (c->n == c->cap) {
         size_t cap = c->cap ? c->cap * 2 : 8;
         llmk_chat_message *nm = realloc(c->m, cap * sizeof *nm);
-        if (!nm) return llmk_fail(LLMK_OUT_OF_MEMORY, "conversation of %zu messages", c->n);
+        if (!nm) return cli_fail(LLMK_OUT_OF_MEMORY, "conversation of %zu messages", c->n);
         c->m = nm;
         c->cap = cap;
     }
     char *s = malloc(len + 1);
-    if (!s) return llmk_fail(LLMK_OUT_OF_MEMORY, "message of %zu bytes", len);
+    if (!s) return cli_fail(LLMK_OUT_OF_MEMORY, "message of %zu bytes", len);
     memcpy(s, content, len);
     s[len] = 0;
     c->m[c->n].role = role; /* a literal, or a role of --messages (kept to the end) */
@@ -87,19 +85,19 @@ static int save_conv(const char *path, const char *model, const struct conv *c) 
 enum { LINE_MAX_BYTES = 1 << 20 };
 static int read_line(char **buf, size_t *len) {
     if (!*buf && !(*buf = malloc(LINE_MAX_BYTES + 1)))
-        return llmk_fail(LLMK_OUT_OF_MEMORY, "a line buffer of %d bytes", LINE_MAX_BYTES);
+        return cli_fail(LLMK_OUT_OF_MEMORY, "a line buffer of %d bytes", LINE_MAX_BYTES);
     size_t n = 0;
     int ch;
     bool nul = false;
     while ((ch = getchar()) != EOF && ch != '\n') {
         if (n == LINE_MAX_BYTES)
-            return llmk_fail(LLMK_BAD_REQUEST, "an input line is longer than %d bytes (1 MiB), the chat limit",
+            return cli_fail(LLMK_BAD_REQUEST, "an input line is longer than %d bytes (1 MiB), the chat limit",
                              LINE_MAX_BYTES);
         nul |= ch == 0;
         (*buf)[n++] = (char)ch;
     }
     if (ch == EOF && n == 0) return LLMK_NOT_FOUND;
-    if (nul) return llmk_fail(LLMK_BAD_REQUEST, "an input line holds a NUL byte; messages are text");
+    if (nul) return cli_fail(LLMK_BAD_REQUEST, "an input line holds a NUL byte; messages are text");
     while (n > 0 && (*buf)[n - 1] == '\r') n--;
     (*buf)[n] = 0;
     *len = n;
@@ -113,7 +111,7 @@ static int reply_add(char **b, size_t *len, size_t *cap, const char *s, size_t n
         size_t nc = *cap ? *cap : 1 << 16;
         while (nc < *len + n + 1) nc *= 2;
         char *nb = realloc(*b, nc);
-        if (!nb) return llmk_fail(LLMK_OUT_OF_MEMORY, "reply text of %zu bytes", *len + n);
+        if (!nb) return cli_fail(LLMK_OUT_OF_MEMORY, "reply text of %zu bytes", *len + n);
         *b = nb;
         *cap = nc;
     }
@@ -203,7 +201,7 @@ static int chat_init(struct chat *c, llmk_model *m) {
     c->ids = malloc(c->ids_cap * sizeof *c->ids);
     c->logits = malloc(c->n_vocab * sizeof *c->logits);
     if (!c->hist || !c->ids || !c->logits)
-        return llmk_fail(LLMK_OUT_OF_MEMORY, "chat buffers for %lld tokens", (long long)c->n_ctx);
+        return cli_fail(LLMK_OUT_OF_MEMORY, "chat buffers for %lld tokens", (long long)c->n_ctx);
     if ((st = gen_ctx_init(&c->gc, CMD, &o->go, c->n_vocab)) != LLMK_OK) return st;
     if (o->go.system && (st = conv_add(&c->conv, "system", o->go.system, strlen(o->go.system))) != LLMK_OK)
         return st;
@@ -248,7 +246,7 @@ static int prefill_turn(struct chat *c, int turn) {
                    !(c->bos_text && c->bos_len && text_len >= c->bos_len && !memcmp(c->text, c->bos_text, c->bos_len));
     st = llmk_tokenize(c->tok, c->text, text_len, add_bos, true, c->ids, c->ids_cap, &n_ids);
     if (st == LLMK_BUFFER_TOO_SMALL || n_ids >= (size_t)c->n_ctx)
-        return llmk_fail(LLMK_CONTEXT_FULL, "the conversation is %zu tokens, the context holds %lld (use --ctx)",
+        return cli_fail(LLMK_CONTEXT_FULL, "the conversation is %zu tokens, the context holds %lld (use --ctx)",
                          n_ids, (long long)c->n_ctx);
     if (st != LLMK_OK) return st;
     /* Reuse the longest common prefix; at least one token is evaluated

@@ -3,8 +3,6 @@
 #include "cli.h"
 #include "opts.h"
 
-#include "internal.h"
-#include "pool.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -93,7 +91,7 @@ int cmd_logits(int argc, char **argv) {
     size_t V = (size_t)hp->n_vocab;
     logits = malloc(CHUNK * V * sizeof *logits);
     if (!logits) {
-        rc = cli_report(cmd, llmk_fail(LLMK_OUT_OF_MEMORY, "logits buffer of %zu floats", CHUNK * V));
+        rc = cli_report(cmd, cli_fail(LLMK_OUT_OF_MEMORY, "logits buffer of %zu floats", CHUNK * V));
         goto done;
     }
     if (out_path && (st = cli_outfile_open(out_path, &model_path, 1, &of)) != LLMK_OK) {
@@ -108,7 +106,7 @@ int cmd_logits(int argc, char **argv) {
             goto done;
         }
         if (!write_le_f32(f, logits, c * V)) {
-            rc = cli_report(cmd, llmk_fail(LLMK_IO_ERROR, "writing %s: %s", out_path ? out_path : "stdout",
+            rc = cli_report(cmd, cli_fail(LLMK_IO_ERROR, "writing %s: %s", out_path ? out_path : "stdout",
                                            strerror(errno)));
             goto done;
         }
@@ -118,7 +116,7 @@ int cmd_logits(int argc, char **argv) {
         of = NULL;
         if (st != LLMK_OK) rc = cli_report(cmd, st);
     } else if (fflush(f) != 0) {
-        rc = cli_report(cmd, llmk_fail(LLMK_IO_ERROR, "writing stdout: %s", strerror(errno)));
+        rc = cli_report(cmd, cli_fail(LLMK_IO_ERROR, "writing stdout: %s", strerror(errno)));
     }
 done:
     if (of) cli_outfile_discard(of); /* a failure: OUT keeps what it had */

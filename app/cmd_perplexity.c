@@ -5,8 +5,6 @@
 #include "cli.h"
 #include "opts.h"
 
-#include "internal.h"
-#include "pool.h"
 
 #include <errno.h>
 #include <math.h>
@@ -85,10 +83,10 @@ static int read_le32(FILE *f, void *v, size_t n) {
 /* Bytes a file with this header must have; LLMK_COUNT_TOO_LARGE on overflow. */
 static int logp_file_bytes(const struct logp_header *h, uint64_t *bytes) {
     uint64_t ids, lp, t;
-    if (!llmk_mul_u64(h->n_chunks, h->n_ctx, &ids) || !llmk_mul_u64(ids, 4, &ids) ||
-        !llmk_mul_u64(h->n_positions, h->n_vocab, &lp) || !llmk_mul_u64(lp, 4, &lp) ||
-        !llmk_add_u64(LOGP_HEADER, ids, &t) || !llmk_add_u64(t, lp, bytes))
-        return llmk_fail(LLMK_COUNT_TOO_LARGE, "log-prob file header: %u windows of %u tokens, %u positions x %u "
+    if (!cli_mul_u64(h->n_chunks, h->n_ctx, &ids) || !cli_mul_u64(ids, 4, &ids) ||
+        !cli_mul_u64(h->n_positions, h->n_vocab, &lp) || !cli_mul_u64(lp, 4, &lp) ||
+        !cli_add_u64(LOGP_HEADER, ids, &t) || !cli_add_u64(t, lp, bytes))
+        return cli_fail(LLMK_COUNT_TOO_LARGE, "log-prob file header: %u windows of %u tokens, %u positions x %u "
                          "vocabulary overflow a 64-bit size", h->n_chunks, h->n_ctx, h->n_positions, h->n_vocab);
     return LLMK_OK;
 }
@@ -98,23 +96,23 @@ static int logp_open(const char *path, FILE **out, struct logp_header *h) {
     *out = NULL;
     struct stat sb;
     if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) /* before open(): a FIFO would block it */
-        return llmk_fail(LLMK_IO_ERROR, "base file %s is not a regular file", path);
+        return cli_fail(LLMK_IO_ERROR, "base file %s is not a regular file", path);
     FILE *f = fopen(path, "rb");
-    if (!f) return llmk_fail(LLMK_IO_ERROR, "cannot open base file %s: %s", path, strerror(errno));
+    if (!f) return cli_fail(LLMK_IO_ERROR, "cannot open base file %s: %s", path, strerror(errno));
     unsigned char b[LOGP_HEADER];
     int st = LLMK_OK;
     if (fstat(fileno(f), &sb) != 0) {
-        st = llmk_fail(LLMK_IO_ERROR, "base file %s: %s", path, strerror(errno));
+        st = cli_fail(LLMK_IO_ERROR, "base file %s: %s", path, strerror(errno));
     } else if (!S_ISREG(sb.st_mode)) {
-        st = llmk_fail(LLMK_IO_ERROR, "base file %s is not a regular file", path);
+        st = cli_fail(LLMK_IO_ERROR, "base file %s is not a regular file", path);
     } else if (fread(b, 1, sizeof b, f) != sizeof b) {
-        st = llmk_fail(LLMK_TRUNCATED_FILE, "base file %s: %lld bytes, shorter than the %d-byte header", path,
+        st = cli_fail(LLMK_TRUNCATED_FILE, "base file %s: %lld bytes, shorter than the %d-byte header", path,
                        (long long)sb.st_size, LOGP_HEADER);
     } else if (memcmp(b, LOGP_MAGIC, 8) != 0) {
-        st = llmk_fail(LLMK_BAD_MAGIC, "base file %s does not start with \"" LOGP_MAGIC
+        st = cli_fail(LLMK_BAD_MAGIC, "base file %s does not start with \"" LOGP_MAGIC
                        "\" (not written by llmk perplexity --save-logits)", path);
     } else if (get_u32(b + 8) != LOGP_VERSION) {
-        st = llmk_fail(LLMK_BAD_VERSION, "base file %s: version %u, this llmk reads version %d", path,
+        st = cli_fail(LLMK_BAD_VERSION, "base file %s: version %u, this llmk reads version %d", path,
                        get_u32(b + 8), LOGP_VERSION);
     } else {
         h->n_vocab = get_u32(b + 12);
@@ -126,16 +124,16 @@ static int logp_open(const char *path, FILE **out, struct logp_header *h) {
         if (h->n_vocab < 1 || h->n_ctx < MIN_WINDOW || h->n_ctx > CLI_CTX_MAX || h->n_chunks < 1 ||
             h->first != h->n_ctx / 2 ||
             (uint64_t)h->n_positions != (uint64_t)h->n_chunks * (h->n_ctx - 1 - h->first))
-            st = llmk_fail(LLMK_BAD_REQUEST, "base file %s: inconsistent header (n_vocab %u, n_ctx %u, %u windows, "
+            st = cli_fail(LLMK_BAD_REQUEST, "base file %s: inconsistent header (n_vocab %u, n_ctx %u, %u windows, "
                            "first scored %u, %u positions)", path, h->n_vocab, h->n_ctx, h->n_chunks,
                            h->first, h->n_positions);
         else if ((st = logp_file_bytes(h, &want)) != LLMK_OK)
             ;
         else if ((uint64_t)sb.st_size < want)
-            st = llmk_fail(LLMK_TRUNCATED_FILE, "base file %s: %lld bytes, its header implies %llu", path,
+            st = cli_fail(LLMK_TRUNCATED_FILE, "base file %s: %lld bytes, its header implies %llu", path,
                            (long long)sb.st_size, (unsigned long long)want);
         else if ((uint64_t)sb.st_size > want)
-            st = llmk_fail(LLMK_BAD_REQUEST, "base file %s: %lld bytes, its header implies %llu (trailing data)",
+            st = cli_fail(LLMK_BAD_REQUEST, "base file %s: %lld bytes, its header implies %llu (trailing data)",
                            path, (long long)sb.st_size, (unsigned long long)want);
     }
     if (st != LLMK_OK) {
@@ -182,10 +180,10 @@ static int log_softmax_row(float *row, size_t V, size_t pos) {
     double mx = -INFINITY;
     for (size_t i = 0; i < V; i++) {
         if (isnan(row[i]))
-            return llmk_fail(LLMK_NAN_INPUT, "logit of id %zu at scored position %zu is NaN", i, pos);
+            return cli_fail(LLMK_NAN_INPUT, "logit of id %zu at scored position %zu is NaN", i, pos);
         if (row[i] > mx) mx = row[i];
     }
-    if (!isfinite(mx)) return llmk_fail(LLMK_NAN_INPUT, "scored position %zu has a maximum logit of %g", pos, mx);
+    if (!isfinite(mx)) return cli_fail(LLMK_NAN_INPUT, "scored position %zu has a maximum logit of %g", pos, mx);
     double sum = 0;
     for (size_t i = 0; i < V; i++) sum += exp((double)row[i] - mx);
     double lse = mx + log(sum);
@@ -223,14 +221,14 @@ static int tokenize_text(const llmk_model *m, const char *path, int32_t **ids, s
     st = llmk_tokenize(tok, text, len, *bos, false, NULL, 0, &need);
     if (st == LLMK_BUFFER_TOO_SMALL || st == LLMK_OK) {
         *ids = malloc((need ? need : 1) * sizeof **ids);
-        if (!*ids) st = llmk_fail(LLMK_OUT_OF_MEMORY, "%zu token ids", need);
+        if (!*ids) st = cli_fail(LLMK_OUT_OF_MEMORY, "%zu token ids", need);
         else st = llmk_tokenize(tok, text, len, *bos, false, *ids, need, n);
         if (st != LLMK_OK) {
             free(*ids);
             *ids = NULL;
         }
     }
-    if (st != LLMK_OK && *llmk_last_error() == '\0') st = llmk_fail(st, "tokenizing %s", path);
+    if (st != LLMK_OK && *llmk_last_error() == '\0') st = cli_fail(st, "tokenizing %s", path);
     free(text);
     return st;
 }
@@ -258,37 +256,37 @@ static int check_base(struct run *r) {
     if (st != LLMK_OK) return st;
     const struct logp_header *h = &r->bh;
     if (h->n_vocab != r->V)
-        return llmk_fail(LLMK_BAD_REQUEST, "base file %s has a vocabulary of %u, the model %zu", o->base, h->n_vocab,
+        return cli_fail(LLMK_BAD_REQUEST, "base file %s has a vocabulary of %u, the model %zu", o->base, h->n_vocab,
                          r->V);
     if (o->ctx_given && (size_t)o->ctx != h->n_ctx)
-        return llmk_fail(LLMK_BAD_REQUEST, "base file %s used --ctx %u, this run --ctx %ld", o->base, h->n_ctx,
+        return cli_fail(LLMK_BAD_REQUEST, "base file %s used --ctx %u, this run --ctx %ld", o->base, h->n_ctx,
                          o->ctx);
     r->ctx = h->n_ctx;
     size_t avail = r->n_toks / r->ctx;
     if (o->chunks_given) {
         if ((size_t)o->chunks > h->n_chunks)
-            return llmk_fail(LLMK_BAD_REQUEST, "base file %s holds %u windows, --chunks asks for %ld", o->base,
+            return cli_fail(LLMK_BAD_REQUEST, "base file %s holds %u windows, --chunks asks for %ld", o->base,
                              h->n_chunks, o->chunks);
         r->n_chunks = (size_t)o->chunks;
     } else {
         r->n_chunks = h->n_chunks;
     }
     if (r->n_chunks > avail)
-        return llmk_fail(LLMK_BAD_REQUEST, "base file %s holds %u windows of %u tokens; the text has %zu tokens, "
+        return cli_fail(LLMK_BAD_REQUEST, "base file %s holds %u windows of %u tokens; the text has %zu tokens, "
                          "enough for %zu (another text?)", o->base, h->n_chunks, h->n_ctx, r->n_toks, avail);
     /* The ids the base evaluated must be the ones this run will evaluate. */
     size_t nb = (size_t)h->n_chunks * h->n_ctx;
     int32_t *bid = malloc(nb * sizeof *bid);
-    if (!bid) return llmk_fail(LLMK_OUT_OF_MEMORY, "%zu base ids", nb);
+    if (!bid) return cli_fail(LLMK_OUT_OF_MEMORY, "%zu base ids", nb);
     if (!read_le32(r->base, bid, nb)) {
         free(bid);
-        return llmk_fail(LLMK_IO_ERROR, "reading the ids of base file %s: %s", o->base, strerror(errno));
+        return cli_fail(LLMK_IO_ERROR, "reading the ids of base file %s: %s", o->base, strerror(errno));
     }
     for (size_t c = 0; c < r->n_chunks && st == LLMK_OK; c++)
         for (size_t j = 0; j < r->ctx; j++) {
             int32_t mine = (j == 0 && r->bos) ? r->bos_id : r->toks[c * r->ctx + j];
             if (bid[c * r->ctx + j] != mine) {
-                st = llmk_fail(LLMK_BAD_REQUEST, "base file %s was computed on other tokens: window %zu position %zu "
+                st = cli_fail(LLMK_BAD_REQUEST, "base file %s was computed on other tokens: window %zu position %zu "
                                "holds id %d there, %d here (another text or tokenizer?)", o->base, c + 1, j,
                                bid[c * r->ctx + j], mine);
                 break;
@@ -334,7 +332,7 @@ static int evaluate(struct run *r, struct acc *nll, struct acc *base_nll, struct
             size_t n = r->ctx - 1 - off < BATCH ? r->ctx - 1 - off : BATCH;
             if ((st = llmk_session_eval(r->s, r->win + off, n, r->lp, BATCH * V, true)) != LLMK_OK) return st;
             if (r->base && !read_le32(r->base, r->blp, n * V))
-                return llmk_fail(LLMK_IO_ERROR, "reading base file %s: %s", r->o->base,
+                return cli_fail(LLMK_IO_ERROR, "reading base file %s: %s", r->o->base,
                                  feof(r->base) ? "unexpected end" : strerror(errno));
             for (size_t i = 0; i < n; i++, k++) {
                 float *row = r->lp + i * V;
@@ -347,7 +345,7 @@ static int evaluate(struct run *r, struct acc *nll, struct acc *base_nll, struct
                 double d = 0;
                 for (size_t v = 0; v < V; v++) {
                     if (!isfinite(b[v]))
-                        return llmk_fail(LLMK_BAD_REQUEST, "base file %s: log-prob of id %zu at scored position %zu "
+                        return cli_fail(LLMK_BAD_REQUEST, "base file %s: log-prob of id %zu at scored position %zu "
                                          "is %g", r->o->base, v, k, (double)b[v]);
                     d += exp((double)b[v]) * ((double)b[v] - (double)row[v]);
                 }
@@ -359,7 +357,7 @@ static int evaluate(struct run *r, struct acc *nll, struct acc *base_nll, struct
                 *agree += argmax_row(b, V) == argmax_row(row, V);
             }
             if (r->save && !write_le32(r->save, r->lp, n * V))
-                return llmk_fail(LLMK_IO_ERROR, "writing %s: %s", r->o->save, strerror(errno));
+                return cli_fail(LLMK_IO_ERROR, "writing %s: %s", r->o->save, strerror(errno));
         }
         printf("[%zu] %.4f%s", c + 1, exp(acc_mean(nll)), c + 1 == r->n_chunks ? "\n" : " ");
         fflush(stdout);
@@ -414,7 +412,7 @@ int cmd_perplexity(int argc, char **argv) {
     uint64_t agree = 0;
     const char *inputs[] = {o.model, o.text, o.base};
     llmk_outfile *save_of = NULL;
-    if (o.save && (st = llmk_output_check(o.save, inputs, LLMK_ARRAY_LEN(inputs))) != LLMK_OK) goto fail;
+    if (o.save && (st = llmk_output_check(o.save, inputs, CLI_LEN(inputs))) != LLMK_OK) goto fail;
     if ((st = llmk_model_load(o.model, &r.m)) != LLMK_OK) goto fail;
     const llmk_hparams *hp = llmk_model_hparams(r.m);
     r.V = (size_t)hp->n_vocab;
@@ -430,7 +428,7 @@ int cmd_perplexity(int argc, char **argv) {
     } else {
         size_t avail = r.n_toks / r.ctx;
         if (avail == 0) {
-            st = llmk_fail(LLMK_BAD_REQUEST, "text %s has %zu tokens, fewer than one window of --ctx %zu", o.text,
+            st = cli_fail(LLMK_BAD_REQUEST, "text %s has %zu tokens, fewer than one window of --ctx %zu", o.text,
                            r.n_toks, r.ctx);
             goto fail;
         }
@@ -439,7 +437,7 @@ int cmd_perplexity(int argc, char **argv) {
     r.first = r.ctx / 2;
     r.per_chunk = r.ctx - 1 - r.first;
     if (r.n_chunks * r.per_chunk > UINT32_MAX) {
-        st = llmk_fail(LLMK_COUNT_TOO_LARGE, "%zu windows of %zu scored positions exceed the file format's count",
+        st = cli_fail(LLMK_COUNT_TOO_LARGE, "%zu windows of %zu scored positions exceed the file format's count",
                        r.n_chunks, r.per_chunk);
         goto fail;
     }
@@ -454,14 +452,14 @@ int cmd_perplexity(int argc, char **argv) {
     r.blp = o.base ? malloc((size_t)BATCH * r.V * sizeof *r.blp) : NULL;
     r.kls = o.base ? malloc(r.n_chunks * r.per_chunk * sizeof *r.kls) : NULL;
     if (!r.win || !r.lp || (o.base && (!r.blp || !r.kls))) {
-        st = llmk_fail(LLMK_OUT_OF_MEMORY, "buffers for %d scored rows of %zu log-probs", BATCH, r.V);
+        st = cli_fail(LLMK_OUT_OF_MEMORY, "buffers for %d scored rows of %zu log-probs", BATCH, r.V);
         goto fail;
     }
     if (o.save) {
-        if ((st = cli_outfile_open(o.save, inputs, LLMK_ARRAY_LEN(inputs), &save_of)) != LLMK_OK) goto fail;
+        if ((st = cli_outfile_open(o.save, inputs, CLI_LEN(inputs), &save_of)) != LLMK_OK) goto fail;
         r.save = llmk_outfile_stream(save_of);
         if (!write_header(&r)) {
-            st = llmk_fail(LLMK_IO_ERROR, "writing %s: %s", o.save, strerror(errno));
+            st = cli_fail(LLMK_IO_ERROR, "writing %s: %s", o.save, strerror(errno));
             goto fail;
         }
     }
@@ -497,7 +495,7 @@ int cmd_perplexity(int argc, char **argv) {
                n > 1 ? 100 * sqrt(p * (1 - p) / (double)(n - 1)) : NAN, (unsigned long long)agree, n);
     }
     if (fflush(stdout) != 0) {
-        st = llmk_fail(LLMK_IO_ERROR, "writing stdout: %s", strerror(errno));
+        st = cli_fail(LLMK_IO_ERROR, "writing stdout: %s", strerror(errno));
         goto fail;
     }
     goto done;

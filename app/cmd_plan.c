@@ -4,7 +4,6 @@
 #include "cli.h"
 #include "opts.h"
 #include "llmk_formulas.h"
-#include "internal.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -45,11 +44,11 @@ static int read_model(const char *path, struct plan_model *pm) {
     st = llmk_gguf_get_str(g, "general.architecture", &arch, &arch_len);
     if (st != LLMK_OK) {
         llmk_gguf_close(g);
-        return llmk_fail(LLMK_BAD_HYPERPARAMETER, "%s: no general.architecture string", path);
+        return cli_fail(LLMK_BAD_HYPERPARAMETER, "%s: no general.architecture string", path);
     }
     if (arch_len == 0 || arch_len >= sizeof pm->arch || memchr(arch, '\0', arch_len)) {
         llmk_gguf_close(g);
-        return llmk_fail(LLMK_BAD_HYPERPARAMETER, "%s: general.architecture is empty or too long",
+        return cli_fail(LLMK_BAD_HYPERPARAMETER, "%s: general.architecture is empty or too long",
                          path);
     }
     memcpy(pm->arch, arch, arch_len);
@@ -62,14 +61,14 @@ static int read_model(const char *path, struct plan_model *pm) {
     else if (arch_u32(g, pm->arch, "attention.head_count", &heads) != LLMK_OK) missing = "attention.head_count";
     if (missing) {
         llmk_gguf_close(g);
-        return llmk_fail(LLMK_BAD_HYPERPARAMETER, "%s: metadata %s.%s is missing or not an integer",
+        return cli_fail(LLMK_BAD_HYPERPARAMETER, "%s: metadata %s.%s is missing or not an integer",
                          path, pm->arch, missing);
     }
     /* Without an explicit KV head count the model has plain multi-head attention. */
     if (arch_u32(g, pm->arch, "attention.head_count_kv", &kv_heads) != LLMK_OK) kv_heads = heads;
     if (layers == 0 || heads == 0 || kv_heads == 0 || embd == 0) {
         llmk_gguf_close(g);
-        return llmk_fail(LLMK_BAD_HYPERPARAMETER,
+        return cli_fail(LLMK_BAD_HYPERPARAMETER,
                          "%s: block_count %u, head_count %u, head_count_kv %u, embedding_length %u: "
                          "none may be 0", path, layers, heads, kv_heads, embd);
     }
@@ -78,7 +77,7 @@ static int read_model(const char *path, struct plan_model *pm) {
     } else {
         if (embd % heads != 0) {
             llmk_gguf_close(g);
-            return llmk_fail(LLMK_BAD_HYPERPARAMETER,
+            return cli_fail(LLMK_BAD_HYPERPARAMETER,
                              "%s: embedding_length %u is not a multiple of head_count %u", path,
                              embd, heads);
         }
@@ -178,7 +177,7 @@ static void compute(const struct plan_req *r, const struct plan_model *pm, struc
 
 static int print_json(const struct plan_req *r, const struct plan_model *pm, const struct plan_fig *f) {
     cJSON *o = cJSON_CreateObject();
-    if (!o) return cli_report(CMD, llmk_fail(LLMK_OUT_OF_MEMORY, "plan: JSON"));
+    if (!o) return cli_report(CMD, cli_fail(LLMK_OUT_OF_MEMORY, "plan: JSON"));
     if (r->model) cJSON_AddStringToObject(o, "model", r->model);
     cJSON_AddStringToObject(o, "arch", pm->arch);
     cJSON_AddNumberToObject(o, "n_layers", (double)pm->layers);
@@ -212,7 +211,7 @@ static int print_json(const struct plan_req *r, const struct plan_model *pm, con
     }
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
-    if (!s) return cli_report(CMD, llmk_fail(LLMK_OUT_OF_MEMORY, "plan: JSON"));
+    if (!s) return cli_report(CMD, cli_fail(LLMK_OUT_OF_MEMORY, "plan: JSON"));
     printf("%s\n", s);
     cJSON_free(s);
     return CLI_EXIT_OK;

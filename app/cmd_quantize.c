@@ -4,8 +4,6 @@
  * docs/codecs.md. */
 #include "cli.h"
 #include "opts.h"
-#include "internal.h"
-#include "pool.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -143,7 +141,7 @@ static void conv_worker(void *ctx, int ith, int nth) {
     struct conv_job *j = ctx;
     struct conv_fail *f = &j->fails[ith];
     int64_t lo, hi, k = (int64_t)j->ti->ne[0];
-    llmk_split_range((int64_t)j->rows, ith, nth, &lo, &hi);
+    cli_split_range((int64_t)j->rows, ith, nth, &lo, &hi);
     float *buf = malloc(2 * (size_t)k * sizeof *buf);
     if (!buf) {
         *f = (struct conv_fail){LLMK_OUT_OF_MEMORY, lo, -1};
@@ -170,7 +168,7 @@ static void conv_worker(void *ctx, int ith, int nth) {
 static int convert(llmk_pool *pool, struct conv_job *j, uint32_t t) {
     int nth = llmk_pool_size(pool);
     struct conv_fail *fails = calloc((size_t)nth, sizeof *fails), *f = NULL;
-    if (!fails) return llmk_fail(LLMK_OUT_OF_MEMORY, "quantize: %d worker results", nth);
+    if (!fails) return cli_fail(LLMK_OUT_OF_MEMORY, "quantize: %d worker results", nth);
     for (int i = 0; i < nth; i++) fails[i].status = LLMK_OK;
     j->fails = fails;
     llmk_pool_run(pool, conv_worker, j);
@@ -180,14 +178,14 @@ static int convert(llmk_pool *pool, struct conv_job *j, uint32_t t) {
     int64_t k = (int64_t)ti->ne[0];
     int st = LLMK_OK;
     if (f && f->status == LLMK_NAN_INPUT && f->col < k)
-        st = llmk_fail(f->status, "quantize: tensor %s row %lld column %lld is not finite (NaN or Inf in the input)",
+        st = cli_fail(f->status, "quantize: tensor %s row %lld column %lld is not finite (NaN or Inf in the input)",
                        ti->name, (long long)f->row, (long long)f->col);
     else if (f && f->status == LLMK_NAN_INPUT)
-        st = llmk_fail(f->status, "quantize: tensor %s row %lld column %lld: the value is too large for %s "
+        st = cli_fail(f->status, "quantize: tensor %s row %lld column %lld: the value is too large for %s "
                        "(its block's scale would become Inf)", ti->name, (long long)f->row, (long long)(f->col - k),
                        llmk_type_name(t));
     else if (f)
-        st = llmk_fail(f->status, "quantize: tensor %s row %lld: %s -> %s failed", ti->name, (long long)f->row,
+        st = cli_fail(f->status, "quantize: tensor %s row %lld: %s -> %s failed", ti->name, (long long)f->row,
                        llmk_type_name(ti->type), llmk_type_name(t));
     free(fails);
     return st;
@@ -203,7 +201,7 @@ static int opt_tensor_type(const char *cmd, const char *flag, const char *v, voi
     struct overrides *o = ctx;
     const char *eq = strrchr(v, '=');
     if (!eq || eq == v || !eq[1]) return cli_usage_error(cmd, "%s '%s': expected NAME=TYPE", flag, v), 0;
-    if (o->n == (int)LLMK_ARRAY_LEN(o->ov)) return cli_usage_error(cmd, "more than %d %s", o->n, flag), 0;
+    if (o->n == (int)CLI_LEN(o->ov)) return cli_usage_error(cmd, "more than %d %s", o->n, flag), 0;
     uint32_t t;
     if (llmk_type_from_name(eq + 1, &t) != LLMK_OK || !is_codec(t))
         return cli_usage_error(cmd, "%s '%s': '%s' is not a codec llmk writes", flag, v, eq + 1), 0;
@@ -240,7 +238,7 @@ int cmd_quantize(int argc, char **argv) {
         goto out;
     }
     const struct preset *p = NULL;
-    for (size_t i = 0; i < LLMK_ARRAY_LEN(presets); i++)
+    for (size_t i = 0; i < CLI_LEN(presets); i++)
         if (!strcasecmp(presets[i].name, pos[2])) p = &presets[i];
     if (!p) {
         rc = cli_usage_error(CMD, "unknown type or preset '%s'", pos[2]);
@@ -265,7 +263,7 @@ int cmd_quantize(int argc, char **argv) {
     nt = llmk_gguf_n_tensors(g);
     bufs = calloc(nt ? nt : 1, sizeof *bufs);
     if (!bufs) {
-        st = llmk_fail(LLMK_OUT_OF_MEMORY, "quantize: %zu tensor pointers", nt);
+        st = cli_fail(LLMK_OUT_OF_MEMORY, "quantize: %zu tensor pointers", nt);
         goto fail;
     }
     uint64_t in_bytes = 0, out_bytes = 0;
@@ -277,12 +275,12 @@ int cmd_quantize(int argc, char **argv) {
         if (st == LLMK_OK) st = llmk_row_bytes(t, ti->ne[0], &dst_rb);
         if (st != LLMK_OK) goto fail;
         uint64_t rows = ti->n_elements / ti->ne[0];
-        if (!llmk_mul_u64(dst_rb, rows, &bytes) || bytes > SIZE_MAX) {
-            st = llmk_fail(LLMK_DIMENSION_OVERFLOW, "quantize: tensor %s output size overflows", ti->name);
+        if (!cli_mul_u64(dst_rb, rows, &bytes) || bytes > SIZE_MAX) {
+            st = cli_fail(LLMK_DIMENSION_OVERFLOW, "quantize: tensor %s output size overflows", ti->name);
             goto fail;
         }
         if (t != ti->type && !(bufs[i] = malloc(bytes ? (size_t)bytes : 1))) {
-            st = llmk_fail(LLMK_OUT_OF_MEMORY, "quantize: %llu bytes for tensor %s", (unsigned long long)bytes, ti->name);
+            st = cli_fail(LLMK_OUT_OF_MEMORY, "quantize: %llu bytes for tensor %s", (unsigned long long)bytes, ti->name);
             goto fail;
         }
         /* A tensor kept in its type is still checked: the output must not carry NaN on. */

@@ -5,8 +5,6 @@
 #include "gen_opts.h"
 #include "opts.h"
 
-#include "internal.h"
-#include "pool.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,7 +104,7 @@ static int tokenize_prompt(const struct run_opts *o, const llmk_model *m, const 
         special = true; /* the template's own markers */
     }
     size_t len = strlen(prompt), cap = len + 8;
-    if (!(*ids = malloc(cap * sizeof **ids))) st = llmk_fail(LLMK_OUT_OF_MEMORY, "prompt ids");
+    if (!(*ids = malloc(cap * sizeof **ids))) st = cli_fail(LLMK_OUT_OF_MEMORY, "prompt ids");
     else st = llmk_tokenize(tok, prompt, len, add_bos, special, *ids, cap, n);
     free(chat_text);
     return st;
@@ -131,8 +129,8 @@ static int decode_init(struct decode *d, const struct run_opts *o) {
     int st = gen_ctx_init(&d->ch, CMD, &o->go, d->n_vocab);
     if (st != LLMK_OK) return st;
     if (o->path == LLMK_PATH_REF && plain_greedy(&o->go.sp) && !(d->logits64 = malloc(d->n_vocab * sizeof(double))))
-        return llmk_fail(LLMK_OUT_OF_MEMORY, "generation buffers");
-    if (!d->logits || !d->gen) return llmk_fail(LLMK_OUT_OF_MEMORY, "generation buffers");
+        return cli_fail(LLMK_OUT_OF_MEMORY, "generation buffers");
+    if (!d->logits || !d->gen) return cli_fail(LLMK_OUT_OF_MEMORY, "generation buffers");
     /* A token's text is at most its stored piece (byte-level and SentencePiece
      * pieces only shrink when decoded) plus bytes held back from earlier tokens. */
     d->text_cap = 64;
@@ -141,7 +139,7 @@ static int decode_init(struct decode *d, const struct run_opts *o) {
         if (llmk_tokenizer_piece(d->tok, i, &len) && len + 16 > d->text_cap) d->text_cap = len + 16;
     }
     if (!(d->text = malloc(d->text_cap)))
-        return llmk_fail(LLMK_OUT_OF_MEMORY, "text buffer of %zu bytes", d->text_cap);
+        return cli_fail(LLMK_OUT_OF_MEMORY, "text buffer of %zu bytes", d->text_cap);
     return LLMK_OK;
 }
 
@@ -227,14 +225,14 @@ int cmd_run(int argc, char **argv) {
     }
     for (size_t i = 0; i < n_prompt; i++)
         if (ids[i] < 0 || ids[i] >= hp->n_vocab) {
-            st = llmk_fail(LLMK_INVALID_TOKEN, "prompt token id %d (index %zu) outside the vocabulary [0, %d)",
+            st = cli_fail(LLMK_INVALID_TOKEN, "prompt token id %d (index %zu) outside the vocabulary [0, %d)",
                            ids[i], i, hp->n_vocab);
             goto fail;
         }
     int64_t n_ctx = o.n_ctx ? o.n_ctx : (int64_t)n_prompt + o.n_predict;
     if (!o.n_ctx && n_ctx > hp->n_ctx_train) n_ctx = hp->n_ctx_train;
     if ((int64_t)n_prompt > n_ctx) {
-        st = llmk_fail(LLMK_CONTEXT_FULL, "the prompt has %zu tokens, the context holds %lld", n_prompt,
+        st = cli_fail(LLMK_CONTEXT_FULL, "the prompt has %zu tokens, the context holds %lld", n_prompt,
                        (long long)n_ctx);
         goto fail;
     }

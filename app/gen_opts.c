@@ -2,7 +2,6 @@
 #include "gen_opts.h"
 
 #include "cli.h"
-#include "internal.h"
 
 #include <errno.h>
 #include <math.h>
@@ -113,7 +112,7 @@ int gen_ctx_init(struct gen_ctx *c, const char *cmd, const struct gen_opts *o, s
         /* room for any token's text plus what the matcher may release */
         c->cap = 4096 + llmk_stop_max_len(c->stop);
         c->buf = malloc(c->cap);
-        if (!c->buf) st = llmk_fail(LLMK_OUT_OF_MEMORY, "generation text buffer");
+        if (!c->buf) st = cli_fail(LLMK_OUT_OF_MEMORY, "generation text buffer");
     }
     if (st != LLMK_OK) {
         gen_ctx_free(c);

@@ -105,7 +105,6 @@ int cli_opt_path(const char *cmd, const char *flag, const char *value, void *ctx
 /* --kv-type f32|f16|q8_0 into a uint32_t (LLMK_TYPE_*). */
 int cli_opt_kv_type(const char *cmd, const char *flag, const char *value, void *ctx);
 
-#define CLI_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 /* A titled group of rows; the help prints them under the title. */
 struct cli_opt_section {

@@ -178,8 +178,22 @@ LLMK_API const char *const *llmk_codecs(size_t *n);
  * per codec, the dot kernel dispatch chose ("q4_1: q4_1_avx2"). Static. */
 LLMK_API const char *llmk_cpu_features(void);
 
-/* The persistent worker pool (src/pool.h); opaque here. */
+/* A pool of worker threads created once and reused for every parallel
+ * region (src/pool.c): no thread is created per call, and the caller of
+ * llmk_pool_run takes part as worker 0. Sessions and executors own theirs;
+ * an application may make one for its own parallel work. */
 typedef struct llmk_pool llmk_pool;
+/* fn is called once on every worker, ith in [0, nth). */
+typedef void (*llmk_pool_fn)(void *ctx, int ith, int nth);
+/* n_threads < 1 means "one per online CPU". */
+LLMK_API int llmk_pool_create(int n_threads, llmk_pool **out);
+LLMK_API void llmk_pool_free(llmk_pool *pool);
+LLMK_API int llmk_pool_size(const llmk_pool *pool);
+/* Run fn on all workers and return when every one has returned. Not
+ * re-entrant: one region at a time per pool. A NULL pool runs fn(ctx, 0, 1). */
+LLMK_API void llmk_pool_run(llmk_pool *pool, llmk_pool_fn fn, void *ctx);
+/* Number of online CPUs (at least 1). */
+LLMK_API int llmk_cpu_count(void);
 
 /* y = x . W^T: W is n rows of k elements in codec `wtype` (row r at
  * w + r * row_bytes, the layout of a GGUF tensor with ne = {k, n}), x is m
@@ -189,8 +203,7 @@ typedef struct llmk_pool llmk_pool;
  * fixed order, so y is bitwise identical for any thread count and any route.
  * Allocates a scratch buffer for the quantized activations per call (the
  * decode loop uses the internal no-allocation variant in src/kernels/matmul.h).
- * Routes by m: matvec (m = 1), small-m, tiled; LLMK_MATMUL_ROUTE=matvec|small|
- * tiled forces one. k must be whole blocks of wtype. */
+ * Routes by m: matvec (m = 1), small-m, tiled; llmk_config.matmul_route forces one. k must be whole blocks of wtype. */
 LLMK_API int llmk_quantized_matmul(llmk_pool *pool, uint32_t wtype, const void *w, int64_t n, int64_t k,
                           const float *x, int64_t m, float *y);
 /* LLMK_SECTION_CODECS_END */

@@ -1,9 +1,10 @@
 /* Many sequences in one executor: the public face of src/exec_cpu.c's
- * sequence slots. A call's items are run as (a) each sequence's tokens before
- * its last one, as a prefill of that sequence, split where logits are asked
- * for, then (b) every sequence's last token together, as decode rows of one
- * pass. The executor's reductions are per row and per sequence, so neither
- * the grouping nor the other sequences change any sequence's bits. */
+ * sequence slots. A call's items run as (a) the tokens of each sequence that
+ * has several in the call, as a prefill of that sequence split where logits
+ * are asked for, then (b) every sequence with one token in the call as a
+ * decode row of one pass. The executor's reductions are per row and per
+ * sequence, so neither the grouping nor the other sequences change any
+ * sequence's bits. */
 #include "exec_cpu.h"
 #include "internal.h"
 #include "model.h"
@@ -92,13 +93,13 @@ static int check_items(llmk_context *c, const llmk_batch_item *items, size_t n, 
     return LLMK_OK;
 }
 
-/* (a) Sequence s's items before its last, in order, as prefill pieces that
- * end where logits are asked for (chunking does not change the bits). */
+/* (a) Sequence s's items, in order, as prefill pieces that end where logits
+ * are asked for (chunking does not change the bits). */
 static int prefill_seq(llmk_context *c, int32_t s, const llmk_batch_item *items, size_t n, float *logits) {
     int32_t k = 0;
     size_t out_row = 0;
     for (size_t i = 0; i < n; i++) {
-        if (items[i].seq == s && (int32_t)i != c->last[s]) {
+        if (items[i].seq == s) {
             c->ids[k++] = items[i].id;
             if (items[i].logits) {
                 int st = llmk_exec_eval(c->ex, s, c->ids, (size_t)k, logits + out_row * c->V, c->V, false);
@@ -137,7 +138,7 @@ static int run_items(llmk_context *c, const llmk_batch_item *items, size_t n, fl
     size_t out_row = 0;
     for (size_t i = 0; i < n; i++) { /* (b) */
         const llmk_batch_item *it = &items[i];
-        if ((int32_t)i == c->last[it->seq]) {
+        if (c->count[it->seq] == 1) {
             c->row_seq[nr] = it->seq, c->row_id[nr] = it->id, c->row_out[nr] = it->logits ? (int32_t)out_row : -1;
             if (++nr == c->rows) {
                 int st = decode_rows(c, nr, logits);

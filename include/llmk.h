@@ -310,15 +310,13 @@ LLMK_API int llmk_gguf_writer_copy_kv(llmk_gguf_writer *w, const llmk_gguf *g, s
 LLMK_API int llmk_gguf_writer_add_tensor(llmk_gguf_writer *w, const char *name, uint32_t type,
                                 uint32_t n_dims, const uint64_t *ne, const void *data,
                                 uint64_t n_bytes);
-/* Write the file through llmk_outfile_open (section 7): a temporary file in
- * the same folder renamed over `path` when complete, so a failure leaves the
- * target as it was. An output that is the same file as one of inputs[0..n)
- * is refused (LLMK_OUTPUT_IS_INPUT) before anything is created. */
+/* Write the file through an outfile (section 7): a temporary file in the
+ * same folder renamed over `path` when complete, so a failure leaves the
+ * target as it was. */
 LLMK_API int llmk_gguf_writer_write(llmk_gguf_writer *w, const char *path);
-LLMK_API int llmk_gguf_writer_write_checked(llmk_gguf_writer *w, const char *path,
-                                   const char *const *inputs, size_t n_inputs);
-/* The same bytes onto an open stream (e.g. llmk_outfile_stream); name is for
- * messages. The caller commits or discards. */
+/* The same bytes onto an open stream; name is for messages. With
+ * llmk_outfile_open(path, inputs, ...) a caller also refuses an output that
+ * is one of its inputs (llmk quantize); it then commits or discards. */
 LLMK_API int llmk_gguf_writer_write_stream(const llmk_gguf_writer *w, FILE *f, const char *name);
 /* LLMK_SECTION_GGUF_END */
 

@@ -352,12 +352,11 @@ int llmk_gguf_writer_write_stream(const llmk_gguf_writer *w, FILE *f, const char
     return LLMK_OK;
 }
 
-int llmk_gguf_writer_write_checked(llmk_gguf_writer *w, const char *path, const char *const *inputs,
-                                   size_t n_inputs) {
+int llmk_gguf_writer_write(llmk_gguf_writer *w, const char *path) {
     llmk_error_clear();
     if (!w || !path) return llmk_fail(LLMK_INVALID_ARGUMENT, "gguf_writer_write: NULL argument");
     llmk_outfile *o;
-    int st = llmk_outfile_open(path, inputs, n_inputs, &o);
+    int st = llmk_outfile_open(path, NULL, 0, &o);
     if (st != LLMK_OK) return st;
     st = llmk_gguf_writer_write_stream(w, llmk_outfile_stream(o), path);
     if (st != LLMK_OK) {
@@ -365,9 +364,4 @@ int llmk_gguf_writer_write_checked(llmk_gguf_writer *w, const char *path, const 
         return st;
     }
     return llmk_outfile_commit(o);
-}
-
-int llmk_gguf_writer_write(llmk_gguf_writer *w, const char *path) {
-    llmk_error_clear();
-    return llmk_gguf_writer_write_checked(w, path, NULL, 0);
 }

@@ -160,6 +160,7 @@ void llmk_outfile_discard(llmk_outfile *o) {
 int llmk_outfile_commit(llmk_outfile *o) {
     llmk_error_clear();
     if (!o) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_outfile_commit: NULL");
+    errno = 0; /* ferror() sets none: an earlier failed write reports as "write error" */
     int bad = ferror(o->f) || fflush(o->f) != 0;
     int e = errno;
     if (!bad && o->tmp && fsync(fileno(o->f)) != 0) bad = 1, e = errno;
@@ -167,7 +168,7 @@ int llmk_outfile_commit(llmk_outfile *o) {
     o->f = NULL;
     if (!bad && o->tmp && rename(o->tmp, o->target) != 0) bad = 1, e = errno;
     if (bad) {
-        int st = llmk_fail(LLMK_IO_ERROR, "writing %s: %s%s", o->shown, strerror(e),
+        int st = llmk_fail(LLMK_IO_ERROR, "writing %s: %s%s", o->shown, e ? strerror(e) : "write error",
                            o->tmp ? " (the target is unchanged)" : "");
         llmk_outfile_discard(o);
         return st;

@@ -223,7 +223,9 @@ void cli_outfile_discard(llmk_outfile *o) {
 }
 
 int cli_finish_stdout(const char *cmd, int rc) {
-    /* fclose, not fflush alone: a closed descriptor (>&-) only shows there. */
+    /* fclose, not fflush alone: a closed descriptor (>&-) only shows there.
+     * ferror() sets no errno: an earlier failed write reports as "write error". */
+    errno = 0;
     int bad = ferror(stdout) || fflush(stdout) != 0;
     int e = errno;
     if (fclose(stdout) != 0 && !bad) bad = 1, e = errno;

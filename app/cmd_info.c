@@ -318,13 +318,11 @@ static int print_system(void) {
     /* The configuration in effect (the LLMK_* variables app/env_config.h read). */
     llmk_config c;
     llmk_config_get(&c);
-    static const char *const routes[] = {"auto", "matvec", "small", "tiled"};
     printf("config: cpu_mask 0x%x, kernels %s, kv_type %s, activations %s, repack %s, prefetch_next %s, "
-           "phase clock %s, f32_act %s, matmul route %s, chunks %d/%d, tile_m %d (0: default)\n",
+           "phase clock %s, f32_act %s\n",
            c.cpu_mask, c.ref_kernels ? "ref" : "auto", llmk_type_name(c.kv_type), c.act_q8 ? "q8" : "a16",
            c.repack ? "on" : "off", c.prefetch_next ? "on" : "off", c.phase_clock_thread ? "thread" : "wall",
-           c.f32_act ? c.f32_act : "off", routes[c.matmul_route & 3], c.matmul_chunk_small, c.matmul_chunk_tiled,
-           c.matmul_tile_m);
+           c.f32_act ? c.f32_act : "off");
     if (fflush(stdout) == 0) return CLI_EXIT_OK;
     fprintf(stderr, "llmk info: error: %s: writing stdout failed\n", llmk_status_name(LLMK_IO_ERROR));
     return CLI_EXIT_FAIL;

@@ -10,8 +10,7 @@
  *   LLMK_PREFETCH_NEXT  0 | 1                                next matmul's rows into L2
  *   LLMK_PHASE_CLOCK    thread | wall                        phase timing clock
  *   LLMK_EXEC_F32ACT    0 | 1 | KIND,KIND...                 f32-activation check mode
- *   LLMK_MATMUL_ROUTE   matvec | small | tiled | auto        llmk_quantized_matmul's route
- *   LLMK_MATMUL_CHUNK_SMALL, LLMK_MATMUL_CHUNK_TILED, LLMK_MATMUL_TILE_M   1..2^20 */
+ */
 #ifndef LLMK_APP_ENV_CONFIG_H
 #define LLMK_APP_ENV_CONFIG_H
 
@@ -32,19 +31,6 @@ static inline int env_config_pick(const char *var, const char *const *names, int
     return -1;
 }
 
-static inline int env_config_size(const char *var, int32_t *out, char *err, size_t cap) {
-    const char *v = getenv(var);
-    if (!v || !*v) return 1;
-    char *end;
-    long x = strtol(v, &end, 10);
-    if (*end || x < 1 || x > 1 << 20) {
-        snprintf(err, cap, "%s=%s: expected an integer in [1, 1048576]", var, v);
-        return 0;
-    }
-    *out = (int32_t)x;
-    return 1;
-}
-
 /* c from the environment over the defaults; 0 with a message in err when a
  * variable holds something it cannot mean. */
 static inline int env_config_read(llmk_config *c, char *err, size_t cap) {
@@ -57,7 +43,6 @@ static inline int env_config_read(llmk_config *c, char *err, size_t cap) {
     static const uint32_t kv_types[] = {LLMK_TYPE_F32, LLMK_TYPE_F16, LLMK_TYPE_Q8_0};
     static const char *const act[] = {"a16", "q8", NULL}, *const onoff[] = {"0", "1", NULL};
     static const char *const clock[] = {"wall", "thread", NULL};
-    static const char *const route[] = {"auto", "matvec", "small", "tiled", NULL};
     llmk_config_default(c);
     int i;
     if ((i = env_config_pick("LLMK_CPU_MASK", masks, 0, err, cap)) < 0) return 0;
@@ -76,11 +61,7 @@ static inline int env_config_read(llmk_config *c, char *err, size_t cap) {
     c->phase_clock_thread = i == 1;
     const char *f = getenv("LLMK_EXEC_F32ACT"); /* 1: every matmul; a list: those phase kinds */
     c->f32_act = !f || !*f || strcmp(f, "0") == 0 ? NULL : strcmp(f, "1") == 0 ? "all" : f;
-    if ((i = env_config_pick("LLMK_MATMUL_ROUTE", route, 0, err, cap)) < 0) return 0;
-    c->matmul_route = i;
-    return env_config_size("LLMK_MATMUL_CHUNK_SMALL", &c->matmul_chunk_small, err, cap) &&
-           env_config_size("LLMK_MATMUL_CHUNK_TILED", &c->matmul_chunk_tiled, err, cap) &&
-           env_config_size("LLMK_MATMUL_TILE_M", &c->matmul_tile_m, err, cap);
+    return 1;
 }
 
 /* Read and apply; prints the problem as "PROG: ..." and returns 0 on failure. */

@@ -3,8 +3,8 @@
  * (the multi-row kernels), for Q4_1 and Q8_0 weights at the default model's
  * shapes (n x k: n weight rows of k). Columns: a16 (src/kernels/r8.h: the
  * AVX2 kernel on repacked weights, or the scalar reference without AVX2), q8
- * (llmk_codec_dot / llmk_codec_dotm with the codec's 8-bit activations) and,
- * for Q4_1 with AVX2, xq4_1 (the executor's repacked kernel with q8_1x
+ * (the kernel table's vec_dot / vec_dotm with the codec's 8-bit activations) and,
+ * for Q4_1 with AVX2, q4_1_x2 (the executor's repacked kernel with q8_1x
  * activations). Each figure is the minimum over repeated calls (the machine
  * is shared; the minimum measures the kernel). Prints; asserts nothing.
  * Levers: LLMK_KERNELS=ref, LLMK_CPU_MASK=none. */
@@ -12,9 +12,9 @@
 #include "codec/codec.h"
 #include "internal.h"
 #include "kernels/a16.h"
-#include "kernels/matmul.h"
+#include "kernels/kernels.h"
 #include "kernels/r8.h"
-#include "kernels/xq4_1.h"
+#include "kernels/q4_1_x2.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,36 +30,36 @@ static double now(void) {
 enum { M_ROWS = 8 };
 
 struct job {
-    int kind; /* 0 a16, 1 q8 codec, 2 xq4_1 */
+    int kind; /* 0 a16, 1 q8 codec, 2 q4_1_x2 */
     uint32_t t;
     int64_t n, k, m;
     const void *w;
     size_t ws;
     const void *act;
     size_t as;
-    const struct llmk_xq4_1 *xw;
+    const struct llmk_q4_1_x2 *xw;
     const struct llmk_r8 *rw;
     float *y;
 };
 
 static void run(const struct job *j) {
     if (j->kind == 2) {
-        llmk_xq4_1_mm_avx2(j->xw, 0, j->n, j->act, j->as, j->m, j->y, j->n);
+        llmk_gemm_q4_1_x2_q8_1x_avx2(j->xw, 0, j->n, j->act, j->as, j->m, j->y, j->n);
         return;
     }
     if (j->kind == 0) {
-        llmk_r8_mm_fn f = llmk_r8_kernel();
+        llmk_gemm_r8_a16_fn f = llmk_kernels()->gemm_r8_a16;
         if (f && j->rw->data) f(j->rw, 0, j->n, j->act, j->as, j->m, j->y, (size_t)j->n);
         else (j->t == LLMK_TYPE_Q4_1 ? llmk_r8_ref_q4_1 : llmk_r8_ref_q8_0)(j->k, j->w, j->ws, 0, j->n, j->act, j->as, j->m,
                                                                           j->y, (size_t)j->n);
         return;
     }
-    llmk_dotm_fn dm = llmk_codec_dotm(j->t);
+    llmk_dotm_fn dm = llmk_kernels()->type[j->t].vec_dotm;
     if (j->m > 1 && dm) {
         dm(j->k, j->w, j->ws, j->n, j->act, j->as, j->m, j->y, (size_t)j->n);
         return;
     }
-    llmk_dot_fn d = llmk_codec_dot(j->t, NULL);
+    llmk_dot_fn d = llmk_kernels()->type[j->t].vec_dot;
     for (int64_t i = 0; i < j->m; i++) d(j->k, j->w, j->ws, j->n, (const char *)j->act + (size_t)i * j->as, j->y + i * j->n);
 }
 
@@ -86,16 +86,16 @@ int main(void) {
     int avx2 = (llmk_cpu_detect() & LLMK_CPU_AVX2) != 0;
     const char *q8name;
     printf("a16 kernels: %s; 1 thread; minimum us per matvec (M=1) and per activation row at M=%d\n",
-           !llmk_r8_kernel()                          ? "r8_ref"
-           : llmk_r8_kernel() == llmk_r8_mm_avx2 ? "r8_avx2"
-                                                  : "r8_avx512",
+           !llmk_kernels()->gemm_r8_a16                          ? "r8_ref"
+           : llmk_kernels()->gemm_r8_a16 == llmk_gemm_r8_a16_avx2 ? "r8_avx2"
+                                                             : "r8_avx512",
            M_ROWS);
-    printf("%-6s %-11s %9s %9s %9s   %9s %9s %9s  %s\n", "type", "n x k", "a16 M=1", "q8 M=1", "xq4_1",
-           "a16 M=8", "q8 M=8", "xq4_1", "8-bit kernel");
+    printf("%-6s %-11s %9s %9s %9s   %9s %9s %9s  %s\n", "type", "n x k", "a16 M=1", "q8 M=1", "q4_1_x2",
+           "a16 M=8", "q8 M=8", "q4_1_x2", "8-bit kernel");
     srand(7);
     for (size_t ti = 0; ti < LLMK_ARRAY_LEN(types); ti++) {
         uint32_t t = types[ti];
-        llmk_codec_dot(t, &q8name);
+        q8name = llmk_kernels()->type[t].vec_dot_name;
         const struct llmk_codec *c = llmk_codec_get(t), *ac = llmk_codec_get(c->act_type);
         for (size_t si = 0; si < LLMK_ARRAY_LEN(shapes); si++) {
             int64_t n = shapes[si][0], k = shapes[si][1];
@@ -111,20 +111,20 @@ int main(void) {
             }
             for (int64_t r = proto; r < n; r++) memcpy(w + (size_t)r * rb, w + (size_t)(r % proto) * rb, rb);
             for (int64_t i = 0; i < k * M_ROWS; i++) x[i] = (float)((rand() % 2001) - 1000) / 1000.0f;
-            size_t as16 = llmk_a16_row_bytes(k), asx = llmk_xq8_1_row_bytes(k);
+            size_t as16 = llmk_a16_row_bytes(k), asx = llmk_q8_1x_row_bytes(k);
             unsigned char *a16 = malloc(as16 * M_ROWS), *a8 = malloc((size_t)arb * M_ROWS), *ax = malloc(asx * M_ROWS);
             for (int i = 0; i < M_ROWS; i++) {
-                llmk_a16_quantize_row(x + (int64_t)i * k, k, 0, k, a16 + (size_t)i * as16);
+                llmk_kernels()->act_quant[LLMK_ACT_A16](x + (int64_t)i * k, k, 0, k, a16 + (size_t)i * as16);
                 ac->quantize(x + (int64_t)i * k, a8 + (size_t)i * arb, k);
-                llmk_xq8_1_quantize(x + (int64_t)i * k, k, 0, k, ax + (size_t)i * asx);
+                llmk_q8_1x_quantize(x + (int64_t)i * k, k, 0, k, ax + (size_t)i * asx);
             }
-            struct llmk_xq4_1 xw = {0};
+            struct llmk_q4_1_x2 xw = {0};
             struct llmk_r8 rw = {0};
             int have_x = 0;
             llmk_tensor_info ti_ = {.name = "w", .type = t, .n_dims = 2, .ne = {(uint64_t)k, (uint64_t)n, 1, 1},
                                     .n_elements = (uint64_t)k * (uint64_t)n, .n_bytes = rb * (uint64_t)n, .data = w};
-            if (t == LLMK_TYPE_Q4_1 && avx2) have_x = llmk_xq4_1_repack(&ti_, &xw) == LLMK_OK;
-            if (llmk_r8_kernel() && llmk_r8_repack(&ti_, &rw) != LLMK_OK) return 1;
+            if (t == LLMK_TYPE_Q4_1 && avx2) have_x = llmk_q4_1_x2_repack(&ti_, &xw) == LLMK_OK;
+            if (llmk_kernels()->gemm_r8_a16 && llmk_r8_repack(&ti_, &rw) != LLMK_OK) return 1;
             double us[2][3] = {{0}};
             for (int mi = 0; mi < 2; mi++) {
                 int64_t m = mi ? M_ROWS : 1;
@@ -143,7 +143,7 @@ int main(void) {
             printf("%-6s %-11s %9.1f %9.1f %9s   %9.1f %9.1f %9s  %s\n", llmk_type_name(t), shape, us[0][0], us[0][1],
                    xs[0], us[1][0], us[1][1], xs[1], q8name);
             fflush(stdout);
-            if (have_x) llmk_xq4_1_free(&xw);
+            if (have_x) llmk_q4_1_x2_free(&xw);
             llmk_r8_free(&rw);
             free(w), free(x), free(y), free(a16), free(a8), free(ax);
         }

@@ -5,11 +5,11 @@
  * each (min1/min2: on a loaded machine the median mostly measures the
  * scheduler, the minimum the kernel). Prints; asserts nothing.
  * Usage: bench_kernels [codec ...]   (default: every codec)
- * Levers: LLMK_KERNELS=ref, LLMK_CPU_MASK=avx2|none, LLMK_MATMUL_ROUTE. */
+ * Levers: LLMK_KERNELS=ref, LLMK_CPU_MASK=avx2|none. */
 #include "../app/env_config.h"
 #include "codec/codec.h"
 #include "internal.h"
-#include "kernels/matmul.h"
+#include "kernels/kernels.h"
 #include "pool.h"
 #include "kernels/readbw.h"
 
@@ -56,12 +56,6 @@ static double read_bw(llmk_pool *pool) {
     return best;
 }
 
-struct mv_job { struct llmk_qmm *q; llmk_pool *pool; };
-static void mv_worker(void *ctx, int ith, int nth) {
-    struct mv_job *j = ctx;
-    llmk_qmm_run(j->q, j->pool, ith, nth);
-}
-
 int main(int argc, char **argv) {
     if (!env_config_apply("bench_kernels")) return 2;
     static const int64_t shapes[][2] = {{576, 576}, {192, 576}, {1536, 576}, {576, 1536},
@@ -84,8 +78,7 @@ int main(int argc, char **argv) {
         uint32_t t;
         llmk_type_from_name(names[ci], &t);
         if (t == LLMK_TYPE_Q8_K || t == LLMK_TYPE_Q8_1) continue; /* activation forms */
-        const char *kname;
-        llmk_codec_dot(t, &kname);
+        const char *kname = llmk_kernels()->type[t].vec_dot_name;
         for (size_t si = 0; si < LLMK_ARRAY_LEN(shapes); si++) {
             int64_t n = shapes[si][0], k = shapes[si][1];
             if (k % llmk_type_block_elems(t)) continue;
@@ -103,24 +96,18 @@ int main(int argc, char **argv) {
             for (int64_t r = proto; r < n; r++) memcpy(w + (size_t)r * rb, w + (size_t)(r % proto) * rb, rb);
             float *x = malloc((size_t)k * 4), *y = malloc((size_t)n * 4);
             for (int64_t i = 0; i < k; i++) x[i] = (float)((rand() % 2001) - 1000) / 1000.0f;
-            size_t ab;
-            llmk_qmm_act_bytes(t, 1, k, &ab);
-            void *scratch = malloc(ab ? ab : 1);
             double med[2], mins[2];
             for (int p = 0; p < 2; p++) {
-                struct llmk_qmm q;
-                llmk_qmm_init(&q, t, w, n, k, x, 1, y, scratch, LLMK_QMM_AUTO);
-                struct mv_job job = {&q, pools[p]};
                 /* enough reps for ~0.15 s of timing, at least 5 */
                 double t0 = now();
-                llmk_pool_run(pools[p], mv_worker, &job);
+                llmk_quantized_matmul(pools[p], t, w, n, k, x, 1, y);
                 double one = now() - t0;
                 int reps = (int)(0.15 / (one > 1e-7 ? one : 1e-7));
                 reps = reps < 5 ? 5 : reps > 2001 ? 2001 : reps;
                 double *ts = malloc((size_t)reps * sizeof *ts);
                 for (int r = 0; r < reps; r++) {
                     double a = now();
-                    llmk_pool_run(pools[p], mv_worker, &job);
+                    llmk_quantized_matmul(pools[p], t, w, n, k, x, 1, y);
                     ts[r] = now() - a;
                 }
                 qsort(ts, (size_t)reps, sizeof *ts, cmp_d);
@@ -134,7 +121,7 @@ int main(int argc, char **argv) {
                    (double)wbytes / med[0] / 1e9, med[1] * 1e6, (double)wbytes / med[1] / 1e9, mins[0] * 1e6,
                    mins[1] * 1e6, kname);
             fflush(stdout);
-            free(w), free(row), free(x), free(y), free(scratch);
+            free(w), free(row), free(x), free(y);
         }
     }
     llmk_pool_free(pools[1]);

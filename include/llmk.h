@@ -200,10 +200,9 @@ LLMK_API int llmk_cpu_count(void);
  * rows of k f32 (row stride k), y receives m rows of n f32 (row stride n).
  * Runs on `pool` (NULL: the calling thread). Output rows are split across
  * workers with llmk_split_range and each y element is one dot product in a
- * fixed order, so y is bitwise identical for any thread count and any route.
- * Allocates a scratch buffer for the quantized activations per call (the
- * decode loop uses the internal no-allocation variant in src/kernels/matmul.h).
- * Routes by m: matvec (m = 1), small-m, tiled; llmk_config.matmul_route forces one. k must be whole blocks of wtype. */
+ * fixed order, so y is bitwise identical for any thread count and any m.
+ * Allocates a scratch buffer for the quantized activations per call. k must
+ * be whole blocks of wtype. */
 LLMK_API int llmk_quantized_matmul(llmk_pool *pool, uint32_t wtype, const void *w, int64_t n, int64_t k,
                           const float *x, int64_t m, float *y);
 /* LLMK_SECTION_CODECS_END */
@@ -719,8 +718,6 @@ typedef struct llmk_config {
     const char *f32_act;    /* fast path check mode: NULL off; "all" every matmul on f32
                              * activations and dequantized rows; else the phase kinds listed
                              * ("qkv,lm_head"). The string must outlive its use. */
-    int32_t matmul_route;   /* llmk_quantized_matmul: 0 by row count; 1 matvec, 2 small, 3 tiled */
-    int32_t matmul_chunk_small, matmul_chunk_tiled, matmul_tile_m; /* 0: 64, 64, 32 */
 } llmk_config;
 
 LLMK_API void llmk_config_default(llmk_config *c);

@@ -25,12 +25,6 @@ int llmk_configure(const llmk_config *c) {
     if (!c) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_configure: NULL");
     if (c->kv_type != LLMK_TYPE_F32 && c->kv_type != LLMK_TYPE_F16 && c->kv_type != LLMK_TYPE_Q8_0)
         return llmk_fail(LLMK_INVALID_ARGUMENT, "config: kv_type %u is not f32, f16 or q8_0", c->kv_type);
-    if (c->matmul_route < 0 || c->matmul_route > 3)
-        return llmk_fail(LLMK_INVALID_ARGUMENT, "config: matmul_route %d is not 0..3", c->matmul_route);
-    int32_t sizes[] = {c->matmul_chunk_small, c->matmul_chunk_tiled, c->matmul_tile_m};
-    for (size_t i = 0; i < LLMK_ARRAY_LEN(sizes); i++)
-        if (sizes[i] < 0 || sizes[i] > 1 << 20)
-            return llmk_fail(LLMK_INVALID_ARGUMENT, "config: matmul chunk/tile size %d is not 0..2^20", sizes[i]);
     if (atomic_load(&kernels_fixed) && (c->cpu_mask != cfg.cpu_mask || c->ref_kernels != cfg.ref_kernels))
         return llmk_fail(LLMK_INVALID_ARGUMENT, "config: cpu_mask and ref_kernels are fixed once kernels "
                          "were chosen; set them before the first model, session or kernel call");

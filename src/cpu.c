@@ -1,6 +1,6 @@
 /* CPU feature detection for kernel dispatch: CPUID plus the OS's XSAVE state
  * (a CPU may have AVX-512 that the kernel does not enable). Detected once. */
-#include "codec/codec.h"
+#include "kernels/kernels.h"
 #include "internal.h"
 
 #include <stdlib.h>

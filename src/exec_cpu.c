@@ -11,15 +11,11 @@
  * arithmetic sequence, so no result depends on the partition. */
 #include "exec_cpu.h"
 
-#include "codec/blocks.h"
-#include "codec/codec.h"
-#include "codec/half.h"
 #include "internal.h"
-#include "kernels/attn.h"
-#include "kernels/ops_f32.h"
 #include "kernels/a16.h"
-#include "kernels/r8.h"
-#include "kernels/xq4_1.h"
+#include "kernels/kernels.h"
+#include "kernels/ops_f32.h"
+#include "plan.h"
 
 #include <math.h>
 #include <stdatomic.h>
@@ -28,10 +24,10 @@
 #include <time.h>
 
 enum {
-    MM_UNIT = 16,     /* weight rows per work unit and per cache-resident chunk */
+    MM_UNIT = LLMK_MM_UNIT,
     SPLIT_ROWS = 16,  /* at most this many rows: attention splits keys across workers */
     R8_CHUNK = 64,    /* weight rows per pass of the activation rows (r8 kernels) */
-    DUP_ROWS = 4,     /* at most this many rows: every worker norms them itself (dup_norm) */
+    DUP_ROWS = LLMK_DUP_ROWS,
     ATTN_Q = 4,       /* prefill attention: rows of one sequence per K/V pass */
     ATTN_MQ = LLMK_ATTN_MULTI, /* ... times query heads of one KV head: queries per pass */
     MAX_WORKERS = 256,
@@ -47,77 +43,63 @@ struct nonfinite {
 
 struct llmk_exec {
     const struct llmk_model *m;
-    struct llmk_program prog;
+    struct llmk_program prog;  /* what the model computes (immutable) */
+    struct llmk_plan plan;     /* how: routes, forms, splits (plan.h) */
+    const struct llmk_kernels *K, *VK; /* the plan's matmul/activation and vector/attention kernels */
     llmk_pool *pool;
     int nth;
     int32_t n_ctx, n_batch, n_seq, rows_cap;
+    int64_t kvd, qd, max_chunks; /* K/V and Q widths of a row; key chunks of a full context */
+    /* KV cache: [seq][layer][kv head][n_ctx] head rows, see kv_head */
     uint32_t kv_type;
-    size_t kv_hb, kv_rb;      /* cached bytes per head's row (head_dim values) and per position (n_head_kv heads) */
+    size_t kv_row_bytes;      /* one head's row (head_dim values) */
+    size_t kv_pos_bytes;      /* one position of every KV head */
     llmk_quant_fn kv_quant;   /* q8_0 cache: the codec's reference quantizer; NULL: f32/f16 */
     llmk_attn_chunk_fn attn;  /* the chunk kernel of the cache's type */
     llmk_attn_multi_fn attn_multi; /* its multi-query form, or NULL */
-    int64_t kvd, qd, max_chunks;
-    unsigned char *kv_k, *kv_v; /* [seq][layer][kv head][n_ctx][kv_hb bytes], see kv_head */
-    uint64_t kv_bytes;          /* of each; pages from the OS, committed as written */
+    unsigned char *kv_k, *kv_v;
+    uint64_t kv_bytes;        /* of each; pages from the OS, committed as written */
     int32_t *pos;             /* [n_seq] */
     float *rope_cs;           /* [n_ctx][half][cos, sin] */
+    /* activations: f32 rows of each buffer, and their quantized forms */
     float *buf[LLMK_BUF_COUNT_];
     int64_t width[LLMK_BUF_COUNT_];
-    unsigned char *qbuf[LLMK_BUF_COUNT_][LLMK_ACT_FORMS];
-    size_t qrow[LLMK_BUF_COUNT_][LLMK_ACT_FORMS]; /* bytes per quantized row */
-    llmk_dot_fn dot[LLMK_TYPE_COUNT_];
-    llmk_act_quant_fn quant[LLMK_ACT_FORMS]; /* the codec forms' quantizers (NULL for Q8_1X, A16) */
-    uint32_t form_block[LLMK_ACT_FORMS];
-    const struct llmk_xkernels *xk;
-    bool xq;                  /* Q4_1 weights repacked for the AVX2 kernel */
-    llmk_xq4_1_mm_fn xq_mm;   /* that kernel (NULL without AVX2) */
-    bool a16;                 /* int16 activations for Q4_1/Q8_0 (src/kernels/a16.h); LLMK_ACT=q8: off */
-    llmk_argmax_fn amaxk;     /* argmax of one worker's logits range */
-    llmk_r8_mm_fn r8k;        /* A16 kernel on repacked weights; NULL: the scalar reference on the GGUF rows */
-    struct llmk_r8 *r8w;      /* [n_phases][3]: A16 weights repacked (data NULL when not) */
-    unsigned char *r8_arena;  /* the repacked weights' storage */
-    bool f32act;              /* config f32_act: dequantized weight rows . f32 activations (a check) */
-    const char *f32act_only;  /* f32_act = "qkv,lm_head,...": only these phases */
-    bool clock_thread;        /* config phase_clock_thread */
-    float *wrow;              /* f32act: [nth][wrow_stride] */
-    int64_t wrow_stride;
-    struct llmk_xq4_1 *xw;    /* [n_phases][3]: repacked weights (qs NULL when not) */
+    unsigned char *act[LLMK_BUF_COUNT_][LLMK_ACT_FORMS];
+    size_t act_row_bytes[LLMK_BUF_COUNT_][LLMK_ACT_FORMS];
+    /* repacked weights */
+    struct llmk_r8 *r8;       /* [n_phases][3][nth]: R8_A16 weights, worker views into r8_arena */
+    unsigned char *r8_arena;
+    struct llmk_q4_1_x2 *x2;    /* [n_phases][3]: X2_Q8_1X weights (qs NULL when not) */
+    /* scratch */
+    float *f32_rows;          /* F32_CHECK route: [nth][f32_row_stride] dequantized weight rows */
+    int64_t f32_row_stride;
     float *parts;             /* split attention: [SPLIT_ROWS][n_head][max_chunks][hd + 2] */
     float *wparts, *wscores;  /* per worker: [ATTN_MQ][max_chunks][hd + 2], [ATTN_MQ][LLMK_ATTN_CHUNK] */
-    unsigned char *wnorm;     /* per worker: a private normed row (f32) and DUP_ROWS a16 rows, see dup_norm */
-    size_t wnorm_bytes;
-    float *amax_v;            /* per worker argmax partials [nth][rows_cap] */
-    int32_t *amax_i;
+    unsigned char *dup_rows;  /* per worker: a private normed row (f32) and DUP_ROWS a16 rows, see dup_norm */
+    size_t dup_rows_bytes;
+    float *argmax_val;        /* per worker argmax partials [nth][rows_cap] */
+    int32_t *argmax_idx;
     int32_t *argmax;          /* [rows_cap] */
     struct nonfinite *nf;     /* [nth], see note_nonfinite */
-    llmk_nonfinite_fn nfk;    /* the check of what no quantizer reads (Q/K/V, logits) */
+    atomic_llong *claims;     /* [n_phases][nth][CLAIM_STRIDE]: see claimed() */
     /* the current call */
     int32_t n_rows, out_first;
     int32_t *row_id, *row_seq, *row_pos;
     float *logits;            /* LM head destination: rows out_first.. */
     bool run_final;
     int ph_lo, ph_hi;
-    atomic_llong *claims;     /* [n_phases][nth][CLAIM_STRIDE]: see claimed() */
-    bool phase_mode;
-    bool pf_next;             /* prefetch_next_runs (LLMK_PREFETCH_NEXT=0: off) */
+    /* modes */
+    bool phase_mode;          /* one timed pool region per phase */
+    bool prefetch_next;       /* prefetch_next_runs (configuration prefetch_next) */
+    bool clock_thread;        /* configuration phase_clock_thread */
     double *phase_ns;
 };
 
 /* ---- helpers ------------------------------------------------------------ */
 
-static int form_of_act(uint32_t act_type) {
-    return act_type == LLMK_TYPE_Q8_0 ? LLMK_ACT_Q8_0 : act_type == LLMK_TYPE_Q8_1 ? LLMK_ACT_Q8_1
-         : act_type == LLMK_TYPE_Q8_K ? LLMK_ACT_Q8_K : -1;
-}
-static const uint32_t form_type[LLMK_ACT_FORMS] = {LLMK_TYPE_Q8_0, LLMK_TYPE_Q8_1, LLMK_TYPE_Q8_K, LLMK_TYPE_Q8_1,
-                                                   LLMK_TYPE_Q8_0};
-
-/* The activation form a weight is multiplied with in this executor (-1: f32). */
-static int form_of_weight(const struct llmk_exec *ex, uint32_t wtype) {
-    if (ex->a16 && llmk_a16_supports(wtype)) return LLMK_ACT_A16;
-    if (ex->xq && wtype == LLMK_TYPE_Q4_1) return LLMK_ACT_Q8_1X;
-    const struct llmk_codec *c = llmk_codec_get(wtype);
-    return form_of_act(c->act_type);
+/* The plan of program phase ph. */
+static inline const struct llmk_plan_phase *plan_of(const struct llmk_exec *ex, const struct llmk_phase *ph) {
+    return &ex->plan.ph[ph - ex->prog.ph];
 }
 
 static void *xalloc(uint64_t a, uint64_t b, int *st) {
@@ -150,7 +132,7 @@ static int exec_check_budget(const struct llmk_exec *ex, const struct llmk_exec_
     int st = llmk_check_context(ex->m, ex->n_ctx, p->allow_long_ctx);
     if (st != LLMK_OK) return st;
     double hd = hp->head_dim, nth = p->n_threads > 0 ? p->n_threads : llmk_cpu_count();
-    double kv = llmk_kv_bytes(ex->n_seq, ex->n_ctx, hp->n_head_kv, hd, (double)ex->kv_hb / hd) * hp->n_layer;
+    double kv = llmk_kv_bytes(ex->n_seq, ex->n_ctx, hp->n_head_kv, hd, (double)ex->kv_row_bytes / hd) * hp->n_layer;
     double widths = 3.0 * hp->n_embd + 2.0 * (double)ex->qd + 2.0 * (double)ex->kvd + 2.0 * hp->n_ff;
     double scratch = 4.0 * ((double)ex->n_ctx * hd                                        /* rope table */
                             + (SPLIT_ROWS * hp->n_head + nth * ATTN_MQ) * (double)ex->max_chunks * (hd + 2)
@@ -165,7 +147,7 @@ static int exec_check_budget(const struct llmk_exec *ex, const struct llmk_exec_
 static inline unsigned char *kv_head(const struct llmk_exec *ex, unsigned char *base, int32_t seq, int layer, int g,
                                      int32_t pos) {
     int64_t idx = (((int64_t)seq * ex->m->hp.n_layer + layer) * ex->m->hp.n_head_kv + g) * ex->n_ctx + pos;
-    return base + (size_t)idx * ex->kv_hb;
+    return base + (size_t)idx * ex->kv_row_bytes;
 }
 
 /* Phase timings use the wall clock; the configuration's phase_clock_thread
@@ -211,21 +193,11 @@ static void note_nonfinite(struct llmk_exec *ex, const struct llmk_phase *ph, in
 static void quantize_part(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, int b, int64_t t, int64_t e0,
                           int64_t e1) {
     const float *src = ex->buf[b] + t * ex->width[b];
+    unsigned qmask = plan_of(ex, ph)->qmask;
     int bad = 0;
-    for (int f = 0; f < LLMK_ACT_FORMS; f++) {
-        if (!(ph->qmask & (1u << f))) continue;
-        if (f == LLMK_ACT_Q8_1X) {
-            bad |= llmk_xq8_1_quantize(src, ex->width[b], e0, e1, ex->qbuf[b][f] + (size_t)t * ex->qrow[b][f]);
-            continue;
-        }
-        if (f == LLMK_ACT_A16) {
-            bad |= llmk_a16_quantize_row(src, ex->width[b], e0, e1, ex->qbuf[b][f] + (size_t)t * ex->qrow[b][f]);
-            continue;
-        }
-        uint32_t be = ex->form_block[f];
-        unsigned char *dst = ex->qbuf[b][f] + (size_t)t * ex->qrow[b][f] + (size_t)(e0 / be) * llmk_type_block_bytes(form_type[f]);
-        bad |= ex->quant[f](src + e0, dst, e1 - e0);
-    }
+    for (int f = 0; f < LLMK_ACT_FORMS; f++)
+        if (qmask & (1u << f))
+            bad |= ex->K->act_quant[f](src, ex->width[b], e0, e1, ex->act[b][f] + (size_t)t * ex->act_row_bytes[b][f]);
     if (bad) note_nonfinite(ex, ph, ith, (int32_t)t);
 }
 
@@ -236,18 +208,15 @@ static void quantize_part(struct llmk_exec *ex, const struct llmk_phase *ph, int
  * activations (no f32 consumer of the shared normed buffer). Same functions
  * on the same data: the bytes are the ones the shared path writes. */
 static bool dup_norm(const struct llmk_exec *ex, const struct llmk_phase *ph) {
-    if (ph->op != LLMK_OP_NORM_QUANT || ph->qmask != 1u << LLMK_ACT_A16 || ex->f32act || !ex->wnorm) return false;
+    if (!plan_of(ex, ph)->a16_only) return false;
     int32_t t0, t1;
     rows_of(ex, ph, &t0, &t1);
-    if (t1 - t0 > DUP_ROWS || ph + 1 >= ex->prog.ph + ex->prog.n_phases || ph[1].op != LLMK_OP_MATMUL) return false;
-    for (int i = 0; i < ph[1].n_w; i++)
-        if (form_of_weight(ex, ph[1].w[i]->type) != LLMK_ACT_A16) return false;
-    return true;
+    return t1 - t0 <= DUP_ROWS;
 }
 
 /* The worker's private a16 rows of dup_norm (row t - t0 of the phase). */
-static unsigned char *wnorm_rows(const struct llmk_exec *ex, int ith) {
-    return ex->wnorm + (size_t)ith * ex->wnorm_bytes + (size_t)ex->width[LLMK_BUF_X] * sizeof(float);
+static unsigned char *dup_a16_rows(const struct llmk_exec *ex, int ith) {
+    return ex->dup_rows + (size_t)ith * ex->dup_rows_bytes + (size_t)ex->width[LLMK_BUF_X] * sizeof(float);
 }
 
 static void ph_norm(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, int nth) {
@@ -255,11 +224,11 @@ static void ph_norm(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, 
     rows_of(ex, ph, &t0, &t1);
     int64_t lo, hi, E = ph->rows[0];
     if (dup_norm(ex, ph)) {
-        float *xn = (float *)(ex->wnorm + (size_t)ith * ex->wnorm_bytes);
+        float *xn = (float *)(ex->dup_rows + (size_t)ith * ex->dup_rows_bytes);
         size_t rb = llmk_a16_row_bytes(E);
         for (int32_t t = t0; t < t1; t++) {
-            llmk_f32_rmsnorm(xn, ex->buf[ph->in] + t * E, ph->vec[0], E, (float)ex->m->hp.rms_eps);
-            if (llmk_a16_quantize_row(xn, E, 0, E, wnorm_rows(ex, ith) + (size_t)(t - t0) * rb))
+            ex->K->rmsnorm(xn, ex->buf[ph->in] + t * E, ph->vec[0], E, (float)ex->m->hp.rms_eps);
+            if (ex->K->act_quant[LLMK_ACT_A16](xn, E, 0, E, dup_a16_rows(ex, ith) + (size_t)(t - t0) * rb))
                 note_nonfinite(ex, ph, ith, t);
         }
         return;
@@ -267,7 +236,7 @@ static void ph_norm(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, 
     llmk_split_range(t1 - t0, ith, nth, &lo, &hi);
     float eps = (float)ex->m->hp.rms_eps;
     for (int64_t t = t0 + lo; t < t0 + hi; t++) {
-        llmk_f32_rmsnorm(ex->buf[ph->out[0]] + t * E, ex->buf[ph->in] + t * E, ph->vec[0], E, eps);
+        ex->K->rmsnorm(ex->buf[ph->out[0]] + t * E, ex->buf[ph->in] + t * E, ph->vec[0], E, eps);
         quantize_part(ex, ph, ith, ph->out[0], t, 0, E);
     }
 }
@@ -278,10 +247,7 @@ static void ph_norm(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, 
  * appends exactly the heads it computed. The split depends only on the
  * shape, and each element's arithmetic is unchanged, so the bits are the
  * same as with a barrier (and as phase-at-a-time mode). */
-static bool rope_fused(const struct llmk_exec *ex, const struct llmk_phase *ph) {
-    return ph->op == LLMK_OP_MATMUL && ph + 1 < ex->prog.ph + ex->prog.n_phases && ph[1].op == LLMK_OP_ROPE_KV &&
-           ex->m->hp.head_dim % MM_UNIT == 0;
-}
+static bool rope_fused(const struct llmk_exec *ex, const struct llmk_phase *ph) { return plan_of(ex, ph)->rope_fused; }
 
 /* Prefill matmuls (more than SPLIT_ROWS rows) are claimed, not assigned:
  * the phase's rows are cut into units that workers take from per-owner
@@ -297,90 +263,93 @@ static bool claimed(const struct llmk_exec *ex, const struct llmk_phase *ph) {
     return t1 - t0 > SPLIT_ROWS;
 }
 
-/* out[t][r] for r in [r0, r1) and t in [t0, t1): one dot per element.
+/* The F32_CHECK route: each weight row dequantized, then f32 dots. */
+static void mm_f32_check(struct llmk_exec *ex, const struct llmk_phase *ph, const llmk_tensor_info *w, int64_t r0,
+                         int64_t r1, int32_t t0, int32_t t1, float *out, int64_t out_stride, int ith) {
+    int64_t k = ph->k;
+    size_t ws = (size_t)(w->n_bytes / w->ne[1]);
+    float *row = ex->f32_rows + (int64_t)ith * ex->f32_row_stride;
+    for (int64_t r = r0; r < r1; r++) {
+        LLMK_CHECK(llmk_f32_dequant_row(w->type, (const char *)w->data + (size_t)r * ws, row, k) == LLMK_OK);
+        for (int32_t t = t0; t < t1; t++)
+            out[(int64_t)(t - t0) * out_stride + r] = ex->K->f32_dot(row, ex->buf[ph->in] + (int64_t)t * ex->width[ph->in], k);
+    }
+}
+
+/* The A16 routes: chunks of R8_CHUNK weight rows (L2-resident) against every
+ * activation row, 4 at a time (L1); one activation row reuses nothing, so
+ * the kernel streams the whole range. */
+static void mm_a16(struct llmk_exec *ex, const struct llmk_phase *ph, int wi, int64_t r0, int64_t r1, int32_t t0,
+                   int32_t t1, float *out, int64_t out_stride, int ith, int owner) {
+    const llmk_tensor_info *w = ph->w[wi];
+    int in = ph->in;
+    size_t as = ex->act_row_bytes[in][LLMK_ACT_A16], ws = (size_t)(w->n_bytes / w->ne[1]);
+    const unsigned char *act = ex->act[in][LLMK_ACT_A16] + (size_t)t0 * as;
+    if (ph > ex->prog.ph && dup_norm(ex, ph - 1)) act = dup_a16_rows(ex, ith), as = llmk_a16_row_bytes(ph->k);
+    bool packed = plan_of(ex, ph)->w[wi].route == LLMK_ROUTE_R8_A16;
+    const struct llmk_r8 *rw = &ex->r8[((ph - ex->prog.ph) * 3 + wi) * ex->nth + owner];
+    int64_t chunk = t1 - t0 == 1 ? r1 - r0 : R8_CHUNK;
+    for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
+        int64_t c1 = c0 + chunk < r1 ? c0 + chunk : r1;
+        if (packed) ex->K->gemm_r8_a16(rw, c0, c1, act, as, t1 - t0, out, (size_t)out_stride);
+        else ex->K->gemm_rows_a16[w->type](ph->k, w->data, ws, c0, c1, act, as, t1 - t0, out, (size_t)out_stride);
+    }
+}
+
+/* The DOT route: the codec's kernels on the GGUF rows, MM_UNIT rows at a
+ * time against every activation row (vec_dotm: several rows per weight pass,
+ * the same bits as vec_dot per row). */
+static void mm_dot(struct llmk_exec *ex, const struct llmk_phase *ph, int wi, int64_t r0, int64_t r1, int32_t t0,
+                   int32_t t1, float *out, int64_t out_stride) {
+    const llmk_tensor_info *w = ph->w[wi];
+    int in = ph->in, f = plan_of(ex, ph)->w[wi].form;
+    const unsigned char *act;
+    size_t astride;
+    if (f < 0) act = (const unsigned char *)ex->buf[in], astride = (size_t)ex->width[in] * sizeof(float);
+    else act = ex->act[in][f], astride = ex->act_row_bytes[in][f];
+    size_t ws = (size_t)(w->n_bytes / w->ne[1]);
+    const struct llmk_type_kernels *tk = &ex->K->type[w->type];
+    const char *wp = w->data;
+    for (int64_t c0 = r0; c0 < r1; c0 += MM_UNIT) {
+        int64_t c1 = c0 + MM_UNIT < r1 ? c0 + MM_UNIT : r1;
+        if (tk->vec_dotm && t1 - t0 > 1)
+            tk->vec_dotm(ph->k, wp + (size_t)c0 * ws, ws, c1 - c0, act + (size_t)t0 * astride, astride, t1 - t0,
+                         out + c0, (size_t)out_stride);
+        else
+            for (int32_t t = t0; t < t1; t++)
+                tk->vec_dot(ph->k, wp + (size_t)c0 * ws, ws, c1 - c0, act + (size_t)t * astride,
+                            out + (int64_t)(t - t0) * out_stride + c0);
+    }
+}
+
+/* out[t][r] for r in [r0, r1) and t in [t0, t1) by the weight's route.
  * Rows [r0, r1) lie in worker owner's share (its repacked view); ith is the
  * worker doing it (its scratch). */
 static void mm_rows(struct llmk_exec *ex, const struct llmk_phase *ph, int wi, int64_t r0, int64_t r1, int32_t t0,
                     int32_t t1, float *out, int64_t out_stride, int ith, int owner) {
-    const llmk_tensor_info *w = ph->w[wi];
-    int in = ph->in;
-    int64_t k = ph->k;
-    if (ex->f32act && (!ex->f32act_only || strstr(ex->f32act_only, strchr(ph->name, '.') ? strrchr(ph->name, '.') + 1 : ph->name))) {
-        size_t ws = (size_t)(w->n_bytes / w->ne[1]);
-        float *row = ex->wrow + (int64_t)ith * ex->wrow_stride;
-        for (int64_t r = r0; r < r1; r++) {
-            LLMK_CHECK(llmk_f32_dequant_row(w->type, (const char *)w->data + (size_t)r * ws, row, k) == LLMK_OK);
-            for (int32_t t = t0; t < t1; t++)
-                out[(int64_t)(t - t0) * out_stride + r] = llmk_f32_dot(row, ex->buf[in] + (int64_t)t * ex->width[in], k);
-        }
-        return;
-    }
-    int f = form_of_weight(ex, w->type);
-    const struct llmk_xq4_1 *xw = &ex->xw[(ph - ex->prog.ph) * 3 + wi];
-    if (f == LLMK_ACT_A16) {
-        size_t as = ex->qrow[in][f], ws = (size_t)(w->n_bytes / w->ne[1]);
-        const unsigned char *act = ex->qbuf[in][f] + (size_t)t0 * as;
-        if (ph > ex->prog.ph && dup_norm(ex, ph - 1)) act = wnorm_rows(ex, ith), as = llmk_a16_row_bytes(k);
-        const struct llmk_r8 *rw = &ex->r8w[((ph - ex->prog.ph) * 3 + wi) * ex->nth + owner];
-        /* chunks of R8_CHUNK weight rows (L2-resident) against every
-         * activation row, 4 at a time (L1) */
-        int64_t chunk = t1 - t0 == 1 ? r1 - r0 : R8_CHUNK; /* one row reuses nothing: the kernel streams the range */
-        for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
-            int64_t c1 = c0 + chunk < r1 ? c0 + chunk : r1;
-            if (rw->data) ex->r8k(rw, c0, c1, act, as, t1 - t0, out, (size_t)out_stride);
-            else (w->type == LLMK_TYPE_Q4_1 ? llmk_r8_ref_q4_1 : llmk_r8_ref_q8_0)(k, w->data, ws, c0, c1, act, as,
-                                                                                t1 - t0, out, (size_t)out_stride);
-        }
-        return;
-    }
-    if (f == LLMK_ACT_Q8_1X) {
-        size_t as = ex->qrow[in][f];
-        const unsigned char *act = ex->qbuf[in][f] + (size_t)t0 * as;
+    switch (plan_of(ex, ph)->w[wi].route) {
+    case LLMK_ROUTE_F32_CHECK: mm_f32_check(ex, ph, ph->w[wi], r0, r1, t0, t1, out, out_stride, ith); break;
+    case LLMK_ROUTE_R8_A16:
+    case LLMK_ROUTE_ROWS_A16: mm_a16(ex, ph, wi, r0, r1, t0, t1, out, out_stride, ith, owner); break;
+    case LLMK_ROUTE_X2_Q8_1X: {
+        size_t as = ex->act_row_bytes[ph->in][LLMK_ACT_Q8_1X];
+        const unsigned char *act = ex->act[ph->in][LLMK_ACT_Q8_1X] + (size_t)t0 * as;
+        const struct llmk_q4_1_x2 *xw = &ex->x2[(ph - ex->prog.ph) * 3 + wi];
         for (int64_t c0 = r0; c0 < r1; c0 += MM_UNIT) {
             int64_t c1 = c0 + MM_UNIT < r1 ? c0 + MM_UNIT : r1;
-            ex->xq_mm(xw, c0, c1, act, as, t1 - t0, out, out_stride);
+            ex->K->gemm_q4_1_x2_q8_1x(xw, c0, c1, act, as, t1 - t0, out, out_stride);
         }
-        return;
+        break;
     }
-    const unsigned char *act;
-    size_t astride;
-    if (f < 0) act = (const unsigned char *)ex->buf[in], astride = (size_t)ex->width[in] * sizeof(float);
-    else act = ex->qbuf[in][f], astride = ex->qrow[in][f];
-    size_t ws = (size_t)(w->n_bytes / w->ne[1]);
-    llmk_dot_fn dot = ex->dot[w->type];
-    const char *wp = w->data;
-    for (int64_t c0 = r0; c0 < r1; c0 += MM_UNIT) {
-        int64_t c1 = c0 + MM_UNIT < r1 ? c0 + MM_UNIT : r1;
-        for (int32_t t = t0; t < t1; t++)
-            dot(k, wp + (size_t)c0 * ws, ws, c1 - c0, act + (size_t)t * astride, out + (int64_t)(t - t0) * out_stride + c0);
+    default: mm_dot(ex, ph, wi, r0, r1, t0, t1, out, out_stride);
     }
 }
 
-/* Worker ith's rows [r0, r1) of weight wi of matmul phase ph: a partition
- * that depends only on the shapes and nth (never on M), so the repacked
- * weights can be laid out as one stream per worker at init. SwiGLU phases
- * give a worker the same gate and up rows, in whole blocks of the
- * down-projection's activation form so the worker can quantize them; the
- * Q/K/V phase that feeds RoPE splits by heads; others split the rows of all
- * weights, concatenated, in units of MM_UNIT. */
+/* Worker ith's share of weight wi of matmul phase ph (plan.h). */
 static void mm_share(const struct llmk_exec *ex, const struct llmk_phase *ph, int wi, int ith, int nth, int64_t *r0,
                      int64_t *r1) {
-    int64_t lo, hi;
-    if (ph->epilogue == LLMK_EPI_SWIGLU) {
-        int64_t unit = MM_UNIT, F = ph->rows[0];
-        for (int f = 0; f < LLMK_ACT_FORMS; f++)
-            if ((ph->qmask & (1u << f)) && ex->form_block[f] > unit) unit = ex->form_block[f];
-        llmk_split_range((F + unit - 1) / unit, ith, nth, &lo, &hi);
-        *r0 = lo * unit, *r1 = hi * unit < F ? hi * unit : F;
-        return;
-    }
-    int64_t total = 0, base = 0, unit = rope_fused(ex, ph) ? ex->m->hp.head_dim : MM_UNIT;
-    for (int i = 0; i < ph->n_w; i++) total += ph->rows[i];
-    for (int i = 0; i < wi; i++) base += ph->rows[i];
-    llmk_split_range((total + unit - 1) / unit, ith, nth, &lo, &hi);
-    lo = lo * unit - base, hi = hi * unit - base;
-    *r0 = lo < 0 ? 0 : lo < ph->rows[wi] ? lo : ph->rows[wi];
-    *r1 = hi < *r0 ? *r0 : hi < ph->rows[wi] ? hi : ph->rows[wi];
+    LLMK_CHECK(nth == ex->plan.nth);
+    llmk_plan_share(&ex->plan, (int)(ph - ex->prog.ph), wi, ith, r0, r1);
 }
 
 /* One head's row of n values; a q8_0 row is whole blocks (n % 32 == 0 is
@@ -389,7 +358,7 @@ static void store_kv(const struct llmk_exec *ex, unsigned char *dst, const float
     if (ex->kv_quant) {
         ex->kv_quant(src, dst, n);
     } else if (ex->kv_type == LLMK_TYPE_F16) {
-        ex->xk->to_f16(src, (uint16_t *)dst, n);
+        ex->VK->to_f16(src, (uint16_t *)dst, n);
     } else {
         memcpy(dst, src, (size_t)n * sizeof(float));
     }
@@ -407,20 +376,20 @@ static void rope_unit(struct llmk_exec *ex, const struct llmk_phase *ph, int ith
     const float *cs = ex->rope_cs + (int64_t)ex->row_pos[t] * half * 2;
     if (u < H) {
         float *q = ex->buf[LLMK_BUF_Q] + (int64_t)t * ex->qd + (int64_t)u * HD;
-        if (ph->vec[0]) llmk_f32_rmsnorm(q, q, ph->vec[0], HD, eps);
-        llmk_f32_rope(q, 1, HD, cs, hp->rope_neox);
-        if (ex->nfk(q, HD)) note_nonfinite(ex, ph, ith, t);
+        if (ph->vec[0]) ex->K->rmsnorm(q, q, ph->vec[0], HD, eps);
+        ex->K->rope(q, 1, HD, cs, hp->rope_neox);
+        if (ex->K->nonfinite(q, HD)) note_nonfinite(ex, ph, ith, t);
     } else if (u < H + Hkv) {
         int h = u - H;
         float *k = ex->buf[LLMK_BUF_K] + (int64_t)t * ex->kvd + (int64_t)h * HD;
-        if (ph->vec[1]) llmk_f32_rmsnorm(k, k, ph->vec[1], HD, eps);
-        llmk_f32_rope(k, 1, HD, cs, hp->rope_neox);
-        if (ex->nfk(k, HD)) note_nonfinite(ex, ph, ith, t);
+        if (ph->vec[1]) ex->K->rmsnorm(k, k, ph->vec[1], HD, eps);
+        ex->K->rope(k, 1, HD, cs, hp->rope_neox);
+        if (ex->K->nonfinite(k, HD)) note_nonfinite(ex, ph, ith, t);
         store_kv(ex, kv_head(ex, ex->kv_k, ex->row_seq[t], ph->layer, h, ex->row_pos[t]), k, HD);
     } else {
         int h = u - H - Hkv;
         const float *v = ex->buf[LLMK_BUF_V] + (int64_t)t * ex->kvd + (int64_t)h * HD;
-        if (ex->nfk(v, HD)) note_nonfinite(ex, ph, ith, t);
+        if (ex->K->nonfinite(v, HD)) note_nonfinite(ex, ph, ith, t);
         store_kv(ex, kv_head(ex, ex->kv_v, ex->row_seq[t], ph->layer, h, ex->row_pos[t]), v, HD);
     }
 }
@@ -449,10 +418,10 @@ static void mm_epilogue(struct llmk_exec *ex, const struct llmk_phase *ph, int i
                         int32_t t1, float *out) {
     int64_t n = ph->rows[i];
     if (ph->epilogue == LLMK_EPI_BIAS && ph->vec[i]) {
-        for (int32_t t = t0; t < t1; t++) ex->xk->add(out + (int64_t)(t - t0) * n + r0, ph->vec[i] + r0, r1 - r0);
+        for (int32_t t = t0; t < t1; t++) ex->VK->add(out + (int64_t)(t - t0) * n + r0, ph->vec[i] + r0, r1 - r0);
     } else if (ph->epilogue == LLMK_EPI_RESIDUAL) {
         float *x = ex->buf[LLMK_BUF_X];
-        for (int32_t t = t0; t < t1; t++) ex->xk->add(x + (int64_t)t * n + r0, out + (int64_t)(t - t0) * n + r0, r1 - r0);
+        for (int32_t t = t0; t < t1; t++) ex->VK->add(x + (int64_t)t * n + r0, out + (int64_t)(t - t0) * n + r0, r1 - r0);
     }
 }
 
@@ -465,7 +434,7 @@ static void mm_swiglu(struct llmk_exec *ex, const struct llmk_phase *ph, int64_t
     mm_rows(ex, ph, 0, r0, r1, t0, t1, g, F, ith, owner);
     mm_rows(ex, ph, 1, r0, r1, t0, t1, u, F, ith, owner);
     for (int32_t t = t0; t < t1; t++) {
-        ex->xk->swiglu(g + (int64_t)t * F + r0, u + (int64_t)t * F + r0, r1 - r0);
+        ex->VK->swiglu(g + (int64_t)t * F + r0, u + (int64_t)t * F + r0, r1 - r0);
         quantize_part(ex, ph, ith, ph->out[0], t, r0, r1);
     }
 }
@@ -501,12 +470,8 @@ static int64_t claim_any(struct llmk_exec *ex, const struct llmk_phase *ph, int6
 /* Units of rows a claimed matmul is cut into: whole heads where RoPE
  * follows (the claimer ropes them), whole SwiGLU units, at least R8_CHUNK. */
 static int64_t claim_unit(const struct llmk_exec *ex, const struct llmk_phase *ph) {
-    if (rope_fused(ex, ph)) return ex->m->hp.head_dim;
-    int64_t u = MM_UNIT;
-    if (ph->epilogue == LLMK_EPI_SWIGLU)
-        for (int f = 0; f < LLMK_ACT_FORMS; f++)
-            if ((ph->qmask & (1u << f)) && ex->form_block[f] > u) u = ex->form_block[f];
-    return (R8_CHUNK + u - 1) / u * u;
+    int64_t u = plan_of(ex, ph)->unit;
+    return rope_fused(ex, ph) ? u : (R8_CHUNK + u - 1) / u * u;
 }
 
 static void ph_matmul_claimed(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, int nth) {
@@ -658,9 +623,7 @@ static void ph_attn(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, 
     int HD = hp->head_dim, H = hp->n_head;
     int64_t ps = HD + 2;
     float *scores = ex->wscores + (int64_t)ith * ATTN_MQ * LLMK_ATTN_CHUNK;
-    bool head_quant = true; /* each head's output is whole blocks of every form */
-    for (int f = 0; f < LLMK_ACT_FORMS; f++)
-        if ((ph->qmask & (1u << f)) && HD % (int)ex->form_block[f] != 0) head_quant = false;
+    bool head_quant = plan_of(ex, ph)->head_quant; /* each head's output is whole blocks of every form */
     if (ex->n_rows <= SPLIT_ROWS) {
         attn_few_rows(ex, ph, ith, nth, head_quant, scores);
     } else {
@@ -733,10 +696,10 @@ static void ph_argmax(struct llmk_exec *ex, const struct llmk_phase *ph, int ith
     for (int32_t r = 0; r < nr; r++) {
         const float *l = ex->logits + (int64_t)r * V;
         /* else the argmax skips a NaN, takes a +inf, and the caller's sampler sees the row */
-        if (ex->nfk(l + lo, hi - lo)) note_nonfinite(ex, ph, ith, ex->out_first + r);
-        int64_t j = ex->amaxk(l + lo, hi - lo);
-        ex->amax_v[(int64_t)ith * ex->rows_cap + r] = j < 0 ? -INFINITY : l[lo + j];
-        ex->amax_i[(int64_t)ith * ex->rows_cap + r] = j < 0 ? -1 : (int32_t)(lo + j);
+        if (ex->K->nonfinite(l + lo, hi - lo)) note_nonfinite(ex, ph, ith, ex->out_first + r);
+        int64_t j = ex->K->argmax(l + lo, hi - lo);
+        ex->argmax_val[(int64_t)ith * ex->rows_cap + r] = j < 0 ? -INFINITY : l[lo + j];
+        ex->argmax_idx[(int64_t)ith * ex->rows_cap + r] = j < 0 ? -1 : (int32_t)(lo + j);
     }
     llmk_pool_barrier(ex->pool);
     if (ith != 0) return;
@@ -744,8 +707,8 @@ static void ph_argmax(struct llmk_exec *ex, const struct llmk_phase *ph, int ith
         float best = -INFINITY;
         int32_t bi = -1;
         for (int w = 0; w < nth; w++) { /* worker ranges ascend, so the first maximum wins ties */
-            float v = ex->amax_v[(int64_t)w * ex->rows_cap + r];
-            int32_t i = ex->amax_i[(int64_t)w * ex->rows_cap + r];
+            float v = ex->argmax_val[(int64_t)w * ex->rows_cap + r];
+            int32_t i = ex->argmax_idx[(int64_t)w * ex->rows_cap + r];
             if (i >= 0 && (bi < 0 || v > best)) best = v, bi = i;
         }
         ex->argmax[r] = bi;
@@ -777,9 +740,9 @@ static void prefetch_next_runs(const struct llmk_exec *ex, int i, int ith) {
         if (ph->op != LLMK_OP_MATMUL) continue;
         int32_t t0, t1;
         rows_of(ex, ph, &t0, &t1);
-        if (t1 - t0 != 1 || !ex->r8k) return;
+        if (t1 - t0 != 1 || !ex->r8_arena) return;
         for (int wi = 0; wi < ph->n_w; wi++) {
-            const struct llmk_r8 *w = &ex->r8w[((ph - ex->prog.ph) * 3 + wi) * ex->nth + ith];
+            const struct llmk_r8 *w = &ex->r8[((ph - ex->prog.ph) * 3 + wi) * ex->nth + ith];
             int64_t r0, r1;
             mm_share(ex, ph, wi, ith, ex->nth, &r0, &r1);
             if (!w->data || r0 >= r1) continue;
@@ -801,7 +764,7 @@ static void worker(void *ctx, int ith, int nth) {
         const struct llmk_phase *ph = &ex->prog.ph[i];
         if (ph->final && !ex->run_final) break; /* final phases are last */
         run_phase(ex, ph, ith, nth);
-        if (ex->pf_next) prefetch_next_runs(ex, i, ith);
+        if (ex->prefetch_next) prefetch_next_runs(ex, i, ith);
         /* a Q/K/V matmul split by heads feeds its RoPE phase worker-locally */
         if (i + 1 < ex->ph_hi && !rope_fused(ex, ph) && !dup_norm(ex, ph)) llmk_pool_barrier(ex->pool);
     }
@@ -857,28 +820,38 @@ static int run_program(struct llmk_exec *ex) {
 static void repack_worker(void *ctx, int ith, int nth) {
     struct llmk_exec *ex = ctx;
     for (int i = 0; i < ex->prog.n_phases * 3; i++) {
-        struct llmk_r8 *w = &ex->r8w[i * nth + ith];
+        struct llmk_r8 *w = &ex->r8[i * nth + ith];
         if (w->data && w->g1 > w->g0) llmk_r8_pack(ex->prog.ph[i / 3].w[i % 3], w, w->g0, w->g1);
     }
 }
 
-/* The KV cache's element layout: bytes per head row, the quantizer and the
- * attention kernels for its type. */
+/* The KV cache's bytes per head row and per position. */
 static void exec_kv_layout(struct llmk_exec *ex, uint32_t kvt) {
     const llmk_hparams *hp = &ex->m->hp;
     ex->kv_type = kvt;
-    ex->xk = llmk_xkernels_get();
-    if (hp->head_dim % 8 != 0) ex->xk = llmk_xkernels_ref();
-    if (kvt == LLMK_TYPE_Q8_0) {
-        ex->kv_hb = (size_t)(hp->head_dim / 32) * llmk_type_block_bytes(LLMK_TYPE_Q8_0);
+    if (kvt == LLMK_TYPE_Q8_0) ex->kv_row_bytes = (size_t)(hp->head_dim / 32) * llmk_type_block_bytes(LLMK_TYPE_Q8_0);
+    else ex->kv_row_bytes = (size_t)hp->head_dim * (kvt == LLMK_TYPE_F16 ? 2 : 4);
+    ex->kv_pos_bytes = (size_t)hp->n_head_kv * ex->kv_row_bytes;
+}
+
+/* The plan, and the kernels of the cache's type from its vector set. */
+static int exec_plan(struct llmk_exec *ex) {
+    const llmk_config *cf = llmk_cfg();
+    struct llmk_plan_options o = {.act_q8 = cf->act_q8, .repack = cf->repack, .f32_act = cf->f32_act};
+    int st = llmk_plan_build(&ex->prog, llmk_kernels(), &o, ex->nth, &ex->plan);
+    if (st != LLMK_OK) return st;
+    ex->K = ex->plan.K, ex->VK = ex->plan.VK;
+    if (ex->kv_type == LLMK_TYPE_Q8_0) {
         ex->kv_quant = llmk_codec_get(LLMK_TYPE_Q8_0)->quantize;
-        ex->attn = ex->xk->attn_q8_0;
+        ex->attn = ex->VK->attn_q8_0;
     } else {
-        ex->kv_hb = (size_t)hp->head_dim * (kvt == LLMK_TYPE_F16 ? 2 : 4);
-        ex->attn = kvt == LLMK_TYPE_F16 ? ex->xk->attn_f16 : ex->xk->attn_f32;
-        ex->attn_multi = kvt == LLMK_TYPE_F16 ? ex->xk->multi_f16 : ex->xk->multi_f32;
+        bool f16 = ex->kv_type == LLMK_TYPE_F16;
+        ex->attn = f16 ? ex->VK->attn_f16 : ex->VK->attn_f32;
+        ex->attn_multi = f16 ? ex->VK->attn_multi_f16 : ex->VK->attn_multi_f32;
     }
-    ex->kv_rb = (size_t)hp->n_head_kv * ex->kv_hb;
+    ex->prefetch_next = cf->prefetch_next; /* off for A/B runs */
+    ex->clock_thread = cf->phase_clock_thread;
+    return LLMK_OK;
 }
 
 /* The parameters, checked, with their defaults: the KV type, the context,
@@ -907,7 +880,7 @@ static int exec_alloc_state(struct llmk_exec *ex) {
     const llmk_hparams *hp = &ex->m->hp;
     int st = LLMK_OK;
     uint64_t rc = (uint64_t)ex->rows_cap, cells = (uint64_t)ex->n_seq * hp->n_layer * (uint64_t)ex->n_ctx;
-    if (!llmk_mul_u64(cells, ex->kv_rb, &ex->kv_bytes)) return llmk_fail(LLMK_OUT_OF_MEMORY, "exec: KV cache size overflows");
+    if (!llmk_mul_u64(cells, ex->kv_pos_bytes, &ex->kv_bytes)) return llmk_fail(LLMK_OUT_OF_MEMORY, "exec: KV cache size overflows");
     ex->kv_k = pages_or_fail(ex->kv_bytes, &st);
     ex->kv_v = pages_or_fail(ex->kv_bytes, &st);
     ex->pos = xalloc((uint64_t)ex->n_seq, sizeof(int32_t), &st);
@@ -922,133 +895,74 @@ static int exec_alloc_state(struct llmk_exec *ex) {
     return st;
 }
 
-/* The kernels and modes this executor runs, from the CPU and the configuration. */
-static void exec_choose_kernels(struct llmk_exec *ex) {
-    const llmk_config *cf = llmk_cfg();
-    for (int f = 0; f < LLMK_ACT_FORMS; f++) {
-        ex->form_block[f] = f == LLMK_ACT_Q8_1X ? 64 : llmk_type_block_elems(form_type[f]);
-        ex->quant[f] = f == LLMK_ACT_Q8_0 ? llmk_quantize_act_q8_0 : f == LLMK_ACT_Q8_1 ? llmk_quantize_act_q8_1
-                     : f == LLMK_ACT_Q8_K ? llmk_quantize_act_q8_k : NULL;
-    }
-    ex->xq_mm = llmk_xq4_1_mm_kernel();
-    ex->xq = ex->xq_mm && !llmk_config_kernels()->ref_kernels && cf->repack;
-    ex->a16 = !cf->act_q8; /* act_q8: the 8-bit activation path */
-    ex->r8k = llmk_r8_kernel();
-    ex->amaxk = llmk_f32_argmax_kernel();
-    ex->nfk = llmk_f32_nonfinite_kernel();
-    ex->pf_next = cf->prefetch_next; /* off for A/B runs */
-    ex->clock_thread = cf->phase_clock_thread;
-    for (uint32_t t = 0; t < LLMK_TYPE_COUNT_; t++)
-        if (llmk_codec_get(t)) ex->dot[t] = llmk_codec_dot(t, NULL);
-}
-
-/* Q4_1 weights repacked for the q8_1x route, and which forms each producer
- * quantizes into (those its consumer, the next phase, reads). */
-static int exec_forms(struct llmk_exec *ex) {
+/* The repacked weights the plan routes through them: X2 per tensor, r8 in
+ * the plan's one arena (huge pages), packed by the workers. */
+static int exec_repack(struct llmk_exec *ex) {
+    int st = LLMK_OK;
+    ex->x2 = xalloc((uint64_t)ex->prog.n_phases * 3, sizeof *ex->x2, &st);
+    ex->r8 = xalloc((uint64_t)ex->prog.n_phases * 3 * (uint64_t)ex->nth, sizeof *ex->r8, &st);
+    if (st != LLMK_OK) return st;
+    if (ex->plan.r8_bytes && !(ex->r8_arena = llmk_r8_buffer(ex->plan.r8_bytes)))
+        return llmk_fail(LLMK_OUT_OF_MEMORY, "exec: %zu bytes of repacked weights", ex->plan.r8_bytes);
     for (int i = 0; i < ex->prog.n_phases; i++) {
-        struct llmk_phase *ph = &ex->prog.ph[i];
-        if (ph->op != LLMK_OP_MATMUL) continue;
-        for (int w = 0; w < ph->n_w; w++) {
-            int st;
-            if (!ex->a16 && ex->xq && ph->w[w]->type == LLMK_TYPE_Q4_1 &&
-                (st = llmk_xq4_1_repack(ph->w[w], &ex->xw[i * 3 + w])) != LLMK_OK)
+        const struct llmk_phase *ph = &ex->prog.ph[i];
+        for (int w = 0; w < ph->n_w && ph->op == LLMK_OP_MATMUL; w++) {
+            int route = ex->plan.ph[i].w[w].route;
+            if (route == LLMK_ROUTE_X2_Q8_1X && (st = llmk_q4_1_x2_repack(ph->w[w], &ex->x2[i * 3 + w])) != LLMK_OK)
                 return st;
-        }
-    }
-    for (int i = 0; i + 1 < ex->prog.n_phases; i++) {
-        struct llmk_phase *ph = &ex->prog.ph[i], *next = ph + 1;
-        if (!ph->qmask || next->op != LLMK_OP_MATMUL) continue;
-        unsigned qm = 0;
-        for (int w = 0; w < next->n_w; w++) {
-            int f = form_of_weight(ex, next->w[w]->type);
-            if (f >= 0) qm |= 1u << f;
-        }
-        ph->qmask = (uint8_t)qm;
-    }
-    return LLMK_OK;
-}
-
-/* r8 weights in one arena (huge pages), one stream per worker: its shares of
- * every matmul in program order, so its reads run on from one phase into the
- * next (tg +5% over one region per tensor, measured with a reading stand-in
- * for the kernels). Pass 0 sizes the arena, pass 1 places the views. */
-static int exec_r8_arena(struct llmk_exec *ex) {
-    size_t r8_total = 0;
-    for (int pass = 0; pass < 2 && ex->a16 && ex->r8k; pass++) {
-        if (pass == 1 && r8_total && !(ex->r8_arena = llmk_r8_buffer(r8_total)))
-            return llmk_fail(LLMK_OUT_OF_MEMORY, "exec: %zu bytes of repacked weights", r8_total);
-        size_t off = 0;
-        for (int ith = 0; ith < ex->nth; ith++)
-            for (int i = 0; i < ex->prog.n_phases; i++) {
-                struct llmk_phase *ph = &ex->prog.ph[i];
-                if (ph->op != LLMK_OP_MATMUL) continue;
-                for (int w = 0; w < ph->n_w; w++) {
-                    if (!llmk_a16_supports(ph->w[w]->type)) continue;
-                    size_t whole;
-                    int st;
-                    if (pass == 0 && (st = llmk_r8_size(ph->w[w], &whole)) != LLMK_OK) return st;
-                    int64_t r0, r1;
-                    mm_share(ex, ph, w, ith, ex->nth, &r0, &r1);
-                    LLMK_CHECK(r0 % LLMK_R8_ROWS == 0);
-                    int64_t g0 = r0 / LLMK_R8_ROWS, g1 = r1 > r0 ? (r1 + LLMK_R8_ROWS - 1) / LLMK_R8_ROWS : g0;
-                    if (pass == 1) llmk_r8_place_view(ph->w[w], &ex->r8w[(i * 3 + w) * ex->nth + ith], ex->r8_arena + off, g0, g1);
-                    off += llmk_r8_view_bytes(ph->w[w], g0, g1);
-                }
+            for (int ith = 0; route == LLMK_ROUTE_R8_A16 && ith < ex->nth; ith++) {
+                int64_t r0, r1;
+                llmk_plan_share(&ex->plan, i, w, ith, &r0, &r1);
+                int64_t g0 = r0 / LLMK_R8_ROWS, g1 = r1 > r0 ? (r1 + LLMK_R8_ROWS - 1) / LLMK_R8_ROWS : g0;
+                size_t k = (size_t)(i * 3 + w) * (size_t)ex->nth + (size_t)ith;
+                llmk_r8_place_view(ph->w[w], &ex->r8[k], ex->r8_arena + ex->plan.r8_off[k], g0, g1);
             }
-        r8_total = off;
+        }
     }
-    llmk_pool_run(ex->pool, repack_worker, ex);
+    if (ex->r8_arena) llmk_pool_run(ex->pool, repack_worker, ex);
     return LLMK_OK;
 }
 
-/* Quantized forms of each matmul input the program asks for, attention
+/* Quantized forms of each matmul input the plan asks for, attention
  * partials, claim counters, per-worker scratch and the per-row arrays. */
 static int exec_alloc_scratch(struct llmk_exec *ex) {
     const llmk_hparams *hp = &ex->m->hp;
     uint64_t rc = (uint64_t)ex->rows_cap;
     int st = LLMK_OK;
-    unsigned need[LLMK_BUF_COUNT_] = {0};
-    for (int i = 0; i < ex->prog.n_phases; i++) {
-        const struct llmk_phase *ph = &ex->prog.ph[i];
-        if (ph->op == LLMK_OP_MATMUL)
-            for (int w = 0; w < ph->n_w; w++) {
-                int f = form_of_weight(ex, ph->w[w]->type);
-                if (f >= 0) need[ph->in] |= 1u << f;
-            }
-    }
     for (int b = 0; b < LLMK_BUF_COUNT_; b++)
         for (int f = 0; f < LLMK_ACT_FORMS; f++)
-            if (need[b] & (1u << f)) {
+            if (ex->plan.need[b] & (1u << f)) {
                 uint64_t rb;
-                if (f == LLMK_ACT_Q8_1X) rb = llmk_xq8_1_row_bytes(ex->width[b]);
+                if (f == LLMK_ACT_Q8_1X) rb = llmk_q8_1x_row_bytes(ex->width[b]);
                 else if (f == LLMK_ACT_A16) rb = llmk_a16_row_bytes(ex->width[b]);
-                else if ((st = llmk_row_bytes(form_type[f], (uint64_t)ex->width[b], &rb)) != LLMK_OK) return st;
-                ex->qrow[b][f] = (size_t)rb;
-                ex->qbuf[b][f] = xalloc(rc, rb, &st);
+                else if ((st = llmk_row_bytes(f == LLMK_ACT_Q8_0 ? LLMK_TYPE_Q8_0 : f == LLMK_ACT_Q8_1 ? LLMK_TYPE_Q8_1
+                                              : LLMK_TYPE_Q8_K, (uint64_t)ex->width[b], &rb)) != LLMK_OK)
+                    return st;
+                ex->act_row_bytes[b][f] = (size_t)rb;
+                ex->act[b][f] = xalloc(rc, rb, &st);
             }
     int64_t ps = hp->head_dim + 2;
     ex->parts = xalloc((uint64_t)SPLIT_ROWS * hp->n_head * (uint64_t)ex->max_chunks, (uint64_t)ps * sizeof(float), &st);
     ex->wparts = xalloc((uint64_t)ex->nth * ATTN_MQ * (uint64_t)ex->max_chunks, (uint64_t)ps * sizeof(float), &st);
     ex->wscores = xalloc((uint64_t)ex->nth * ATTN_MQ * LLMK_ATTN_CHUNK, sizeof(float), &st);
     ex->claims = xalloc((uint64_t)ex->prog.n_phases * (uint64_t)ex->nth * CLAIM_STRIDE, sizeof *ex->claims, &st);
-    if (ex->a16 && hp->n_embd % LLMK_QK == 0) {
-        ex->wnorm_bytes = ((size_t)hp->n_embd * sizeof(float) + DUP_ROWS * llmk_a16_row_bytes(hp->n_embd) + 63) / 64 * 64;
-        ex->wnorm = xalloc((uint64_t)ex->nth, ex->wnorm_bytes, &st);
+    bool dup = false;
+    for (int i = 0; i < ex->prog.n_phases; i++) dup = dup || ex->plan.ph[i].a16_only;
+    if (dup) {
+        ex->dup_rows_bytes = ((size_t)hp->n_embd * sizeof(float) + DUP_ROWS * llmk_a16_row_bytes(hp->n_embd) + 63) / 64 * 64;
+        ex->dup_rows = xalloc((uint64_t)ex->nth, ex->dup_rows_bytes, &st);
     }
-    ex->amax_v = xalloc((uint64_t)ex->nth * rc, sizeof(float), &st);
-    ex->amax_i = xalloc((uint64_t)ex->nth * rc, sizeof(int32_t), &st);
+    ex->argmax_val = xalloc((uint64_t)ex->nth * rc, sizeof(float), &st);
+    ex->argmax_idx = xalloc((uint64_t)ex->nth * rc, sizeof(int32_t), &st);
     ex->argmax = xalloc(rc, sizeof(int32_t), &st);
     ex->nf = xalloc((uint64_t)ex->nth, sizeof *ex->nf, &st);
     ex->row_id = xalloc(rc, sizeof(int32_t), &st);
     ex->row_seq = xalloc(rc, sizeof(int32_t), &st);
     ex->row_pos = xalloc(rc, sizeof(int32_t), &st);
     ex->phase_ns = xalloc((uint64_t)ex->prog.n_phases, sizeof(double), &st);
-    const char *e = llmk_cfg()->f32_act;
-    ex->f32act = e && *e;
-    ex->f32act_only = ex->f32act && strcmp(e, "all") != 0 ? e : NULL;
     int64_t mk = hp->n_embd > hp->n_ff ? hp->n_embd : hp->n_ff;
-    ex->wrow_stride = (ex->qd > mk ? ex->qd : mk) + 16;
-    if (ex->f32act) ex->wrow = xalloc((uint64_t)ex->nth * (uint64_t)ex->wrow_stride, sizeof(float), &st);
+    ex->f32_row_stride = (ex->qd > mk ? ex->qd : mk) + 16;
+    if (ex->plan.any_f32_check) ex->f32_rows = xalloc((uint64_t)ex->nth * (uint64_t)ex->f32_row_stride, sizeof(float), &st);
     return st;
 }
 
@@ -1087,14 +1001,9 @@ int llmk_exec_init(const struct llmk_model *m, const struct llmk_exec_params *p,
     if (st == LLMK_OK) st = llmk_pool_create(p->n_threads, &ex->pool);
     if (st == LLMK_OK && (ex->nth = llmk_pool_size(ex->pool)) > MAX_WORKERS)
         st = llmk_fail(LLMK_INVALID_ARGUMENT, "exec: %d threads (max %d)", ex->nth, MAX_WORKERS);
+    if (st == LLMK_OK) st = exec_plan(ex);
     if (st == LLMK_OK) st = exec_alloc_state(ex);
-    if (st == LLMK_OK) {
-        exec_choose_kernels(ex);
-        ex->xw = xalloc((uint64_t)ex->prog.n_phases * 3, sizeof *ex->xw, &st);
-        ex->r8w = xalloc((uint64_t)ex->prog.n_phases * 3 * (uint64_t)ex->nth, sizeof *ex->r8w, &st);
-    }
-    if (st == LLMK_OK) st = exec_forms(ex);
-    if (st == LLMK_OK) st = exec_r8_arena(ex);
+    if (st == LLMK_OK) st = exec_repack(ex);
     if (st == LLMK_OK) st = exec_alloc_scratch(ex);
     if (st != LLMK_OK) {
         llmk_exec_free(ex);
@@ -1108,20 +1017,21 @@ int llmk_exec_init(const struct llmk_model *m, const struct llmk_exec_params *p,
 void llmk_exec_free(struct llmk_exec *ex) {
     if (!ex) return;
     if (ex->pool) llmk_pool_free(ex->pool);
-    for (int i = 0; ex->xw && i < ex->prog.n_phases * 3; i++) llmk_xq4_1_free(&ex->xw[i]);
-    free(ex->xw);
-    for (int i = 0; ex->r8w && i < ex->prog.n_phases * 3 * ex->nth; i++) llmk_r8_free(&ex->r8w[i]);
-    free(ex->r8w);
+    for (int i = 0; ex->x2 && i < ex->prog.n_phases * 3; i++) llmk_q4_1_x2_free(&ex->x2[i]);
+    free(ex->x2);
+    for (int i = 0; ex->r8 && i < ex->prog.n_phases * 3 * ex->nth; i++) llmk_r8_free(&ex->r8[i]);
+    free(ex->r8);
     free(ex->r8_arena);
+    llmk_plan_free(&ex->plan);
     llmk_program_free(&ex->prog);
     llmk_pages_free(ex->kv_k, ex->kv_bytes), llmk_pages_free(ex->kv_v, ex->kv_bytes), free(ex->pos), free(ex->rope_cs);
     for (int b = 0; b < LLMK_BUF_COUNT_; b++) {
         free(ex->buf[b]);
-        for (int f = 0; f < LLMK_ACT_FORMS; f++) free(ex->qbuf[b][f]);
+        for (int f = 0; f < LLMK_ACT_FORMS; f++) free(ex->act[b][f]);
     }
-    free(ex->parts), free(ex->wparts), free(ex->wscores), free(ex->wnorm), free(ex->claims);
-    free(ex->amax_v), free(ex->amax_i), free(ex->argmax), free(ex->nf);
-    free(ex->row_id), free(ex->row_seq), free(ex->row_pos), free(ex->phase_ns), free(ex->wrow);
+    free(ex->parts), free(ex->wparts), free(ex->wscores), free(ex->dup_rows), free(ex->claims);
+    free(ex->argmax_val), free(ex->argmax_idx), free(ex->argmax), free(ex->nf);
+    free(ex->row_id), free(ex->row_seq), free(ex->row_pos), free(ex->phase_ns), free(ex->f32_rows);
     free(ex);
 }
 
@@ -1223,7 +1133,7 @@ int32_t llmk_exec_pos(const struct llmk_exec *ex, int32_t seq) {
 int32_t llmk_exec_n_ctx(const struct llmk_exec *ex) { return ex ? ex->n_ctx : 0; }
 int llmk_exec_n_threads(const struct llmk_exec *ex) { return ex ? ex->nth : 0; }
 const struct llmk_program *llmk_exec_program(const struct llmk_exec *ex) { return &ex->prog; }
-const char *llmk_exec_kernels(const struct llmk_exec *ex) { return ex->xk->name; }
+const char *llmk_exec_kernels(const struct llmk_exec *ex) { return ex->VK->name; }
 void llmk_exec_set_phase_mode(struct llmk_exec *ex, bool on) { ex->phase_mode = on; }
 void llmk_exec_reset_timings(struct llmk_exec *ex) {
     memset(ex->phase_ns, 0, (size_t)ex->prog.n_phases * sizeof(double));

@@ -35,7 +35,7 @@ unsigned llmk_act_form_bit(uint32_t wtype) {
 /* The weight must have a codec with a dot kernel and rows of `k` whole blocks. */
 static int check_weight(const llmk_tensor_info *t, int64_t k) {
     if (!t) return llmk_fail(LLMK_MISSING_TENSOR, "program: a weight is missing");
-    if (!llmk_codec_get(t->type) || !llmk_codec_dot(t->type, NULL))
+    if (!llmk_codec_get(t->type) || !llmk_codec_get(t->type)->dot)
         return llmk_fail(LLMK_TENSOR_TYPE_UNSUPPORTED, "program: tensor %s has type %s, which has no dot kernel",
                          t->name, llmk_type_name(t->type) ? llmk_type_name(t->type) : "unknown");
     const struct llmk_codec *c = llmk_codec_get(t->type);

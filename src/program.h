@@ -3,10 +3,13 @@
  * (weights as tensor views into the model's mapping, activation buffers by
  * id) and its sizes. The CPU executor (src/exec_cpu.c) walks the array with
  * every worker taking a share of each phase and crossing a barrier between
- * phases; the program itself holds no state and allocates nothing to run. */
+ * phases; the program itself holds no state and allocates nothing to run.
+ * How each phase runs on this CPU (kernels, activation forms, splits) is the
+ * plan's (plan.h), made from the program without changing it. */
 #ifndef LLMK_PROGRAM_H
 #define LLMK_PROGRAM_H
 
+#include "kernels/kernels.h"
 #include "model.h"
 
 #include <stdint.h>
@@ -45,18 +48,12 @@ enum llmk_buf {
     LLMK_BUF_COUNT_
 };
 
-/* Activation forms a quantized matmul can consume (a bit each in qmask). */
-/* Q8_1X is the executor's rearranged Q8_1 for repacked Q4_1 weights
- * (src/kernels/xq4_1.h), A16 the int16 activations of src/kernels/a16.h
- * (the default; LLMK_ACT=q8 turns it off); the program itself never asks for them. */
-enum { LLMK_ACT_Q8_0 = 0, LLMK_ACT_Q8_1 = 1, LLMK_ACT_Q8_K = 2, LLMK_ACT_Q8_1X = 3, LLMK_ACT_A16 = 4, LLMK_ACT_FORMS = 5 };
-
 struct llmk_phase {
     uint8_t op;       /* enum llmk_op */
     uint8_t epilogue; /* enum llmk_epilogue (matmul) */
     int16_t layer;    /* -1 outside the layers */
     uint8_t in, out[3]; /* enum llmk_buf */
-    uint8_t qmask;    /* act forms the output must be quantized into (norm, attn, swiglu) */
+    uint8_t qmask;    /* codec act forms (enum llmk_act_form) the consumers read; the plan may choose others */
     uint8_t final;    /* the phase only runs on rows that want logits */
     int n_w;          /* weights of a matmul (1..3), 1 for embed */
     const llmk_tensor_info *w[3];

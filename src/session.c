@@ -3,6 +3,7 @@
  * the sequence to the fused-phase executor (src/exec_cpu.c); the f64
  * reference path lives in src/ref/decode.c. */
 #include "internal.h"
+#include "kernels/kernels.h"
 #include "kernels/ops_f32.h"
 #include "model.h"
 #include "exec_cpu.h"
@@ -230,6 +231,7 @@ static int f32_forward(llmk_session *s, const int32_t *ids, int64_t n_tok, int32
     int64_t qd = hp->n_head * HD, kvd = hp->n_head_kv * HD;
     float eps = (float)hp->rms_eps;
     int half = hp->n_rot / 2;
+    const struct llmk_kernels *K = llmk_kernels();
     int st;
     uint64_t erb;
     if ((st = llmk_row_bytes(m->tok_embd->type, (uint64_t)E, &erb)) != LLMK_OK) return st;
@@ -240,7 +242,7 @@ static int f32_forward(llmk_session *s, const int32_t *ids, int64_t n_tok, int32
     }
     for (int il = 0; il < hp->n_layer; il++) {
         const struct llmk_layer *L = &m->layers[il];
-        for (int64_t t = 0; t < n_tok; t++) llmk_f32_rmsnorm(s->xn + t * E, s->x + t * E, L->attn_norm_f, E, eps);
+        for (int64_t t = 0; t < n_tok; t++) K->rmsnorm(s->xn + t * E, s->x + t * E, L->attn_norm_f, E, eps);
         const llmk_tensor_info *qkv[3] = {L->wq, L->wk, L->wv};
         float *const qkv_out[3] = {s->q, s->k, s->v};
         if ((st = llmk_f32_matmul_multi(s->pool, 3, qkv, s->xn, n_tok, qkv_out, s->row_scratch, s->row_stride)) != LLMK_OK)
@@ -252,12 +254,12 @@ static int f32_forward(llmk_session *s, const int32_t *ids, int64_t n_tok, int32
         for (int64_t t = 0; t < n_tok; t++) {
             float *q = s->q + t * qd, *k = s->k + t * kvd;
             if (L->q_norm_f) {
-                for (int h = 0; h < hp->n_head; h++) llmk_f32_rmsnorm(q + h * HD, q + h * HD, L->q_norm_f, HD, eps);
-                for (int h = 0; h < hp->n_head_kv; h++) llmk_f32_rmsnorm(k + h * HD, k + h * HD, L->k_norm_f, HD, eps);
+                for (int h = 0; h < hp->n_head; h++) K->rmsnorm(q + h * HD, q + h * HD, L->q_norm_f, HD, eps);
+                for (int h = 0; h < hp->n_head_kv; h++) K->rmsnorm(k + h * HD, k + h * HD, L->k_norm_f, HD, eps);
             }
             const float *cs = s->rope_cs + (int64_t)(pos0 + t) * half * 2;
-            llmk_f32_rope(q, hp->n_head, (int)HD, cs, hp->rope_neox);
-            llmk_f32_rope(k, hp->n_head_kv, (int)HD, cs, hp->rope_neox);
+            K->rope(q, hp->n_head, (int)HD, cs, hp->rope_neox);
+            K->rope(k, hp->n_head_kv, (int)HD, cs, hp->rope_neox);
             memcpy(Kc + (pos0 + t) * kvd, k, (size_t)kvd * sizeof(float));
             memcpy(Vc + (pos0 + t) * kvd, s->v + t * kvd, (size_t)kvd * sizeof(float));
         }
@@ -266,7 +268,7 @@ static int f32_forward(llmk_session *s, const int32_t *ids, int64_t n_tok, int32
         if ((st = llmk_f32_matmul(s->pool, L->wo, s->att, n_tok, s->o, s->row_scratch, s->row_stride)) != LLMK_OK)
             return st;
         for (int64_t i = 0; i < n_tok * E; i++) s->x[i] += s->o[i];
-        for (int64_t t = 0; t < n_tok; t++) llmk_f32_rmsnorm(s->xn + t * E, s->x + t * E, L->ffn_norm_f, E, eps);
+        for (int64_t t = 0; t < n_tok; t++) K->rmsnorm(s->xn + t * E, s->x + t * E, L->ffn_norm_f, E, eps);
         const llmk_tensor_info *gu[2] = {L->w_gate, L->w_up};
         float *const gu_out[2] = {s->g, s->u};
         if ((st = llmk_f32_matmul_multi(s->pool, 2, gu, s->xn, n_tok, gu_out, s->row_scratch, s->row_stride)) != LLMK_OK)
@@ -278,7 +280,7 @@ static int f32_forward(llmk_session *s, const int32_t *ids, int64_t n_tok, int32
     }
     if (out_rows == 0) return LLMK_OK;
     int64_t first = out_rows == 1 ? n_tok - 1 : 0;
-    for (int64_t t = first; t < n_tok; t++) llmk_f32_rmsnorm(s->xn + t * E, s->x + t * E, m->out_norm_f, E, eps);
+    for (int64_t t = first; t < n_tok; t++) K->rmsnorm(s->xn + t * E, s->x + t * E, m->out_norm_f, E, eps);
     return llmk_f32_matmul(s->pool, m->output, s->xn + first * E, n_tok - first, logits, s->row_scratch,
                            s->row_stride);
 }

@@ -12,6 +12,7 @@
 #include "codec/codec.h"
 #include "codec/half.h"
 #include "kernels/a16.h"
+#include "kernels/kernels.h"
 #include "kernels/r8.h"
 
 #include <float.h>
@@ -88,12 +89,12 @@ static void test_quantize(void) {
         unsigned char *q1 = malloc(rb), *q2 = malloc(rb);
         for (int rep = 0; rep < 20; rep++) {
             fill_x(x, k, rep % 2, 40.0f);
-            llmk_a16_quantize_row(x, k, 0, k, q1);
+            llmk_kernels()->act_quant[LLMK_ACT_A16](x, k, 0, k, q1);
             memset(q2, 0xa5, rb);
             for (int64_t e0 = 0; e0 < k;) { /* in random parts of whole blocks */
                 int64_t e1 = e0 + 32 * (1 + rnd() % 3);
                 if (e1 > k) e1 = k;
-                llmk_a16_quantize_row(x, k, e0, e1, q2);
+                llmk_kernels()->act_quant[LLMK_ACT_A16](x, k, e0, e1, q2);
                 e0 = e1;
             }
             CHECK(memcmp(q1, q2, rb) == 0);
@@ -124,7 +125,7 @@ static void test_quantize(void) {
     float z[32] = {0};
     unsigned char q[72];
     memset(q, 0xff, sizeof q);
-    llmk_a16_quantize_row(z, 32, 0, 32, q);
+    llmk_kernels()->act_quant[LLMK_ACT_A16](z, 32, 0, 32, q);
     int allz = 1;
     for (size_t i = 0; i < sizeof q; i++) allz &= q[i] == 0;
     CHECK(allz);
@@ -231,7 +232,7 @@ static double worst_rel[2];
 
 /* The repacked kernels this CPU runs (AVX2; AVX-512 VNNI where present):
  * each must give the reference's bits. */
-static llmk_r8_mm_fn kernels[2];
+static llmk_gemm_r8_a16_fn kernels[2];
 static int n_kernels;
 
 static void test_dots(const struct wtype *t, int have_avx2, float outlier) {
@@ -248,7 +249,7 @@ static void test_dots(const struct wtype *t, int have_avx2, float outlier) {
             for (int64_t r = 0; r < nrows; r++) t->fill(w + r * ws, nb, extreme);
             for (int64_t i = 0; i < m; i++) {
                 fill_x(x + i * k, k, extreme, outlier);
-                llmk_a16_quantize_row(x + i * k, k, 0, k, a + i * as);
+                llmk_kernels()->act_quant[LLMK_ACT_A16](x + i * k, k, 0, k, a + i * as);
             }
             t->ref(k, w, ws, 0, nrows, a, as, m, y_ref, (size_t)nrows);
             /* one weight row and one activation row at a time: the same bits */
@@ -257,7 +258,7 @@ static void test_dots(const struct wtype *t, int have_avx2, float outlier) {
                     t->ref(k, w, ws, r, r + 1, a + i * as, as, 1, y_1 + i * nrows, (size_t)nrows);
             CHECK(bits_equal(y_ref, y_1, nrows * m));
             for (int kn = 0; have_avx2 && kn < n_kernels; kn++) {
-                llmk_r8_mm_fn kern = kernels[kn];
+                llmk_gemm_r8_a16_fn kern = kernels[kn];
                 llmk_tensor_info ti;
                 memset(&ti, 0, sizeof ti);
                 ti.name = "w", ti.type = t->type, ti.ne[0] = (uint64_t)k, ti.ne[1] = (uint64_t)nrows, ti.data = w;
@@ -319,7 +320,7 @@ static void test_exact(void) {
     for (int j = 0; j < 32; j++) x[j] = (float)(j - 16) * 1000.0f;
     x[0] = -32767.0f;
     unsigned char a[72];
-    llmk_a16_quantize_row(x, 32, 0, 32, a);
+    llmk_kernels()->act_quant[LLMK_ACT_A16](x, 32, 0, 32, a);
     double want = 0;
     for (int j = 0; j < 32; j++) want += ((j < 16 ? j : 31 - j) + 0.5) * x[j];
     float y;
@@ -337,7 +338,7 @@ static void test_largest_sums(void) {
     unsigned char a[M * 72 * (K / 32)];
     float x[M * K];
     for (int j = 0; j < K; j++) x[j] = 1.0f, x[K + j] = -3.0f;
-    for (int i = 0; i < M; i++) llmk_a16_quantize_row(x + i * K, K, 0, K, a + i * as);
+    for (int i = 0; i < M; i++) llmk_kernels()->act_quant[LLMK_ACT_A16](x + i * K, K, 0, K, a + i * as);
     for (int q8 = 0; q8 < 2; q8++) {
         size_t bs = q8 ? sizeof(llmk_block_q8_0) : sizeof(llmk_block_q4_1), ws = bs * (K / 32);
         unsigned char w[N * sizeof(llmk_block_q8_0) * (K / 32)];
@@ -385,8 +386,8 @@ int main(void) {
 #if !defined(__x86_64__)
     have_avx2 = 0;
 #else
-    kernels[n_kernels++] = llmk_r8_mm_avx2;
-    if (llmk_cpu_detect() & LLMK_CPU_AVX512_VNNI) kernels[n_kernels++] = llmk_r8_mm_avx512;
+    kernels[n_kernels++] = llmk_gemm_r8_a16_avx2;
+    if (llmk_cpu_detect() & LLMK_CPU_AVX512_VNNI) kernels[n_kernels++] = llmk_gemm_r8_a16_avx512;
     else fprintf(stderr, "test_a16: no AVX-512 VNNI, its r8 kernel not tested here\n");
 #endif
     if (have_avx2) test_largest_sums();

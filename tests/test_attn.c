@@ -8,7 +8,7 @@
 #include "check.h"
 #include "codec/codec.h"
 #include "codec/half.h"
-#include "kernels/attn.h"
+#include "kernels/kernels.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -54,19 +54,19 @@ static void attend(llmk_attn_chunk_fn fn, const float *q, const unsigned char *k
     llmk_attn_merge(parts, nc, hd, out);
 }
 
-static llmk_attn_chunk_fn pick(const struct llmk_xkernels *x, uint32_t t) {
+static llmk_attn_chunk_fn pick(const struct llmk_kernels *x, uint32_t t) {
     return t == LLMK_TYPE_F32 ? x->attn_f32 : t == LLMK_TYPE_F16 ? x->attn_f16 : x->attn_q8_0;
 }
 
 /* The SIMD kernel sets this CPU runs (AVX2; AVX-512 where present): each is
  * checked against the reference, and its multi-query kernels against its
  * own single-query ones. */
-static int simd_sets(struct llmk_xkernels *sets) {
+static int simd_sets(struct llmk_kernels *sets) {
     int n = 0;
 #if defined(__x86_64__)
     unsigned f = llmk_cpu_detect();
-    if (f & LLMK_CPU_AVX2) llmk_xkernels_avx2(&sets[n++]);
-    if (f & LLMK_CPU_AVX512) llmk_xkernels_avx512(&sets[n++]);
+    if (f & LLMK_CPU_AVX2) llmk_kernels_attn_avx2(&sets[n++]);
+    if (f & LLMK_CPU_AVX512) llmk_kernels_attn_avx512(&sets[n++]);
     static int said;
     if (!(f & LLMK_CPU_AVX512) && !said++) fprintf(stderr, "test_attn: no AVX-512, its kernels not tested here\n");
 #else
@@ -103,7 +103,7 @@ static void one(uint32_t t, int hd, int64_t n, float qamp) {
         }
     }
     float m_ref, m_avx;
-    attend(pick(llmk_xkernels_ref(), t), q, kc, vc, rb, head_off, n, stride, hd, o_ref, &m_ref);
+    attend(pick(llmk_kernels_ref(), t), q, kc, vc, rb, head_off, n, stride, hd, o_ref, &m_ref);
     double e_ref = 0;
     for (int d = 0; d < hd; d++) e_ref = fmax(e_ref, fabs(o_ref[d] - o64[d] / l));
     /* f32 scores over hd <= 128 terms: ~1e-6 relative; the softmax weights
@@ -111,10 +111,10 @@ static void one(uint32_t t, int hd, int64_t n, float qamp) {
     CHECK(e_ref <= 2e-5 * vmax);
     worst_vs64 = fmaxf(worst_vs64, (float)(e_ref / vmax));
     if (n <= LLMK_ATTN_CHUNK) CHECK(fabs(m_ref - mx) <= 1e-5 * (1 + fabs(mx)));
-    struct llmk_xkernels sets[2];
+    struct llmk_kernels sets[2];
     int nsets = simd_sets(sets);
     for (int si = 0; si < nsets; si++) {
-        const struct llmk_xkernels avx = sets[si];
+        const struct llmk_kernels avx = sets[si];
         attend(pick(&avx, t), q, kc, vc, rb, head_off, n, stride, hd, o_avx, &m_avx);
         double e = 0, e64 = 0;
         for (int d = 0; d < hd; d++) {
@@ -132,8 +132,8 @@ static void one(uint32_t t, int hd, int64_t n, float qamp) {
 
 /* The multi-query kernels equal the single-query kernel bit for bit, for
  * every mix of key counts (ragged, one key, a full chunk) and head size. */
-static void multi_of(const struct llmk_xkernels *x, uint32_t t, int hd) {
-    llmk_attn_multi_fn mf = t == LLMK_TYPE_F16 ? x->multi_f16 : x->multi_f32;
+static void multi_of(const struct llmk_kernels *x, uint32_t t, int hd) {
+    llmk_attn_multi_fn mf = t == LLMK_TYPE_F16 ? x->attn_multi_f16 : x->attn_multi_f32;
     if (!mf) return;
     enum { MQ = LLMK_ATTN_MULTI };
     int64_t stride = (int64_t)HKV * hd, n[MQ];
@@ -164,10 +164,10 @@ static void multi_of(const struct llmk_xkernels *x, uint32_t t, int hd) {
 }
 
 static void multi(uint32_t t, int hd) {
-    struct llmk_xkernels sets[2];
+    struct llmk_kernels sets[2];
     int nsets = simd_sets(sets);
     for (int si = 0; si < nsets; si++) multi_of(&sets[si], t, hd);
-    multi_of(llmk_xkernels_get(), t, hd);
+    multi_of(llmk_kernels(), t, hd);
 }
 
 /* The f16 row converters equal llmk_fp32_to_fp16 bit for bit: random bit
@@ -186,16 +186,16 @@ static void to_f16(void) {
         uint32_t u = i < (int)(sizeof edges / sizeof edges[0]) ? edges[i] : r;
         memcpy(&x[i], &u, 4);
     }
-    const struct llmk_xkernels *ref = llmk_xkernels_ref();
+    const struct llmk_kernels *ref = llmk_kernels_ref();
     ref->to_f16(x, a, N);
     int ok = 1;
     for (int i = 0; i < N; i++) ok &= a[i] == llmk_fp32_to_fp16(x[i]);
     CHECK(ok);
 #if defined(__x86_64__)
     if (llmk_cpu_detect() & LLMK_CPU_AVX2) {
-        struct llmk_xkernels avx;
+        struct llmk_kernels avx;
         memset(&avx, 0, sizeof avx);
-        llmk_xkernels_avx2(&avx);
+        llmk_kernels_attn_avx2(&avx);
         for (int n = 0; n < 20; n++) { /* ragged tails keep the rest untouched */
             memset(b, 0xAB, sizeof b);
             avx.to_f16(x, b, n);
@@ -211,9 +211,9 @@ static void to_f16(void) {
 
 /* The residual/bias adds give the scalar adds' bits, ragged lengths included. */
 static void adds(void) {
-    struct llmk_xkernels sets[3];
+    struct llmk_kernels sets[3];
     int nsets = simd_sets(sets);
-    sets[nsets++] = *llmk_xkernels_ref();
+    sets[nsets++] = *llmk_kernels_ref();
     const int64_t ns[] = {0, 1, 7, 8, 9, 31, 100};
     float x[100], y[100], want[100];
     for (int si = 0; si < nsets; si++)

@@ -6,7 +6,7 @@
 #include "codec/codec.h"
 #include "codec/half.h"
 #include "internal.h"
-#include "kernels/xq4_1.h"
+#include "kernels/q4_1_x2.h"
 #include "llmk.h"
 
 #include <float.h>
@@ -178,16 +178,16 @@ static void test_act_nonfinite(void) {
         }
     /* q8_1x: only the blocks of [e0, e1) count */
     enum { K = 256 };
-    size_t rb = llmk_xq8_1_row_bytes(K);
+    size_t rb = llmk_q8_1x_row_bytes(K);
     CHECK(rb <= sizeof a);
     for (int rep = 0; rep < 16; rep++) {
         for (int i = 0; i < K; i++) x[i] = gauss();
         int at = (int)(rnd32() % K);
         x[at] = rep < 8 ? bad[rep % 4] : edge[rep % 4];
         int64_t e0 = at < 128 ? 128 : 0, e1 = e0 + 128; /* the half without it */
-        CHECK_EQ_INT(llmk_xq8_1_quantize(x, K, 0, K, a) != 0, rep < 8);
-        CHECK_EQ_INT(llmk_xq8_1_quantize(x, K, e0, e1, a), 0);
-        CHECK_EQ_INT(llmk_xq8_1_quantize(x, K, 128 - e0, 256 - e0, a) != 0, rep < 8);
+        CHECK_EQ_INT(llmk_q8_1x_quantize(x, K, 0, K, a) != 0, rep < 8);
+        CHECK_EQ_INT(llmk_q8_1x_quantize(x, K, e0, e1, a), 0);
+        CHECK_EQ_INT(llmk_q8_1x_quantize(x, K, 128 - e0, 256 - e0, a) != 0, rep < 8);
     }
 }
 

@@ -7,15 +7,15 @@
  * - Codec-specific integer edges (extreme sub-block scales and quants, MXFP4
  *   exponent extremes) and the super-block kernels' bitwise match with _ref.
  * - llmk_quantized_matmul: bitwise identical for 1, 2 and 3 threads and for
- *   every route; close to an f64 product of the dequantized weights.
- * - llmk_codec_dotm (multi-activation kernels): bitwise identical to the row
+ *   one row or many; close to an f64 product of the dequantized weights.
+ * - vec_dotm (multi-activation kernels): bitwise identical to the row
  *   kernel for ragged row/activation counts and at the integer extremes. */
 #include "check.h"
 #include "codec/blocks.h"
 #include "codec/codec.h"
 #include "codec/half.h"
 #include "internal.h"
-#include "kernels/matmul.h"
+#include "kernels/kernels.h"
 #include "llmk.h"
 #include "pool.h"
 
@@ -116,7 +116,8 @@ static void test_dot_exact_and_bounded(void) {
         uint32_t t = types[ti];
         const struct llmk_codec *c = llmk_codec_get(t);
         const char *name = NULL;
-        llmk_dot_fn fast = llmk_codec_dot(t, &name);
+        llmk_dot_fn fast = llmk_kernels()->type[t].vec_dot;
+        name = llmk_kernels()->type[t].vec_dot_name;
         CHECK(c && fast && name);
         int64_t be = llmk_type_block_elems(t);
         int64_t ks[] = {be == 1 ? 1 : 32, be == 1 ? 7 : 64, be == 1 ? 37 : 96, 256, 576, 1536 + be * (be == 1 ? 5 : 0)};
@@ -229,7 +230,8 @@ static void test_dot_extremes(void) {
         uint32_t t = xt[ti];
         const struct llmk_codec *c = llmk_codec_get(t);
         const char *name = NULL;
-        llmk_dot_fn fast = llmk_codec_dot(t, &name);
+        llmk_dot_fn fast = llmk_kernels()->type[t].vec_dot;
+        name = llmk_kernels()->type[t].vec_dot_name;
         int superblock = llmk_type_block_elems(t) == 256;
         for (size_t kk = 0; kk < LLMK_ARRAY_LEN(ks); kk++) {
             int64_t k = ks[kk], nrows = 5;
@@ -326,17 +328,12 @@ static void test_matmul(void) {
             CHECK(memcmp(y1, y2, (size_t)(m * n) * 4) == 0);
             CHECK_STATUS(llmk_quantized_matmul(p3, t, w, n, k, x, m, y2), LLMK_OK);
             CHECK(memcmp(y1, y2, (size_t)(m * n) * 4) == 0);
-            /* every route through the internal API gives the same bits */
-            size_t ab = 0;
-            CHECK_STATUS(llmk_qmm_act_bytes(t, m, k, &ab), LLMK_OK);
-            void *scratch = malloc(ab ? ab : 1);
-            for (int route = LLMK_QMM_MATVEC; route <= LLMK_QMM_TILED; route++) {
-                struct llmk_qmm q;
-                CHECK_STATUS(llmk_qmm_init(&q, t, w, n, k, x, m, y2, scratch, route), LLMK_OK);
-                llmk_qmm_run(&q, NULL, 0, 1);
-                CHECK(memcmp(y1, y2, (size_t)(m * n) * 4) == 0);
+            /* m rows at once (tiles, vec_dotm) give each row's bits of a
+             * one-row call (the row kernel streaming the weights) */
+            for (int64_t i = 0; i < m; i++) {
+                CHECK_STATUS(llmk_quantized_matmul(NULL, t, w, n, k, x + i * k, 1, y2), LLMK_OK);
+                CHECK(memcmp(y1 + i * n, y2, (size_t)n * 4) == 0);
             }
-            free(scratch);
             /* close to the f64 product of the dequantized weights (activation
              * quantization costs up to ~1/127 of sum|w x| per element) */
             int far = 0;
@@ -364,7 +361,7 @@ static void test_matmul(void) {
     llmk_pool_free(p3);
 }
 
-/* llmk_codec_dotm (where a codec has one) against the row kernel: every
+/* vec_dotm (where a codec has one) against the row kernel: every
  * element bitwise identical for ragged row counts and activation counts that
  * are not multiples of the tiles, random data and the integer extremes
  * (nibbles 15 / |q| = 127 against activations of +-127). */
@@ -372,8 +369,8 @@ static void test_dotm(void) {
     const uint32_t mt[] = {LLMK_TYPE_Q4_1, LLMK_TYPE_Q8_0};
     for (size_t ti = 0; ti < LLMK_ARRAY_LEN(mt); ti++) {
         uint32_t t = mt[ti];
-        llmk_dotm_fn dm = llmk_codec_dotm(t);
-        llmk_dot_fn d = llmk_codec_dot(t, NULL);
+        llmk_dotm_fn dm = llmk_kernels()->type[t].vec_dotm;
+        llmk_dot_fn d = llmk_kernels()->type[t].vec_dot;
         if (!dm) continue; /* no multi-activation kernel on this CPU */
         const struct llmk_codec *c = llmk_codec_get(t);
         const int64_t ks[] = {32, 96, 576, 1536, 9216}; /* 9216: past the pre-converted scale buffer */

@@ -6,6 +6,7 @@
  * ref-path comparisons cheap; the default model gets one short sequence. */
 #include "check.h"
 
+#include "kernels/kernels.h"
 #include "kernels/ops_f32.h"
 #include "llmk.h"
 
@@ -347,7 +348,7 @@ static void test_row_decoders(void) {
  * (same lanes, same order, no FMA), ragged dot lengths included. */
 static void test_avx2_kernels(void) {
 #if defined(__x86_64__)
-    if (strcmp(llmk_f32_kernels(), "avx2") != 0) {
+    if (llmk_kernels()->f32_dot != llmk_f32_dot_avx2) {
         printf("test_model: no AVX2 here (or LLMK_CPU_MASK), AVX2 kernel checks skipped\n");
         return;
     }
@@ -380,7 +381,7 @@ static void test_avx2_kernels(void) {
  * and without a weight, in place, rows of large and tiny magnitude. */
 static void test_rmsnorm(void) {
 #if defined(__x86_64__)
-    if (strcmp(llmk_f32_kernels(), "avx2") != 0) return;
+    if (llmk_kernels()->f32_dot != llmk_f32_dot_avx2) return;
     enum { N = 600 };
     float x[N], w[N], a[N], b[N];
     for (int rep = 0; rep < 200; rep++) {
@@ -392,7 +393,7 @@ static void test_rmsnorm(void) {
         llmk_f32_rmsnorm_avx2(b, x, wp, n, 1e-5f);
         CHECK(memcmp(a, b, (size_t)n * sizeof(float)) == 0);
         memcpy(b, x, (size_t)n * sizeof(float));
-        llmk_f32_rmsnorm(b, b, wp, n, 1e-5f); /* in place, through the dispatch */
+        llmk_kernels()->rmsnorm(b, b, wp, n, 1e-5f); /* in place, through the kernel table */
         CHECK(memcmp(a, b, (size_t)n * sizeof(float)) == 0);
     }
 #endif
@@ -402,7 +403,7 @@ static void test_rmsnorm(void) {
  * sizes with and without a vector tail. */
 static void test_rope(void) {
 #if defined(__x86_64__)
-    if (strcmp(llmk_f32_kernels(), "avx2") != 0) return;
+    if (llmk_kernels()->f32_dot != llmk_f32_dot_avx2) return;
     enum { MAXD = 256, H = 3 };
     float x[H * MAXD], a[H * MAXD], b[H * MAXD], cs[MAXD];
     const int hds[] = {2, 6, 8, 16, 24, 64, 80, 128, 256};
@@ -422,7 +423,7 @@ static void test_rope(void) {
 static void test_argmax(void) {
     const float nan = NAN, inf = INFINITY;
     const float a[] = {nan, 1, 3, nan, 3, 2}, b[] = {nan, nan}, c[] = {-inf, nan, -inf}, d[] = {-0.0f, 0.0f, -1};
-    llmk_argmax_fn fns[2] = {llmk_f32_argmax, llmk_f32_argmax_kernel()};
+    int64_t (*fns[2])(const float *, int64_t) = {llmk_f32_argmax, llmk_kernels()->argmax};
     for (int f = 0; f < 2; f++) {
         CHECK(fns[f](a, 6) == 2);
         CHECK(fns[f](b, 2) == -1);
@@ -444,7 +445,7 @@ static void test_argmax(void) {
             if (x[i] == x[i] && (want < 0 || x[i] > x[want])) want = i;
         CHECK(llmk_f32_argmax(x, n) == want);
 #if defined(__x86_64__)
-        if (strcmp(llmk_f32_kernels(), "avx2") == 0) CHECK(llmk_f32_argmax_avx2(x, n) == want);
+        if (llmk_kernels()->f32_dot == llmk_f32_dot_avx2) CHECK(llmk_f32_argmax_avx2(x, n) == want);
 #endif
     }
 }
@@ -455,10 +456,10 @@ static void test_argmax(void) {
  * range are not read. */
 static void test_nonfinite(void) {
     static const float bad[] = {NAN, -NAN, INFINITY, -INFINITY}, edge[] = {FLT_MAX, -FLT_MAX, 0x1p-149f, -0.0f};
-    llmk_nonfinite_fn fns[3] = {llmk_f32_nonfinite, llmk_f32_nonfinite_kernel(), NULL};
+    bool (*fns[3])(const float *, int64_t) = {llmk_f32_nonfinite, llmk_kernels()->nonfinite, NULL};
     int nfn = 2;
 #if defined(__x86_64__)
-    if (strcmp(llmk_f32_kernels(), "avx2") == 0) fns[nfn++] = llmk_f32_nonfinite_avx2;
+    if (llmk_kernels()->f32_dot == llmk_f32_dot_avx2) fns[nfn++] = llmk_f32_nonfinite_avx2;
 #endif
     enum { N = 80 };
     float x[N + 1];

@@ -1,5 +1,5 @@
 /* Internal codec interface: one table entry per GGUF codec with its scalar
- * reference kernels, and the dot kernel chosen at start-up for this CPU.
+ * reference kernels (the fast ones are in src/kernels/kernels.h).
  *
  * Every weight codec pairs with an activation form for its dot product:
  *   F32, F16, BF16                      -> f32 activations
@@ -46,27 +46,11 @@ int llmk_quantize_act_q8_k(const float *src, void *dst, int64_t n);
 /* The codec of a type id, or NULL when llmk has none. */
 const struct llmk_codec *llmk_codec_get(uint32_t type);
 
-/* The dot kernel this process uses for a weight type (fast when the CPU has
- * one, else _ref) and its name ("q4_1_avx2", "q8_0_ref"); NULL for no codec.
- * Chosen once, on first use, from CPUID (src/cpu.c). LLMK_KERNELS=ref forces
- * every codec to its _ref kernel (a lever for measuring and debugging). */
-llmk_dot_fn llmk_codec_dot(uint32_t type, const char **kernel_name);
-
-/* Fast kernels per ISA: fill tab[type] (and names[type]) for what they have. */
-void llmk_codec_register_avx2(llmk_dot_fn *tab, const char **names);
-/* src/codec/dot_kq_avx2.c: K-quants, Q8_K, IQ4_XS, IQ4_NL, MXFP4 (called by the above). */
-void llmk_codec_register_kq_avx2(llmk_dot_fn *tab, const char **names);
-void llmk_codec_register_neon(llmk_dot_fn *tab, const char **names);
-
 /* Per-family reference tables (src/codec/legacy.c, src/codec/kquants.c). */
 extern const struct llmk_codec llmk_codecs_legacy[];
 extern const size_t llmk_codecs_legacy_n;
 extern const struct llmk_codec llmk_codecs_k[];
 extern const size_t llmk_codecs_k_n;
-
-/* CPU features (src/cpu.c; the bits are enum llmk_cpu_feature). Detected,
- * masked by llmk_config.cpu_mask: for measuring, testing and debugging. */
-unsigned llmk_cpu_detect(void);
 
 /* Read a little-endian f16 field of a block without alignment assumptions. */
 static inline uint16_t llmk_ld_u16(const void *p) {

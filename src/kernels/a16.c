@@ -8,7 +8,6 @@
 
 #include <float.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,22 +55,6 @@ int llmk_a16_quantize_row_ref(const float *x, int64_t k, int64_t e0, int64_t e1,
         ss[b] = d * (float)sum; /* |sum| <= 32 * 32767 < 2^24: exact */
     }
     return bad;
-}
-
-typedef int (*quant_fn)(const float *x, int64_t k, int64_t e0, int64_t e1, void *dst);
-static quant_fn quant_chosen = llmk_a16_quantize_row_ref;
-static pthread_once_t quant_once = PTHREAD_ONCE_INIT;
-
-static void choose_quant(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    if ((llmk_cpu_detect() & LLMK_CPU_AVX2) && !llmk_config_kernels()->ref_kernels)
-        quant_chosen = llmk_a16_quantize_row_avx2;
-#endif
-}
-
-int llmk_a16_quantize_row(const float *x, int64_t k, int64_t e0, int64_t e1, void *dst) {
-    pthread_once(&quant_once, choose_quant);
-    return quant_chosen(x, k, e0, e1, dst);
 }
 
 int llmk_a16_supports(uint32_t wtype) { return wtype == LLMK_TYPE_Q4_1 || wtype == LLMK_TYPE_Q8_0; }

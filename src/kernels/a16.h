@@ -29,10 +29,8 @@ size_t llmk_a16_row_bytes(int64_t k);
  * Returns nonzero when one of those elements is NaN or infinite: the block's
  * amax is then that NaN or infinity, so its d and s are too (the bytes are
  * meaningless, and the caller is to fail rather than use them). */
-int llmk_a16_quantize_row(const float *x, int64_t k, int64_t e0, int64_t e1, void *dst);
-/* The scalar reference and the AVX2 version (bit for bit the same bytes and
- * result); llmk_a16_quantize_row calls the one this CPU has
- * (LLMK_KERNELS=ref: the reference). */
+/* The scalar reference and the AVX2 version give the same bytes and result
+ * (the kernel table's act_quant[LLMK_ACT_A16] is the one in use). */
 int llmk_a16_quantize_row_ref(const float *x, int64_t k, int64_t e0, int64_t e1, void *dst);
 int llmk_a16_quantize_row_avx2(const float *x, int64_t k, int64_t e0, int64_t e1, void *dst);
 

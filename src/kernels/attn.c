@@ -1,6 +1,6 @@
-/* Scalar reference attention / SwiGLU kernels of the executor and their
- * dispatch (see attn.h). */
-#include "kernels/attn.h"
+/* Scalar reference attention / SwiGLU kernels of the executor (attn.h), as
+ * the kernel table's references (kernels.h). */
+#include "kernels/kernels.h"
 #include "internal.h"
 
 #include "codec/blocks.h"
@@ -8,7 +8,6 @@
 #include "codec/half.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -117,24 +116,9 @@ static void to_f16_ref(const float *src, uint16_t *dst, int64_t n) {
     for (int64_t i = 0; i < n; i++) dst[i] = llmk_fp32_to_fp16(src[i]);
 }
 
-static const struct llmk_xkernels ref_kernels = {.attn_f32 = chunk_ref_f32, .attn_f16 = chunk_ref_f16,
-                                                 .attn_q8_0 = chunk_ref_q8_0, .swiglu = swiglu_ref, .add = add_ref,
-                                                 .to_f16 = to_f16_ref, .name = "ref"};
-static struct llmk_xkernels chosen;
-static pthread_once_t once = PTHREAD_ONCE_INIT;
-
-static void choose(void) {
-    chosen = ref_kernels;
-    if (llmk_config_kernels()->ref_kernels) return;
-#if defined(__x86_64__)
-    unsigned f = llmk_cpu_detect();
-    if (f & LLMK_CPU_AVX512) llmk_xkernels_avx512(&chosen);
-    else if (f & LLMK_CPU_AVX2) llmk_xkernels_avx2(&chosen);
-#endif
+void llmk_kernels_attn_ref(struct llmk_kernels *k) {
+    k->attn_f32 = chunk_ref_f32, k->attn_f16 = chunk_ref_f16, k->attn_q8_0 = chunk_ref_q8_0;
+    k->attn_multi_f32 = NULL, k->attn_multi_f16 = NULL;
+    k->attn_head_multiple = 1;
+    k->swiglu = swiglu_ref, k->add = add_ref, k->to_f16 = to_f16_ref;
 }
-
-const struct llmk_xkernels *llmk_xkernels_get(void) {
-    pthread_once(&once, choose);
-    return &chosen;
-}
-const struct llmk_xkernels *llmk_xkernels_ref(void) { return &ref_kernels; }

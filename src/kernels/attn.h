@@ -1,7 +1,7 @@
 /* Fast-path attention and activation kernels of the CPU executor
  * (src/exec_cpu.c): a scalar _ref version of each (src/kernels/attn.c),
  * AVX2 versions (src/kernels/attn_avx2.c) and AVX-512 attention chunks
- * (attn_avx512.c), chosen once per process.
+ * (attn_avx512.c), in the kernel table (kernels.h).
  *
  * Attention over a cache is computed in fixed key chunks of LLMK_ATTN_CHUNK
  * positions: each chunk gives a partial (max score m, sum of exp l, weighted
@@ -34,27 +34,6 @@ typedef void (*llmk_attn_multi_fn)(int nq, const float *const *q, const int64_t 
                                    int64_t stride, int hd, float scale, float *const *part, float *const *scores);
 /* g[i] = silu(g[i]) * u[i] */
 typedef void (*llmk_swiglu_fn)(float *g, const float *u, int64_t n);
-
-struct llmk_xkernels {
-    llmk_attn_chunk_fn attn_f32, attn_f16, attn_q8_0;
-    llmk_attn_multi_fn multi_f32, multi_f16; /* NULL: call the single-query kernel per query */
-    llmk_swiglu_fn swiglu;
-    void (*add)(float *x, const float *y, int64_t n); /* x[i] += y[i] (residuals, biases) */
-    /* dst[i] = llmk_fp32_to_fp16(src[i]) bit for bit (f16 KV appends) */
-    void (*to_f16)(const float *src, uint16_t *dst, int64_t n);
-    const char *name; /* "ref", "avx2" or "avx512" */
-};
-
-/* The kernels this process uses (AVX-512 or AVX2 when the CPU has it and
- * LLMK_KERNELS is not "ref"). */
-const struct llmk_xkernels *llmk_xkernels_get(void);
-const struct llmk_xkernels *llmk_xkernels_ref(void);
-/* Fills k with the AVX2 kernels (src/kernels/attn_avx2.c). */
-void llmk_xkernels_avx2(struct llmk_xkernels *k);
-/* Fills k with the AVX2 kernels, the f32/f16 attention chunks for head size
- * 64 replaced by AVX-512 ones (src/kernels/attn_avx512.c; CPUs with
- * LLMK_CPU_AVX512). */
-void llmk_xkernels_avx512(struct llmk_xkernels *k);
 
 /* Merge nc partials (each hd + 2 floats, consecutive) in order into out[hd]. */
 void llmk_attn_merge(const float *parts, int nc, int hd, float *out);

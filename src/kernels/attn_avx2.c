@@ -3,7 +3,7 @@
  * constants) with about 1 ulp of error in the range softmax uses; every lane
  * follows the same instruction sequence, so results depend only on values,
  * never on where a chunk or row starts. */
-#include "kernels/attn.h"
+#include "kernels/kernels.h"
 
 #include "codec/blocks.h"
 #include "codec/codec.h"
@@ -248,14 +248,9 @@ static void to_f16(const float *src, uint16_t *dst, int64_t n) {
     for (; i < n; i++) dst[i] = llmk_fp32_to_fp16(src[i]);
 }
 
-void llmk_xkernels_avx2(struct llmk_xkernels *k) {
-    k->attn_f32 = chunk_f32;
-    k->attn_f16 = chunk_f16;
-    k->attn_q8_0 = chunk_q8_0;
-    k->multi_f32 = multi_f32;
-    k->multi_f16 = multi_f16;
-    k->swiglu = swiglu;
-    k->add = add;
-    k->to_f16 = to_f16;
-    k->name = "avx2";
+void llmk_kernels_attn_avx2(struct llmk_kernels *k) {
+    k->attn_f32 = chunk_f32, k->attn_f16 = chunk_f16, k->attn_q8_0 = chunk_q8_0;
+    k->attn_multi_f32 = multi_f32, k->attn_multi_f16 = multi_f16;
+    k->attn_head_multiple = 8;
+    k->swiglu = swiglu, k->add = add, k->to_f16 = to_f16;
 }

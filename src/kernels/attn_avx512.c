@@ -11,7 +11,7 @@
  * then attn_x86.h's 8-key reduction. They are not the AVX2 kernels' bits
  * (another summation order); other head sizes go to the AVX2 kernels, for
  * both forms. */
-#include "kernels/attn.h"
+#include "kernels/kernels.h"
 
 #include "kernels/attn_x86.h"
 
@@ -21,7 +21,7 @@
 
 #define INLINE static inline __attribute__((always_inline))
 
-static struct llmk_xkernels avx2; /* head sizes other than 64 */
+static struct llmk_kernels avx2; /* head sizes other than 64 */
 
 INLINE __m512 ld16(const void *p, int64_t i, int f16) {
     if (f16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)p + i)));
@@ -115,21 +115,18 @@ static void chunk_f16(const float *q, const void *k, const void *v, int64_t n, i
 }
 static void multi_f32(int nq, const float *const *q, const int64_t *n, const void *k, const void *v, int64_t stride,
                       int hd, float scale, float *const *part, float *const *scores) {
-    if (hd != 64) avx2.multi_f32(nq, q, n, k, v, stride, hd, scale, part, scores);
+    if (hd != 64) avx2.attn_multi_f32(nq, q, n, k, v, stride, hd, scale, part, scores);
     else chunk_multi64(nq, q, n, k, v, stride, scale, part, scores, 0);
 }
 static void multi_f16(int nq, const float *const *q, const int64_t *n, const void *k, const void *v, int64_t stride,
                       int hd, float scale, float *const *part, float *const *scores) {
-    if (hd != 64) avx2.multi_f16(nq, q, n, k, v, stride, hd, scale, part, scores);
+    if (hd != 64) avx2.attn_multi_f16(nq, q, n, k, v, stride, hd, scale, part, scores);
     else chunk_multi64(nq, q, n, k, v, stride, scale, part, scores, 1);
 }
 
-void llmk_xkernels_avx512(struct llmk_xkernels *k) {
-    llmk_xkernels_avx2(&avx2);
-    *k = avx2;
-    k->attn_f32 = chunk_f32;
-    k->attn_f16 = chunk_f16;
-    k->multi_f32 = multi_f32;
-    k->multi_f16 = multi_f16;
-    k->name = "avx512";
+void llmk_kernels_attn_avx512(struct llmk_kernels *k) {
+    llmk_kernels_attn_avx2(&avx2);
+    llmk_kernels_attn_avx2(k);
+    k->attn_f32 = chunk_f32, k->attn_f16 = chunk_f16;
+    k->attn_multi_f32 = multi_f32, k->attn_multi_f16 = multi_f16;
 }

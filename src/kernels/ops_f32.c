@@ -4,9 +4,9 @@
 #include "codec/codec.h"
 #include "codec/half.h"
 #include "internal.h"
+#include "kernels/kernels.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,58 +30,12 @@ float llmk_f32_dot(const float *restrict a, const float *restrict b, int64_t n) 
     return s;
 }
 
-/* ---- kernel choice, once per process ---- */
-typedef float (*dot_fn)(const float *, const float *, int64_t);
-typedef int (*rowdot_fn)(uint32_t, const void *, const float *, int64_t, float *);
-typedef void (*rmsnorm_fn)(float *, const float *, const float *, int64_t, float);
-typedef void (*rope_fn)(float *, int, int, const float *, bool);
-static rope_fn k_rope = llmk_f32_rope_ref;
-static dot_fn k_dot = llmk_f32_dot;
-static rmsnorm_fn k_rmsnorm = llmk_f32_rmsnorm_ref;
-static rowdot_fn k_rowdot = NULL;
-static const char *k_name = "scalar";
-static pthread_once_t k_once = PTHREAD_ONCE_INIT;
-
-static void choose_kernels(void) {
-#if defined(__x86_64__)
-    if (llmk_cpu_detect() & LLMK_CPU_AVX2) {
-        k_dot = llmk_f32_dot_avx2;
-        k_rowdot = llmk_f32_rowdot_avx2;
-        k_rmsnorm = llmk_f32_rmsnorm_avx2;
-        k_rope = llmk_f32_rope_avx2;
-        k_name = "avx2";
-    }
-#endif
-}
-
-const char *llmk_f32_kernels(void) {
-    pthread_once(&k_once, choose_kernels);
-    return k_name;
-}
-
-void llmk_f32_rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps) {
-    pthread_once(&k_once, choose_kernels);
-    k_rmsnorm(out, x, w, n, eps);
-}
-
-void llmk_f32_rope(float *x, int n_heads, int head_dim, const float *cs, bool neox) {
-    pthread_once(&k_once, choose_kernels);
-    k_rope(x, n_heads, head_dim, cs, neox);
-}
-
 int64_t llmk_f32_argmax(const float *x, int64_t n) {
     int64_t bi = -1;
     float best = -INFINITY;
     for (int64_t i = 0; i < n; i++)
         if (x[i] > best || (bi < 0 && x[i] == best)) best = x[i], bi = i;
     return bi;
-}
-
-llmk_argmax_fn llmk_f32_argmax_kernel(void) {
-#if defined(__x86_64__)
-    if ((llmk_cpu_detect() & LLMK_CPU_AVX2) && !llmk_config_kernels()->ref_kernels) return llmk_f32_argmax_avx2;
-#endif
-    return llmk_f32_argmax;
 }
 
 /* An exponent of all ones (infinity or NaN), tested on the bits: integer
@@ -94,13 +48,6 @@ bool llmk_f32_nonfinite(const float *x, int64_t n) {
         any |= (u & 0x7f800000u) == 0x7f800000u;
     }
     return any != 0;
-}
-
-llmk_nonfinite_fn llmk_f32_nonfinite_kernel(void) {
-#if defined(__x86_64__)
-    if ((llmk_cpu_detect() & LLMK_CPU_AVX2) && !llmk_config_kernels()->ref_kernels) return llmk_f32_nonfinite_avx2;
-#endif
-    return llmk_f32_nonfinite;
 }
 
 /* The sum of squares runs in 8 independent double lanes, added in a fixed
@@ -144,10 +91,10 @@ void llmk_f32_swiglu(float *g, const float *u, int64_t n) {
 
 void llmk_f32_attend(const float *q, const float *k, const float *v, int64_t n_kv,
                      int64_t kv_stride, int head_dim, float scale, float *scores, float *out) {
-    pthread_once(&k_once, choose_kernels);
+    float (*dot)(const float *, const float *, int64_t) = llmk_kernels()->f32_dot;
     float mx = -INFINITY;
     for (int64_t j = 0; j < n_kv; j++) {
-        scores[j] = k_dot(q, k + j * kv_stride, head_dim) * scale;
+        scores[j] = dot(q, k + j * kv_stride, head_dim) * scale;
         if (scores[j] > mx) mx = scores[j];
     }
     double sum = 0;
@@ -226,6 +173,7 @@ struct matmul_ctx {
     int64_t n_tok, n_in;
     float *scratch;
     int64_t scratch_stride;
+    const struct llmk_kernels *K;
     atomic_int status;
 };
 
@@ -244,8 +192,9 @@ static void matmul_worker(void *arg, int ith, int nth) {
         float *y = c->y[im];
         /* One activation row: decode-and-dot in registers when a kernel has
          * it (bitwise equal to decoding the row and calling the dot). */
-        if (c->n_tok == 1 && k_rowdot && k_rowdot(w->type, base + (uint64_t)r0 * rb, c->x, c->n_in, &y[r0])) {
-            for (int64_t r = r0 + 1; r < r1; r++) k_rowdot(w->type, base + (uint64_t)r * rb, c->x, c->n_in, &y[r]);
+        int (*rowdot)(uint32_t, const void *, const float *, int64_t, float *) = c->K->f32_rowdot;
+        if (c->n_tok == 1 && rowdot && rowdot(w->type, base + (uint64_t)r0 * rb, c->x, c->n_in, &y[r0])) {
+            for (int64_t r = r0 + 1; r < r1; r++) rowdot(w->type, base + (uint64_t)r * rb, c->x, c->n_in, &y[r]);
             continue;
         }
         for (int64_t r = r0; r < r1; r++) {
@@ -255,7 +204,7 @@ static void matmul_worker(void *arg, int ith, int nth) {
                 return;
             }
             for (int64_t t = 0; t < c->n_tok; t++)
-                y[t * c->n_out[im] + r] = k_dot(row, c->x + t * c->n_in, c->n_in);
+                y[t * c->n_out[im] + r] = c->K->f32_dot(row, c->x + t * c->n_in, c->n_in);
         }
     }
 }
@@ -278,7 +227,7 @@ int llmk_f32_matmul_multi(llmk_pool *pool, int n_mat, const llmk_tensor_info *co
                              w[i]->type);
     }
     atomic_init(&c.status, LLMK_OK);
-    pthread_once(&k_once, choose_kernels);
+    c.K = llmk_kernels();
     llmk_pool_run(pool, matmul_worker, &c);
     int st = atomic_load(&c.status);
     if (st != LLMK_OK)

@@ -1,4 +1,4 @@
-/* f32 CPU ops for the first decode path (LLMK_PATH_F32): scalar, with fixed
+/* f32 CPU ops for the first decode path (LLMK_PATH_F32) and the executor: fixed
  * summation orders that depend only on the shape, so results are bitwise
  * reproducible for any thread count. */
 #ifndef LLMK_OPS_F32_H
@@ -15,19 +15,17 @@
 float llmk_f32_dot(const float *a, const float *b, int64_t n);
 
 /* out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i] (w may be NULL: no scale).
- * out may equal x. The mean of squares is accumulated in double. */
-void llmk_f32_rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps);
-/* The scalar definition and the AVX2 version (the same bits: the same
- * double lanes, the same order), which llmk_f32_rmsnorm chooses between. */
+ * out may equal x. The mean of squares is accumulated in double. The scalar
+ * definition and the AVX2 version give the same bits (the same double lanes,
+ * the same order); the kernel table (kernels.h) holds the one in use. */
 void llmk_f32_rmsnorm_ref(float *out, const float *x, const float *w, int64_t n, float eps);
 void llmk_f32_rmsnorm_avx2(float *out, const float *x, const float *w, int64_t n, float eps);
 
 /* Rotate n_heads vectors of head_dim in x by the angles in cs (head_dim/2
  * (cos, sin) pairs for one position). neox: pairs (i, i + head_dim/2);
- * otherwise adjacent pairs (2i, 2i+1). */
-void llmk_f32_rope(float *x, int n_heads, int head_dim, const float *cs, bool neox);
-/* The scalar definition and the AVX2 version (the same bits: per pair the
- * same two products and one add or subtract), chosen by llmk_f32_rope. */
+ * otherwise adjacent pairs (2i, 2i+1). The scalar definition and the AVX2
+ * version give the same bits (per pair the same two products and one add or
+ * subtract). */
 void llmk_f32_rope_ref(float *x, int n_heads, int head_dim, const float *cs, bool neox);
 void llmk_f32_rope_avx2(float *x, int n_heads, int head_dim, const float *cs, bool neox);
 
@@ -43,19 +41,12 @@ void llmk_f32_attend(const float *q, const float *k, const float *v, int64_t n_k
  * none (n <= 0 or every element NaN). */
 int64_t llmk_f32_argmax(const float *x, int64_t n);
 int64_t llmk_f32_argmax_avx2(const float *x, int64_t n);
-/* llmk_f32_argmax_avx2 when the CPU has AVX2 (LLMK_CPU_MASK=none or
- * LLMK_KERNELS=ref: the baseline). */
-typedef int64_t (*llmk_argmax_fn)(const float *, int64_t);
-llmk_argmax_fn llmk_f32_argmax_kernel(void);
 
 /* Whether x[0..n) holds a NaN or an infinity (the executor's check of the
  * values no quantizer reads: Q/K/V before the cache, the logits). The AVX2
- * version gives the same answer; llmk_f32_nonfinite_kernel chooses as
- * llmk_f32_argmax_kernel does. */
+ * version gives the same answer. */
 bool llmk_f32_nonfinite(const float *x, int64_t n);
 bool llmk_f32_nonfinite_avx2(const float *x, int64_t n);
-typedef bool (*llmk_nonfinite_fn)(const float *, int64_t);
-llmk_nonfinite_fn llmk_f32_nonfinite_kernel(void);
 
 /* Decode one row of n elements (whole blocks; caller checked the type and
  * size): Q4_0, Q4_1, Q8_0 and F32 inline and bitwise equal to
@@ -76,13 +67,11 @@ int llmk_f32_matmul_multi(llmk_pool *pool, int n_mat, const llmk_tensor_info *co
                           int64_t n_tok, float *const *y, float *scratch, int64_t scratch_stride);
 
 /* AVX2 kernels (src/kernels/ops_f32_avx2.c, x86-64 only), bitwise equal to
- * the baseline ones; the matmul and attention choose them at start-up when
- * the CPU has AVX2 (LLMK_CPU_MASK=none forces the baseline). rowdot: the dot
+ * the baseline ones (the kernel table's entries where the CPU has AVX2).
+ * rowdot: the dot
  * of one Q4_0/Q4_1/Q8_0 row with x, decoded on the fly; returns 0 for other
  * types. */
 float llmk_f32_dot_avx2(const float *a, const float *b, int64_t n);
 int llmk_f32_rowdot_avx2(uint32_t type, const void *row, const float *x, int64_t n, float *out);
-/* Which kernels this process uses: "avx2" or "scalar". */
-const char *llmk_f32_kernels(void);
 
 #endif

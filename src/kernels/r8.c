@@ -179,15 +179,3 @@ void llmk_r8_ref_q8_0(int64_t k, const void *w, size_t ws, int64_t r0, int64_t r
             y[(size_t)i * ys + (size_t)r] =
                 ref_row_q8_0(k, (const unsigned char *)w + (size_t)r * ws, (const unsigned char *)act + (size_t)i * as);
 }
-
-/* ---- choice ------------------------------------------------------------------ */
-
-llmk_r8_mm_fn llmk_r8_kernel(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    if (llmk_config_kernels()->ref_kernels) return NULL;
-    unsigned f = llmk_cpu_detect();
-    if (f & LLMK_CPU_AVX512_VNNI) return llmk_r8_mm_avx512;
-    if (f & LLMK_CPU_AVX2) return llmk_r8_mm_avx2;
-#endif
-    return NULL;
-}

@@ -70,7 +70,7 @@ void llmk_r8_pack(const llmk_tensor_info *t, struct llmk_r8 *w, int64_t g0, int6
 /* y[i * y_stride + r] = dot(weight row r, activation row i) for r in
  * [r0, r1) and i in [0, m); activation rows (a16 format) a_stride bytes
  * apart. r0 must be a multiple of 8, and [r0, r1) inside w's groups. */
-typedef void (*llmk_r8_mm_fn)(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *act, size_t a_stride,
+typedef void (*llmk_gemm_r8_a16_fn)(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *act, size_t a_stride,
                               int64_t m, float *y, size_t y_stride);
 
 /* With one activation row the AVX2 kernel reads rows [r0, r1) as this many
@@ -88,17 +88,12 @@ void llmk_r8_ref_q8_0(int64_t k, const void *w, size_t w_stride, int64_t r0, int
 
 /* AVX2 + FMA + F16C (src/kernels/r8_avx2.c); only when llmk_cpu_detect()
  * reports LLMK_CPU_AVX2. */
-void llmk_r8_mm_avx2(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *act, size_t a_stride, int64_t m,
+void llmk_gemm_r8_a16_avx2(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *act, size_t a_stride, int64_t m,
                      float *y, size_t y_stride);
 
 /* AVX-512 F/BW/VL + VNNI (src/kernels/r8_avx512.c), the same bits as the
  * AVX2 kernel; only when llmk_cpu_detect() reports LLMK_CPU_AVX512_VNNI. */
-void llmk_r8_mm_avx512(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *act, size_t a_stride, int64_t m,
+void llmk_gemm_r8_a16_avx512(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *act, size_t a_stride, int64_t m,
                        float *y, size_t y_stride);
-
-/* The repacked kernel for this CPU (AVX-512 VNNI, else AVX2), or NULL (no
- * AVX2, or LLMK_KERNELS=ref):
- * then use llmk_r8_ref_* on the unpacked weights. */
-llmk_r8_mm_fn llmk_r8_kernel(void);
 
 #endif

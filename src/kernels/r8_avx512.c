@@ -185,7 +185,7 @@ INLINE void rows_na(int NA, int Q41, const struct llmk_r8 *w, int64_t g0, int64_
 
 #include "kernels/r8_entry.h"
 
-void llmk_r8_mm_avx512(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *act, size_t as, int64_t m, float *y,
+void llmk_gemm_r8_a16_avx512(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *act, size_t as, int64_t m, float *y,
                        size_t ys) {
     r8_mm(w, r0, r1, act, as, m, y, ys);
 }

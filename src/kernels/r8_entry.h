@@ -39,7 +39,7 @@ static void r8_rows(int q41, int na, const struct llmk_r8 *w, int64_t g0, int64_
 #undef R8_NA
 }
 
-/* llmk_r8_mm_fn's contract (r8.h): one activation row walks its groups as
+/* llmk_gemm_r8_a16_fn's contract (r8.h): one activation row walks its groups as
  * the file's streams; more go through rows_na R8_NA_MAX at a time. */
 static void r8_mm(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *act, size_t as, int64_t m, float *y,
                   size_t ys) {

@@ -1,11 +1,11 @@
-/* The read probe's scalar version and its dispatch (readbw.h). */
+/* The read probe's scalar version, and the probe through the kernel table (readbw.h). */
 #include "kernels/readbw.h"
 
-#include "codec/codec.h"
+#include "kernels/kernels.h"
 
 #include <string.h>
 
-static uint64_t read_xor_scalar(const void *p, size_t bytes) {
+uint64_t llmk_read_xor_ref(const void *p, size_t bytes) {
     const uint64_t *w = p;
     size_t n = bytes / 8, i = 0;
     uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
@@ -14,9 +14,4 @@ static uint64_t read_xor_scalar(const void *p, size_t bytes) {
     return a0 ^ a1 ^ a2 ^ a3;
 }
 
-uint64_t llmk_read_xor(const void *p, size_t bytes) {
-#if defined(__x86_64__)
-    if (llmk_cpu_detect() & LLMK_CPU_AVX2) return llmk_read_xor_avx2(p, bytes);
-#endif
-    return read_xor_scalar(p, bytes);
-}
+uint64_t llmk_read_xor(const void *p, size_t bytes) { return llmk_kernels()->read_xor(p, bytes); }

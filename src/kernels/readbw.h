@@ -11,6 +11,7 @@
 
 /* XOR of the words of p[0, bytes): bytes a multiple of 8, p 8-byte aligned. */
 uint64_t llmk_read_xor(const void *p, size_t bytes);
+uint64_t llmk_read_xor_ref(const void *p, size_t bytes);
 uint64_t llmk_read_xor_avx2(const void *p, size_t bytes);
 
 #endif

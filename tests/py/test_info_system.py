@@ -21,7 +21,7 @@ def system(env_extra=None, binary=BIN):
     # no model anywhere: --system must not try to open one
     env["LLMK_MODELS"] = "/nonexistent-llmk-models"
     env.update(env_extra or {})
-    for k in ("LLMK_KERNELS", "LLMK_CPU_MASK", "LLMK_ACT", "LLMK_KV_TYPE", "LLMK_MATMUL_ROUTE"):
+    for k in ("LLMK_KERNELS", "LLMK_CPU_MASK", "LLMK_ACT", "LLMK_KV_TYPE", "LLMK_REPACK"):
         if k not in (env_extra or {}):
             env.pop(k, None)
     r = subprocess.run([binary, "info", "--system"], capture_output=True, text=True,
@@ -88,14 +88,14 @@ def test_config_line_shows_the_levers():
     llmk_config and --system prints what is in effect."""
     base = config_line()
     assert "kernels auto" in base and "activations a16" in base and "kv_type f32" in base
-    got = config_line({"LLMK_ACT": "q8", "LLMK_KERNELS": "ref", "LLMK_KV_TYPE": "q8_0", "LLMK_MATMUL_ROUTE": "tiled",
+    got = config_line({"LLMK_ACT": "q8", "LLMK_KERNELS": "ref", "LLMK_KV_TYPE": "q8_0", "LLMK_REPACK": "0",
                        "LLMK_CPU_MASK": "none"})
-    for want in ("activations q8", "kernels ref", "kv_type q8_0", "matmul route tiled", "cpu_mask 0x0,"):
+    for want in ("activations q8", "kernels ref", "kv_type q8_0", "repack off", "cpu_mask 0x0,"):
         assert want in got, (want, got)
 
 
 @pytest.mark.parametrize("var,value", [("LLMK_ACT", "q4"), ("LLMK_KERNELS", "fast"), ("LLMK_CPU_MASK", "sse"),
-                                       ("LLMK_MATMUL_TILE_M", "0"), ("LLMK_KV_TYPE", "q4_0")])
+                                       ("LLMK_REPACK", "2"), ("LLMK_KV_TYPE", "q4_0")])
 def test_bad_lever_is_a_usage_error(var, value):
     env = dict(os.environ, **{var: value})
     r = subprocess.run([BIN, "info", "--system"], capture_output=True, text=True, timeout=60, env=env)

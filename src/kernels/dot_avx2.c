@@ -1,5 +1,5 @@
 /* AVX2 + FMA + F16C dot kernels (this file is built with those flags and only
- * registered when CPUID reports them). Integer block sums are exact (same
+ * put in the kernel table when CPUID reports them). Integer block sums are exact (same
  * values as the _ref kernels); the f32 accumulation runs in 8 lanes and is
  * reduced once per row, so results differ from _ref by rounding only.
  *
@@ -11,7 +11,7 @@
 #include "codec/codec.h"
 #include "codec/half.h"
 #include "internal.h"
-#include "kernels/matmul.h"
+#include "kernels/kernels.h"
 
 #include <immintrin.h>
 
@@ -194,11 +194,6 @@ DEFINE_DOT(Q8_0, dot_q8_0, llmk_block_q8_0, 0)
 DEFINE_DOTM(Q4_1, dotm_q4_1, llmk_block_q8_1, 1)
 DEFINE_DOTM(Q8_0, dotm_q8_0, llmk_block_q8_0, 0)
 
-llmk_dotm_fn llmk_avx2_dotm(llmk_dot_fn dot) {
-    if (dot == dot_q4_1) return dotm_q4_1;
-    if (dot == dot_q8_0) return dotm_q8_0;
-    return NULL;
-}
 
 static inline void q4_0_rows(int R, const char *w, size_t ws, const void *a, float *y, int64_t k) {
     const llmk_block_q8_0 *ab = a;
@@ -322,14 +317,16 @@ FLOAT_ROWS(f32, 4, ld8_f32, ld1_f32)
 FLOAT_ROWS(f16, 2, ld8_f16, ld1_f16)
 FLOAT_ROWS(bf16, 2, ld8_bf16, ld1_bf16)
 
-void llmk_codec_register_avx2(llmk_dot_fn *tab, const char **names) {
-    tab[LLMK_TYPE_Q4_0] = dot_q4_0, names[LLMK_TYPE_Q4_0] = "q4_0_avx2";
-    tab[LLMK_TYPE_Q4_1] = dot_q4_1, names[LLMK_TYPE_Q4_1] = "q4_1_avx2";
-    tab[LLMK_TYPE_Q5_0] = dot_q5_0, names[LLMK_TYPE_Q5_0] = "q5_0_avx2";
-    tab[LLMK_TYPE_Q5_1] = dot_q5_1, names[LLMK_TYPE_Q5_1] = "q5_1_avx2";
-    tab[LLMK_TYPE_Q8_0] = dot_q8_0, names[LLMK_TYPE_Q8_0] = "q8_0_avx2";
-    tab[LLMK_TYPE_F32] = dot_f32, names[LLMK_TYPE_F32] = "f32_avx2";
-    tab[LLMK_TYPE_F16] = dot_f16, names[LLMK_TYPE_F16] = "f16_avx2";
-    tab[LLMK_TYPE_BF16] = dot_bf16, names[LLMK_TYPE_BF16] = "bf16_avx2";
-    llmk_codec_register_kq_avx2(tab, names);
+void llmk_kernels_dot_avx2(struct llmk_type_kernels *k) {
+    k[LLMK_TYPE_Q4_0].vec_dot = dot_q4_0, k[LLMK_TYPE_Q4_0].vec_dot_name = "q4_0_avx2";
+    k[LLMK_TYPE_Q4_1].vec_dot = dot_q4_1, k[LLMK_TYPE_Q4_1].vec_dot_name = "q4_1_avx2";
+    k[LLMK_TYPE_Q5_0].vec_dot = dot_q5_0, k[LLMK_TYPE_Q5_0].vec_dot_name = "q5_0_avx2";
+    k[LLMK_TYPE_Q5_1].vec_dot = dot_q5_1, k[LLMK_TYPE_Q5_1].vec_dot_name = "q5_1_avx2";
+    k[LLMK_TYPE_Q8_0].vec_dot = dot_q8_0, k[LLMK_TYPE_Q8_0].vec_dot_name = "q8_0_avx2";
+    k[LLMK_TYPE_F32].vec_dot = dot_f32, k[LLMK_TYPE_F32].vec_dot_name = "f32_avx2";
+    k[LLMK_TYPE_F16].vec_dot = dot_f16, k[LLMK_TYPE_F16].vec_dot_name = "f16_avx2";
+    k[LLMK_TYPE_BF16].vec_dot = dot_bf16, k[LLMK_TYPE_BF16].vec_dot_name = "bf16_avx2";
+
+    k[LLMK_TYPE_Q4_1].vec_dotm = dotm_q4_1;
+    k[LLMK_TYPE_Q8_0].vec_dotm = dotm_q8_0;
 }

@@ -7,6 +7,7 @@
 #include "codec/codec.h"
 #include "codec/half.h"
 #include "internal.h"
+#include "kernels/kernels.h"
 
 #include <arm_neon.h>
 
@@ -53,7 +54,7 @@ static void dot_q8_0(int64_t k, const void *w, size_t ws, int64_t nrows, const v
     }
 }
 
-void llmk_codec_register_neon(llmk_dot_fn *tab, const char **names) {
-    tab[LLMK_TYPE_Q4_1] = dot_q4_1, names[LLMK_TYPE_Q4_1] = "q4_1_neon";
-    tab[LLMK_TYPE_Q8_0] = dot_q8_0, names[LLMK_TYPE_Q8_0] = "q8_0_neon";
+void llmk_kernels_dot_neon(struct llmk_type_kernels *k) {
+    k[LLMK_TYPE_Q4_1].vec_dot = dot_q4_1, k[LLMK_TYPE_Q4_1].vec_dot_name = "q4_1_neon";
+    k[LLMK_TYPE_Q8_0].vec_dot = dot_q8_0, k[LLMK_TYPE_Q8_0].vec_dot_name = "q8_0_neon";
 }

@@ -1,5 +1,5 @@
-/* Q4_1 repacking and the q8_1x activation layout (see xq4_1.h). */
-#include "kernels/xq4_1.h"
+/* Q4_1 repacking and the q8_1x activation layout (see q4_1_x2.h). */
+#include "kernels/q4_1_x2.h"
 
 #include "codec/blocks.h"
 #include "codec/codec.h"
@@ -13,10 +13,10 @@
 static const int lane_block[8] = {0, 2, 4, 6, 1, 3, 5, 7};
 static const int block_lane[8] = {0, 4, 1, 5, 2, 6, 3, 7};
 
-int llmk_xq4_1_repack(const llmk_tensor_info *t, struct llmk_xq4_1 *x) {
+int llmk_q4_1_x2_repack(const llmk_tensor_info *t, struct llmk_q4_1_x2 *x) {
     memset(x, 0, sizeof *x);
     if (t->type != LLMK_TYPE_Q4_1 || t->ne[0] % LLMK_QK != 0)
-        return llmk_fail(LLMK_INVALID_ARGUMENT, "xq4_1: tensor %s is %s with rows of %llu", t->name,
+        return llmk_fail(LLMK_INVALID_ARGUMENT, "q4_1_x2: tensor %s is %s with rows of %llu", t->name,
                          llmk_type_name(t->type), (unsigned long long)t->ne[0]);
     int64_t kb = (int64_t)t->ne[0] / LLMK_QK;
     x->n = (int64_t)t->ne[1], x->k = (int64_t)t->ne[0];
@@ -24,13 +24,13 @@ int llmk_xq4_1_repack(const llmk_tensor_info *t, struct llmk_xq4_1 *x) {
     x->ng = (x->nb + 7) / 8;
     uint64_t nq, ns;
     if (!llmk_mul_u64((uint64_t)x->n, (uint64_t)x->nb * 16, &nq) || !llmk_mul_u64((uint64_t)x->n, (uint64_t)x->ng * 16, &ns))
-        return llmk_fail(LLMK_DIMENSION_OVERFLOW, "xq4_1: tensor %s too large", t->name);
+        return llmk_fail(LLMK_DIMENSION_OVERFLOW, "q4_1_x2: tensor %s too large", t->name);
     x->qs = calloc(1, (size_t)nq);
     x->d = calloc(1, (size_t)ns);
     x->m = calloc(1, (size_t)ns);
     if (!x->qs || !x->d || !x->m) {
-        llmk_xq4_1_free(x);
-        return llmk_fail(LLMK_OUT_OF_MEMORY, "xq4_1: repacking %s (%llu bytes)", t->name, (unsigned long long)(nq + 2 * ns));
+        llmk_q4_1_x2_free(x);
+        return llmk_fail(LLMK_OUT_OF_MEMORY, "q4_1_x2: repacking %s (%llu bytes)", t->name, (unsigned long long)(nq + 2 * ns));
     }
     const llmk_block_q4_1 *src = t->data;
     for (int64_t r = 0; r < x->n; r++) {
@@ -48,17 +48,17 @@ int llmk_xq4_1_repack(const llmk_tensor_info *t, struct llmk_xq4_1 *x) {
     return LLMK_OK;
 }
 
-void llmk_xq4_1_free(struct llmk_xq4_1 *x) {
+void llmk_q4_1_x2_free(struct llmk_q4_1_x2 *x) {
     free(x->qs), free(x->d), free(x->m);
     memset(x, 0, sizeof *x);
 }
 
-size_t llmk_xq8_1_row_bytes(int64_t k) {
+size_t llmk_q8_1x_row_bytes(int64_t k) {
     int64_t kb = k / LLMK_QK, nb = (kb + 1) / 2 * 2, ng = (nb + 7) / 8;
     return (size_t)nb * 32 + (size_t)ng * 8 * 2 * sizeof(float);
 }
 
-int llmk_xq8_1_quantize(const float *x, int64_t k, int64_t e0, int64_t e1, void *dst) {
+int llmk_q8_1x_quantize(const float *x, int64_t k, int64_t e0, int64_t e1, void *dst) {
     int64_t kb = k / LLMK_QK, nb = (kb + 1) / 2 * 2, ng = (nb + 7) / 8;
     int8_t *qs = dst;
     float *da = (float *)((char *)dst + nb * 32), *sa = da + ng * 8;
@@ -79,11 +79,4 @@ int llmk_xq8_1_quantize(const float *x, int64_t k, int64_t e0, int64_t e1, void 
     /* scale lanes past the last block stay zero: the buffer is zeroed at init
      * and nothing writes them */
     return bad;
-}
-
-llmk_xq4_1_mm_fn llmk_xq4_1_mm_kernel(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    if (llmk_cpu_detect() & LLMK_CPU_AVX2) return llmk_xq4_1_mm_avx2;
-#endif
-    return NULL;
 }

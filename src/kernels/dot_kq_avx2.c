@@ -2,7 +2,7 @@
  * activations (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_XS) and the 32-element
  * non-linear codecs against Q8_0 activations (IQ4_NL, MXFP4). Built with
  * those flags (the *_avx2.c rule) and registered from
- * llmk_codec_register_avx2 only when CPUID reports them.
+ * the kernel table (src/kernels/kernels.c) only when CPUID reports them.
  *
  * Super-block codecs: per super-block the exact integer sums of _ref (isum,
  * and msum for the codecs with mins) come from u8 x s8 maddubs products per
@@ -24,6 +24,7 @@
 #include "codec/codec.h"
 #include "codec/half.h"
 #include "internal.h"
+#include "kernels/kernels.h"
 
 #include <immintrin.h>
 #include <string.h>
@@ -410,14 +411,14 @@ static void dot_iq4_xs(int64_t k, const void *w, size_t ws, int64_t nrows, const
 DEFINE_GRID_ROWS(iq4_nl, sizeof(llmk_block_iq4_nl), 2, IQ4NL_SCALE, llmk_iq4nl_values)
 DEFINE_GRID_ROWS(mxfp4, sizeof(llmk_block_mxfp4), 1, MXFP4_SCALE, llmk_mxfp4_values)
 
-void llmk_codec_register_kq_avx2(llmk_dot_fn *tab, const char **names) {
-    tab[LLMK_TYPE_Q2_K] = dot_q2_k, names[LLMK_TYPE_Q2_K] = "q2_k_avx2";
-    tab[LLMK_TYPE_Q3_K] = dot_q3_k, names[LLMK_TYPE_Q3_K] = "q3_k_avx2";
-    tab[LLMK_TYPE_Q4_K] = dot_q4_k, names[LLMK_TYPE_Q4_K] = "q4_k_avx2";
-    tab[LLMK_TYPE_Q5_K] = dot_q5_k, names[LLMK_TYPE_Q5_K] = "q5_k_avx2";
-    tab[LLMK_TYPE_Q6_K] = dot_q6_k, names[LLMK_TYPE_Q6_K] = "q6_k_avx2";
-    tab[LLMK_TYPE_Q8_K] = dot_q8_k, names[LLMK_TYPE_Q8_K] = "q8_k_avx2";
-    tab[LLMK_TYPE_IQ4_XS] = dot_iq4_xs, names[LLMK_TYPE_IQ4_XS] = "iq4_xs_avx2";
-    tab[LLMK_TYPE_IQ4_NL] = dot_iq4_nl, names[LLMK_TYPE_IQ4_NL] = "iq4_nl_avx2";
-    tab[LLMK_TYPE_MXFP4] = dot_mxfp4, names[LLMK_TYPE_MXFP4] = "mxfp4_avx2";
+void llmk_kernels_dot_kq_avx2(struct llmk_type_kernels *k) {
+    k[LLMK_TYPE_Q2_K].vec_dot = dot_q2_k, k[LLMK_TYPE_Q2_K].vec_dot_name = "q2_k_avx2";
+    k[LLMK_TYPE_Q3_K].vec_dot = dot_q3_k, k[LLMK_TYPE_Q3_K].vec_dot_name = "q3_k_avx2";
+    k[LLMK_TYPE_Q4_K].vec_dot = dot_q4_k, k[LLMK_TYPE_Q4_K].vec_dot_name = "q4_k_avx2";
+    k[LLMK_TYPE_Q5_K].vec_dot = dot_q5_k, k[LLMK_TYPE_Q5_K].vec_dot_name = "q5_k_avx2";
+    k[LLMK_TYPE_Q6_K].vec_dot = dot_q6_k, k[LLMK_TYPE_Q6_K].vec_dot_name = "q6_k_avx2";
+    k[LLMK_TYPE_Q8_K].vec_dot = dot_q8_k, k[LLMK_TYPE_Q8_K].vec_dot_name = "q8_k_avx2";
+    k[LLMK_TYPE_IQ4_XS].vec_dot = dot_iq4_xs, k[LLMK_TYPE_IQ4_XS].vec_dot_name = "iq4_xs_avx2";
+    k[LLMK_TYPE_IQ4_NL].vec_dot = dot_iq4_nl, k[LLMK_TYPE_IQ4_NL].vec_dot_name = "iq4_nl_avx2";
+    k[LLMK_TYPE_MXFP4].vec_dot = dot_mxfp4, k[LLMK_TYPE_MXFP4].vec_dot_name = "mxfp4_avx2";
 }

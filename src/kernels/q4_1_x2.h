@@ -1,5 +1,7 @@
-/* Q4_1 weights repacked at executor init for the AVX2 fast path, and the
- * matching activation layout ("q8_1x": the values of GGUF Q8_1 rearranged).
+/* Q4_1 weights in the "x2" layout (block pairs side by side), repacked at
+ * executor init for the 8-bit AVX2 route, and the matching activation layout
+ * ("q8_1x": the values of GGUF Q8_1 rearranged). The kernel is
+ * gemm_q4_1_x2_q8_1x (weight type, layout, activation type: ggml's naming).
  *
  * Weight row (n_blocks of 32): the 16 nibble bytes of blocks 2p and 2p+1 side
  * by side (32 bytes per pair), so one 256-bit load unpacks to elements 0..15
@@ -14,15 +16,15 @@
  * Every output element is one (weight row, activation row) dot with a fixed
  * instruction sequence, whether computed in the matvec or the multi-row
  * kernel, so results do not depend on M, row grouping or thread count. */
-#ifndef LLMK_KERNELS_XQ4_1_H
-#define LLMK_KERNELS_XQ4_1_H
+#ifndef LLMK_KERNELS_Q4_1_X2_H
+#define LLMK_KERNELS_Q4_1_X2_H
 
 #include "llmk.h"
 
 #include <stddef.h>
 #include <stdint.h>
 
-struct llmk_xq4_1 {
+struct llmk_q4_1_x2 {
     int64_t n, k;       /* rows, elements per row (as the tensor) */
     int64_t nb, ng;     /* blocks per row (even), groups of 8 per row */
     uint8_t *qs;        /* [n][nb * 16] */
@@ -30,26 +32,22 @@ struct llmk_xq4_1 {
 };
 
 /* Repack a Q4_1 tensor (ne = {k, n}); allocates. */
-int llmk_xq4_1_repack(const llmk_tensor_info *t, struct llmk_xq4_1 *out);
-void llmk_xq4_1_free(struct llmk_xq4_1 *x);
+int llmk_q4_1_x2_repack(const llmk_tensor_info *t, struct llmk_q4_1_x2 *out);
+void llmk_q4_1_x2_free(struct llmk_q4_1_x2 *x);
 
 /* Bytes of one q8_1x activation row of k elements (k whole blocks of 32). */
-size_t llmk_xq8_1_row_bytes(int64_t k);
+size_t llmk_q8_1x_row_bytes(int64_t k);
 /* Quantize elements [e0, e1) of a row of k (e0, e1 multiples of 64, or e1 = k)
  * into the q8_1x row dst: GGUF Q8_1 quantization of each block, rearranged.
  * Returns nonzero when one of those elements is NaN or infinite. */
-int llmk_xq8_1_quantize(const float *x, int64_t k, int64_t e0, int64_t e1, void *dst);
+int llmk_q8_1x_quantize(const float *x, int64_t k, int64_t e0, int64_t e1, void *dst);
 
 /* y[a * y_stride + r] for rows r in [r0, r1) and na activation rows
- * (act + a * act_stride). AVX2 (src/kernels/xq4_1_avx2.c). */
-typedef void (*llmk_xq4_1_mm_fn)(const struct llmk_xq4_1 *w, int64_t r0, int64_t r1, const void *act,
+ * (act + a * act_stride). AVX2 (src/kernels/q4_1_x2_avx2.c). */
+typedef void (*llmk_gemm_q4_1_x2_fn)(const struct llmk_q4_1_x2 *w, int64_t r0, int64_t r1, const void *act,
                                  size_t act_stride, int64_t na, float *y, int64_t y_stride);
 #if defined(__x86_64__) || defined(__i386__)
-void llmk_xq4_1_mm_avx2(const struct llmk_xq4_1 *w, int64_t r0, int64_t r1, const void *act, size_t act_stride,
+void llmk_gemm_q4_1_x2_q8_1x_avx2(const struct llmk_q4_1_x2 *w, int64_t r0, int64_t r1, const void *act, size_t act_stride,
                         int64_t na, float *y, int64_t y_stride);
 #endif
-/* The multi-row kernel this CPU runs, NULL where there is none (no AVX2, or
- * not x86): the q8_1x route exists only with it. */
-llmk_xq4_1_mm_fn llmk_xq4_1_mm_kernel(void);
-
 #endif

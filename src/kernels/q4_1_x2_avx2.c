@@ -1,10 +1,10 @@
-/* AVX2 kernels for repacked Q4_1 x q8_1x (see xq4_1.h). Per pair of blocks:
+/* AVX2 kernels for repacked Q4_1 x q8_1x (see q4_1_x2.h). Per pair of blocks:
  * one 256-bit load of weight nibbles, two maddubs against the activation
  * halves, one madd to i32 (lanes 0-3: block 2p, 4-7: block 2p+1); four pairs
  * fold through three hadds into the 8 block sums of a group, which are
  * scaled by d_w * d_a in one multiply and accumulated in one FMA. The min
  * term sum m_w * s_a runs as its own 8-lane FMA chain. */
-#include "kernels/xq4_1.h"
+#include "kernels/q4_1_x2.h"
 
 #include <immintrin.h>
 
@@ -70,15 +70,15 @@ static inline float hsum8(__m256 v) {
     y[0] = hsum8(acc0) + hsum8(mac0);                                                                          \
     if (NA > 1) y[ys] = hsum8(acc1) + hsum8(mac1);
 
-static void dot1(const struct llmk_xq4_1 *w, int64_t r, const unsigned char *a0, size_t as, float *y, int64_t ys) {
+static void dot1(const struct llmk_q4_1_x2 *w, int64_t r, const unsigned char *a0, size_t as, float *y, int64_t ys) {
     (void)ys;
     DOT_BODY(1)
 }
-static void dot2(const struct llmk_xq4_1 *w, int64_t r, const unsigned char *a0, size_t as, float *y, int64_t ys) {
+static void dot2(const struct llmk_q4_1_x2 *w, int64_t r, const unsigned char *a0, size_t as, float *y, int64_t ys) {
     DOT_BODY(2)
 }
 
-void llmk_xq4_1_mm_avx2(const struct llmk_xq4_1 *w, int64_t r0, int64_t r1, const void *act, size_t act_stride,
+void llmk_gemm_q4_1_x2_q8_1x_avx2(const struct llmk_q4_1_x2 *w, int64_t r0, int64_t r1, const void *act, size_t act_stride,
                         int64_t na, float *y, int64_t y_stride) {
     const unsigned char *a = act;
     int64_t i = 0;

@@ -1,0 +1,165 @@
+/* The executor plan (plan.h). */
+#include "plan.h"
+
+#include "internal.h"
+#include "codec/blocks.h"
+#include "kernels/a16.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+const char *llmk_act_form_name(int form) {
+    static const char *const names[LLMK_ACT_FORMS] = {"q8_0", "q8_1", "q8_k", "q8_1x", "a16"};
+    return form >= 0 && form < LLMK_ACT_FORMS ? names[form] : "f32";
+}
+
+const char *llmk_mm_route_name(int route) {
+    static const char *const names[] = {"f32_check", "dot", "rows_a16", "r8_a16", "x2_q8_1x"};
+    return route >= 0 && route <= LLMK_ROUTE_X2_Q8_1X ? names[route] : "?";
+}
+
+static int codec_form(uint32_t wtype) {
+    uint32_t a = llmk_codec_get(wtype)->act_type;
+    return a == LLMK_TYPE_Q8_0 ? LLMK_ACT_Q8_0 : a == LLMK_TYPE_Q8_1 ? LLMK_ACT_Q8_1 : a == LLMK_TYPE_Q8_K ? LLMK_ACT_Q8_K
+                                                                                                          : -1;
+}
+
+/* Whether phase ph's weights run on the f32 check route: f32_act "all", or
+ * a list naming the phase's kind (the part of its name after the last '.'). */
+static bool f32_checked(const struct llmk_phase *ph, const char *f32_act) {
+    if (!f32_act || !*f32_act) return false;
+    if (strcmp(f32_act, "all") == 0) return true;
+    const char *dot = strrchr(ph->name, '.');
+    return strstr(f32_act, dot ? dot + 1 : ph->name) != NULL;
+}
+
+static struct llmk_plan_weight plan_weight(const struct llmk_plan *p, const struct llmk_plan_options *o,
+                                           const struct llmk_phase *ph, uint32_t wtype) {
+    struct llmk_plan_weight w = {.route = LLMK_ROUTE_DOT, .form = (int8_t)codec_form(wtype)};
+    if (!o->act_q8 && llmk_a16_supports(wtype)) {
+        w.form = LLMK_ACT_A16;
+        w.route = p->K->gemm_r8_a16 ? LLMK_ROUTE_R8_A16 : LLMK_ROUTE_ROWS_A16;
+    } else if (o->repack && p->K->gemm_q4_1_x2_q8_1x && wtype == LLMK_TYPE_Q4_1) {
+        w.form = LLMK_ACT_Q8_1X;
+        w.route = LLMK_ROUTE_X2_Q8_1X;
+    }
+    /* the check route reads f32; the form stays what the consumers of the
+     * producer's output are quantized for, so the other phases are unchanged */
+    if (f32_checked(ph, o->f32_act)) w.route = LLMK_ROUTE_F32_CHECK;
+    return w;
+}
+
+/* Per phase: the routes of a matmul's weights and, for each producer, the
+ * forms its consumer (the next phase) reads. */
+static void plan_forms(struct llmk_plan *p, const struct llmk_plan_options *o) {
+    const struct llmk_program *prog = p->prog;
+    for (int i = 0; i < prog->n_phases; i++) {
+        const struct llmk_phase *ph = &prog->ph[i];
+        p->ph[i].qmask = ph->qmask;
+        if (ph->op != LLMK_OP_MATMUL) continue;
+        for (int w = 0; w < ph->n_w; w++) {
+            p->ph[i].w[w] = plan_weight(p, o, ph, ph->w[w]->type);
+            if (p->ph[i].w[w].route == LLMK_ROUTE_F32_CHECK) p->any_f32_check = true;
+            if (p->ph[i].w[w].form >= 0) p->need[ph->in] |= 1u << p->ph[i].w[w].form;
+        }
+    }
+    for (int i = 0; i + 1 < prog->n_phases; i++) {
+        const struct llmk_phase *next = &prog->ph[i + 1];
+        if (!p->ph[i].qmask || next->op != LLMK_OP_MATMUL) continue;
+        unsigned qm = 0;
+        for (int w = 0; w < next->n_w; w++)
+            if (p->ph[i + 1].w[w].form >= 0) qm |= 1u << p->ph[i + 1].w[w].form;
+        p->ph[i].qmask = (uint8_t)qm;
+    }
+}
+
+/* Fusions and share units, from the forms. */
+static void plan_splits(struct llmk_plan *p, const struct llmk_plan_options *o) {
+    const struct llmk_program *prog = p->prog;
+    const llmk_hparams *hp = &prog->m->hp;
+    bool a16_rows = !o->act_q8 && hp->n_embd % LLMK_QK == 0; /* the per-worker rows of dup_norm exist */
+    for (int i = 0; i < prog->n_phases; i++) {
+        const struct llmk_phase *ph = &prog->ph[i], *next = i + 1 < prog->n_phases ? ph + 1 : NULL;
+        struct llmk_plan_phase *pp = &p->ph[i];
+        pp->unit = LLMK_MM_UNIT;
+        pp->rope_fused = ph->op == LLMK_OP_MATMUL && next && next->op == LLMK_OP_ROPE_KV && hp->head_dim % LLMK_MM_UNIT == 0;
+        if (pp->rope_fused) pp->unit = hp->head_dim;
+        if (ph->epilogue == LLMK_EPI_SWIGLU)
+            for (int f = 0; f < LLMK_ACT_FORMS; f++)
+                if ((pp->qmask & (1u << f)) && p->K->act_block[f] > pp->unit) pp->unit = p->K->act_block[f];
+        pp->head_quant = true;
+        for (int f = 0; f < LLMK_ACT_FORMS; f++)
+            if ((pp->qmask & (1u << f)) && hp->head_dim % (int)p->K->act_block[f] != 0) pp->head_quant = false;
+        pp->a16_only = ph->op == LLMK_OP_NORM_QUANT && pp->qmask == 1u << LLMK_ACT_A16 && !p->any_f32_check &&
+                       a16_rows && next && next->op == LLMK_OP_MATMUL;
+        for (int w = 0; pp->a16_only && w < next->n_w; w++)
+            if (p->ph[i + 1].w[w].form != LLMK_ACT_A16) pp->a16_only = false;
+    }
+}
+
+void llmk_plan_share(const struct llmk_plan *p, int i, int wi, int ith, int64_t *r0, int64_t *r1) {
+    const struct llmk_phase *ph = &p->prog->ph[i];
+    int64_t lo, hi, unit = p->ph[i].unit;
+    if (ph->epilogue == LLMK_EPI_SWIGLU) {
+        int64_t F = ph->rows[0];
+        llmk_split_range((F + unit - 1) / unit, ith, p->nth, &lo, &hi);
+        *r0 = lo * unit, *r1 = hi * unit < F ? hi * unit : F;
+        return;
+    }
+    int64_t total = 0, base = 0;
+    for (int w = 0; w < ph->n_w; w++) total += ph->rows[w];
+    for (int w = 0; w < wi; w++) base += ph->rows[w];
+    llmk_split_range((total + unit - 1) / unit, ith, p->nth, &lo, &hi);
+    lo = lo * unit - base, hi = hi * unit - base;
+    *r0 = lo < 0 ? 0 : lo < ph->rows[wi] ? lo : ph->rows[wi];
+    *r1 = hi < *r0 ? *r0 : hi < ph->rows[wi] ? hi : ph->rows[wi];
+}
+
+/* The r8 arena: one stream per worker, its shares of every matmul in program
+ * order, so its reads run on from one phase into the next (tg +5% over one
+ * region per tensor, measured with a reading stand-in for the kernels). */
+static int plan_r8_arena(struct llmk_plan *p) {
+    const struct llmk_program *prog = p->prog;
+    size_t off = 0;
+    for (int ith = 0; ith < p->nth; ith++)
+        for (int i = 0; i < prog->n_phases; i++)
+            for (int w = 0; w < prog->ph[i].n_w && prog->ph[i].op == LLMK_OP_MATMUL; w++) {
+                if (p->ph[i].w[w].route != LLMK_ROUTE_R8_A16) continue;
+                const llmk_tensor_info *t = prog->ph[i].w[w];
+                size_t whole;
+                int st = llmk_r8_size(t, &whole);
+                if (st != LLMK_OK) return st;
+                int64_t r0, r1;
+                llmk_plan_share(p, i, w, ith, &r0, &r1);
+                LLMK_CHECK(r0 % LLMK_R8_ROWS == 0);
+                int64_t g0 = r0 / LLMK_R8_ROWS, g1 = r1 > r0 ? (r1 + LLMK_R8_ROWS - 1) / LLMK_R8_ROWS : g0;
+                p->r8_off[(i * 3 + w) * p->nth + ith] = off;
+                off += llmk_r8_view_bytes(t, g0, g1);
+            }
+    p->r8_bytes = off;
+    return LLMK_OK;
+}
+
+int llmk_plan_build(const struct llmk_program *prog, const struct llmk_kernels *K, const struct llmk_plan_options *o,
+                    int nth, struct llmk_plan *out) {
+    memset(out, 0, sizeof *out);
+    out->prog = prog, out->K = K, out->nth = nth;
+    int hd = prog->m->hp.head_dim;
+    out->VK = hd % K->attn_head_multiple == 0 ? K : llmk_kernels_ref();
+    out->ph = calloc((size_t)prog->n_phases, sizeof *out->ph);
+    out->r8_off = calloc((size_t)prog->n_phases * 3 * (size_t)nth, sizeof *out->r8_off);
+    if (!out->ph || !out->r8_off) {
+        llmk_plan_free(out);
+        return llmk_fail(LLMK_OUT_OF_MEMORY, "plan: %d phases", prog->n_phases);
+    }
+    plan_forms(out, o);
+    plan_splits(out, o);
+    int st = plan_r8_arena(out);
+    if (st != LLMK_OK) llmk_plan_free(out);
+    return st;
+}
+
+void llmk_plan_free(struct llmk_plan *p) {
+    free(p->ph), free(p->r8_off);
+    p->ph = NULL, p->r8_off = NULL;
+}

@@ -118,11 +118,14 @@ static int prefill_seq(llmk_context *c, int32_t s, const llmk_batch_item *items,
 /* (b) The rows gathered so far as one decode pass; flagged rows' logits to
  * their output rows. */
 static int decode_rows(llmk_context *c, int32_t nr, float *logits) {
-    bool any = false;
-    for (int32_t r = 0; r < nr; r++) any |= c->row_out[r] >= 0;
-    int st = llmk_exec_decode_batch(c->ex, c->row_seq, c->row_id, (size_t)nr, any ? c->row_logits : NULL,
-                                    any ? (size_t)nr * c->V : 0, NULL);
-    if (st != LLMK_OK) return st;
+    /* Rows that all want logits, at consecutive output rows (a generation
+     * step's usual call), are written in place: no n_vocab copy per row. */
+    bool any = false, direct = c->row_out[0] >= 0;
+    for (int32_t r = 0; r < nr; r++) any |= c->row_out[r] >= 0, direct &= c->row_out[r] == c->row_out[0] + r;
+    float *dst = direct ? logits + (size_t)c->row_out[0] * c->V : any ? c->row_logits : NULL;
+    int st = llmk_exec_decode_batch(c->ex, c->row_seq, c->row_id, (size_t)nr, dst, any ? (size_t)nr * c->V : 0,
+                                    NULL);
+    if (st != LLMK_OK || direct) return st;
     for (int32_t r = 0; r < nr; r++)
         if (c->row_out[r] >= 0)
             memcpy(logits + (size_t)c->row_out[r] * c->V, c->row_logits + (size_t)r * c->V, c->V * sizeof *logits);

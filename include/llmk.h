@@ -13,7 +13,7 @@
  *   2. Tensor types and codecs                 (src/codec/)
  *   3. GGUF reader and writer                  (src/gguf.c)
  *   4. Tokenizer                               (src/tokenizer.c)
- *   5. Model and session                       (src/model.c, src/session.c)
+ *   5. Model, session and context              (src/model.c, src/session.c, src/context.c)
  *   6. Sampling                                (src/sample.c)
  *   7. Files llmk writes                       (src/outfile.c)
  *   8. Configuration                           (src/config.c)

@@ -40,11 +40,9 @@ isa_flags = $(if $(findstring _avx512.c,$1),$(FLAGS_avx512),$(if $(findstring _a
 all: $(BUILD)/libllmk.a $(BUILD)/libllmk.so $(BUILD)/llmk
 lib: $(BUILD)/libllmk.a
 
-# The command is built against the public headers only (-Iinclude); the two
-# subcommands that still reach executor internals (bench's phase timings,
-# info --program) are the exception until those have public accessors.
-APP_INTERNAL := app/cmd_bench.c app/cmd_info.c
-src_inc = $(if $(filter app/%,$1),$(if $(filter $(APP_INTERNAL),$1),-Isrc),-Isrc)
+# The command is built against the public headers only (-Iinclude), as any
+# application would be; the library's own files also see src/.
+src_inc = $(if $(filter app/%,$1),,-Isrc)
 
 $(BUILD)/obj/%.o: %.c $(wildcard include/*.h) $(shell find src -name '*.h') $(wildcard app/*.h)
 	@mkdir -p $(dir $@)

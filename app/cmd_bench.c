@@ -4,10 +4,6 @@
  * where the decode time goes, phase by phase. */
 #include "cli.h"
 #include "opts.h"
-#include "exec_cpu.h"
-#include "internal.h"
-#include "pool.h"
-#include "kernels/readbw.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -27,59 +23,26 @@ static double now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* ---- machine read bandwidth ---------------------------------------------- */
-struct bw_ctx {
-    const uint64_t *buf;
-    size_t n;
-    uint64_t sink[64 * 8];
-};
-static void bw_worker(void *arg, int ith, int nth) {
-    struct bw_ctx *c = arg;
-    int64_t lo, hi;
-    cli_split_range((int64_t)(c->n / 16), ith, nth, &lo, &hi); /* in 128-byte lines */
-    uint64_t x = llmk_read_xor(c->buf + lo * 16, (size_t)(hi - lo) * 128);
-    if (ith < 64) c->sink[ith * 8] = x;
-}
-/* GB/s reading a 256 MiB buffer with nth threads, best of 5. */
-static double read_bandwidth(int nth) {
-    size_t bytes = (size_t)256 << 20;
-    uint64_t *buf = malloc(bytes);
-    llmk_pool *pool = NULL;
-    if (!buf || llmk_pool_create(nth, &pool) != LLMK_OK) {
-        free(buf);
-        return 0;
-    }
-    for (size_t i = 0; i < bytes / 8; i++) buf[i] = i * 0x9e3779b97f4a7c15ULL;
-    struct bw_ctx *c = calloc(1, sizeof *c);
-    c->buf = buf, c->n = bytes / 8;
-    double best = 0;
-    for (int r = 0; r < 5; r++) {
-        double t = now_s();
-        llmk_pool_run(pool, bw_worker, c);
-        double gbs = (double)bytes / (now_s() - t) / 1e9;
-        if (gbs > best) best = gbs;
-    }
-    llmk_pool_free(pool);
-    free(c);
-    free(buf);
-    return best;
-}
-
 /* ---- runners --------------------------------------------------------------- */
+/* The fast path runs on a one-sequence llmk_context (the fused executor a
+ * fast-path session runs, same bits), the ref and f32 paths on a session. */
 struct runner {
-    int path;
-    struct llmk_exec *ex;
+    llmk_context *c;
     llmk_session *s;
+    llmk_batch_item *items; /* [n_ids]: the context's items of one call */
     float *logits;
     size_t V;
 };
 
 static int r_reset(struct runner *r) {
-    return r->ex ? llmk_exec_truncate(r->ex, 0, 0) : llmk_session_truncate(r->s, 0);
+    return r->c ? llmk_context_seq_truncate(r->c, 0, 0) : llmk_session_truncate(r->s, 0);
 }
+/* n tokens at the sequence's position; the last token's logits, as a
+ * generation step reads them. */
 static int r_eval(struct runner *r, const int32_t *ids, size_t n) {
-    return r->ex ? llmk_exec_eval(r->ex, 0, ids, n, r->logits, r->V, false)
-                 : llmk_session_eval(r->s, ids, n, r->logits, r->V, false);
+    if (!r->c) return llmk_session_eval(r->s, ids, n, r->logits, r->V, false);
+    for (size_t i = 0; i < n; i++) r->items[i] = (llmk_batch_item){.seq = 0, .id = ids[i], .logits = i + 1 == n};
+    return llmk_context_eval(r->c, r->items, n, r->logits, r->V);
 }
 
 static void stats(const double *v, int n, double *mean, double *sd) {
@@ -99,22 +62,22 @@ static const char *phase_kind(const char *name) {
     return name;
 }
 
-/* Phase timings of the last phase-mode run, summed by kind (phase name
+/* Phase timings of the last profiling run, summed by kind (phase name
  * without its layer), per token. */
-static void print_phases(FILE *o, const struct llmk_exec *ex, const char *what, long ntok, double wall, double fused_ts) {
-    const struct llmk_program *p = llmk_exec_program(ex);
-    const double *ns = llmk_exec_phase_ns(ex);
+static void print_phases(FILE *o, const llmk_context *c, const char *what, long ntok, double wall, double fused_ts) {
     const char *kinds[64];
     double kns[64] = {0};
     int nk = 0;
     double total = 0;
-    for (int i = 0; i < p->n_phases; i++) {
-        const char *k = phase_kind(p->ph[i].name);
+    for (int32_t i = 0; i < llmk_context_n_phases(c); i++) {
+        llmk_phase_info ph;
+        if (llmk_context_phase(c, i, &ph) != LLMK_OK) continue; /* i is in range: cannot fail */
+        const char *k = phase_kind(ph.name);
         int j = 0;
         while (j < nk && strcmp(kinds[j], k) != 0) j++;
         if (j == nk && nk < 64) kinds[nk++] = k;
-        if (j < 64) kns[j] += ns[i];
-        total += ns[i];
+        if (j < 64) kns[j] += ph.ns;
+        total += ph.ns;
     }
     fprintf(o, "\nphases (%s, %ld tokens, phase-at-a-time: %.1f t/s, %.1f us/token; fused: %.1f t/s)\n", what, ntok,
             (double)ntok / wall, wall * 1e6 / (double)ntok, fused_ts);
@@ -176,14 +139,22 @@ static void model_facts(const llmk_model *m, struct bench_facts *f) {
         const llmk_tensor_info *t = llmk_gguf_tensor(g, i);
         f->size += t->n_bytes, f->params += t->n_elements;
     }
-    /* bytes one decode step streams: every matmul weight once, one embedding row */
-    const struct llmk_model *mi = (const struct llmk_model *)m;
-    for (int il = 0; il < llmk_model_hparams(m)->n_layer; il++) {
-        const struct llmk_layer *L = &mi->layers[il];
-        const llmk_tensor_info *w[7] = {L->wq, L->wk, L->wv, L->wo, L->w_gate, L->w_up, L->w_down};
-        for (int j = 0; j < 7; j++) f->wbytes += w[j]->n_bytes;
-    }
-    f->wbytes += mi->output->n_bytes;
+    /* bytes one decode step streams: every matmul weight once (the seven of
+     * each layer, named as docs/model.md lists them, and the LM head, which
+     * is token_embd when the model ties it); the model checked at load that
+     * they are all there */
+    static const char *const per_layer[] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up",
+                                            "ffn_down"};
+    const llmk_hparams *hp = llmk_model_hparams(m);
+    for (int il = 0; il < hp->n_layer; il++)
+        for (size_t j = 0; j < CLI_LEN(per_layer); j++) {
+            char name[64];
+            snprintf(name, sizeof name, "blk.%d.%s.weight", il, per_layer[j]);
+            const llmk_tensor_info *t = llmk_gguf_find_tensor(g, name);
+            if (t) f->wbytes += t->n_bytes;
+        }
+    const llmk_tensor_info *head = llmk_gguf_find_tensor(g, hp->tied_output ? "token_embd.weight" : "output.weight");
+    if (head) f->wbytes += head->n_bytes;
 }
 
 static void print_results(const struct bench_opts *o, const struct bench_facts *f) {
@@ -237,40 +208,72 @@ static void print_results(const struct bench_opts *o, const struct bench_facts *
     }
 }
 
+/* --phases: the decode (and the prefill, with -p) once more in profiling
+ * mode, printed by phase kind; the same tokens after the same depth. */
+static int run_phases(struct runner *r, const struct bench_opts *o, const int32_t *ids,
+                      const struct bench_facts *f) {
+    const int32_t *test_ids = ids + o->depth;
+    int st = llmk_context_set_profiling(r->c, true);
+    long ng = o->n_gen > 0 ? o->n_gen : 32;
+    if (st != LLMK_OK || (st = r_reset(r)) != LLMK_OK ||
+        (o->depth && (st = r_eval(r, ids, (size_t)o->depth)) != LLMK_OK) ||
+        (st = llmk_context_reset_timings(r->c)) != LLMK_OK)
+        return st;
+    double t = now_s();
+    for (long i = 0; i < ng && st == LLMK_OK; i++) st = r_eval(r, &test_ids[i], 1);
+    double wall = now_s() - t;
+    if (st != LLMK_OK) return st;
+    FILE *to = o->json ? stderr : stdout;
+    print_phases(to, r->c, "decode", ng, wall, f->tgm);
+    if (o->n_prompt == 0) return LLMK_OK;
+    if ((st = r_reset(r)) != LLMK_OK || (o->depth && (st = r_eval(r, ids, (size_t)o->depth)) != LLMK_OK) ||
+        (st = llmk_context_reset_timings(r->c)) != LLMK_OK)
+        return st;
+    t = now_s();
+    st = r_eval(r, test_ids, (size_t)o->n_prompt);
+    wall = now_s() - t;
+    if (st == LLMK_OK) print_phases(to, r->c, "prefill", o->n_prompt, wall, f->ppm);
+    return st;
+}
+
+static int runner_init(struct runner *r, const llmk_model *m, const struct bench_opts *o, int32_t n_ctx) {
+    if (o->path == LLMK_PATH_FAST) {
+        llmk_context_params cp = {.n_seq_max = 1, .n_ctx = n_ctx, .n_threads = (int32_t)o->threads,
+                                  .n_batch = (int32_t)o->n_batch, .kv_type = o->kv_type,
+                                  .allow_long_ctx = o->long_ctx};
+        return llmk_context_init(m, &cp, &r->c);
+    }
+    llmk_session_params sp = {.n_ctx = n_ctx, .n_threads = (int32_t)o->threads, .path = o->path,
+                              .n_batch = (int32_t)o->n_batch, .allow_long_ctx = o->long_ctx};
+    return llmk_session_init(m, &sp, &r->s);
+}
+
 int cmd_bench(int argc, char **argv) {
     struct bench_opts o = {.n_prompt = 512, .n_gen = 128, .reps = 5, .path = LLMK_PATH_FAST,
                            .kv_type = (uint32_t)CLI_KV_DEFAULT};
     int prc = parse_args(&o, argc, argv);
     if (prc != CLI_OPTS_GO) return prc;
     const long n_prompt = o.n_prompt, n_gen = o.n_gen, threads = o.threads, reps = o.reps, depth = o.depth;
-    const int path = o.path;
     llmk_model *m = NULL;
     int st = llmk_model_load(o.model, &m);
     if (st != LLMK_OK) return cli_report("bench", st);
     const llmk_hparams *hp = llmk_model_hparams(m);
-    struct runner r = {.path = path, .V = (size_t)hp->n_vocab};
+    struct runner r = {.V = (size_t)hp->n_vocab};
     long n_test = n_prompt > n_gen ? n_prompt : n_gen;
     if (o.phases && n_test < 32) n_test = 32; /* --phases decodes 32 tokens when -n 0 */
     long n_ids = depth + n_test;
     int32_t n_ctx = (int32_t)n_ids + 1;
     if (o.long_ctx) cli_warn_long_ctx("bench", m, n_ctx);
-    if (path == LLMK_PATH_FAST) {
-        struct llmk_exec_params ep = {.n_ctx = n_ctx, .n_threads = (int32_t)threads, .n_batch = (int32_t)o.n_batch,
-                                      .n_seq = 1, .kv_type = o.kv_type, .allow_long_ctx = o.long_ctx};
-        st = llmk_exec_init(m, &ep, &r.ex);
-    } else {
-        llmk_session_params sp = {.n_ctx = n_ctx, .n_threads = (int32_t)threads, .path = path,
-                                  .n_batch = (int32_t)o.n_batch, .allow_long_ctx = o.long_ctx};
-        st = llmk_session_init(m, &sp, &r.s);
-    }
+    st = runner_init(&r, m, &o, n_ctx);
     r.logits = malloc(r.V * sizeof(float));
+    r.items = malloc((size_t)n_ids * sizeof *r.items);
     int32_t *ids = malloc((size_t)n_ids * sizeof *ids + 4);
     double *pp = calloc((size_t)reps, sizeof *pp), *tg = calloc((size_t)reps, sizeof *tg);
-    if (st != LLMK_OK || !r.logits || !ids || !pp || !tg) {
+    if (st != LLMK_OK || !r.logits || !r.items || !ids || !pp || !tg) {
         if (st == LLMK_OK) st = cli_fail(LLMK_OUT_OF_MEMORY, "bench: buffers");
         goto done;
     }
-    int nth = r.ex ? llmk_exec_n_threads(r.ex) : (threads > 0 ? (int)threads : llmk_cpu_count());
+    int nth = r.c ? llmk_context_n_threads(r.c) : (threads > 0 ? (int)threads : llmk_cpu_count());
     for (long i = 0; i < n_ids; i++) ids[i] = (int32_t)((i * 7919 + 13) % hp->n_vocab);
     const int32_t *test_ids = ids + depth; /* after the depth's context */
     for (long rep = -1; rep < reps && st == LLMK_OK; rep++) { /* rep -1 warms up */
@@ -290,39 +293,17 @@ int cmd_bench(int argc, char **argv) {
     if (st != LLMK_OK) goto done;
     struct bench_facts f = {.nth = nth};
     model_facts(m, &f);
-    f.bw = read_bandwidth(nth);
+    if (llmk_memory_read_bandwidth(nth, 0, &f.bw) != LLMK_OK) f.bw = 0; /* the report shows 0: not measured */
     f.llc = sysconf(_SC_LEVEL3_CACHE_SIZE); /* <= 0 where the OS does not say */
     if (f.llc < 0) f.llc = 0;
     if (n_prompt > 0) stats(pp, (int)reps, &f.ppm, &f.pps);
     if (n_gen > 0) stats(tg, (int)reps, &f.tgm, &f.tgs);
     print_results(&o, &f);
-    if (o.phases && r.ex) {
-        /* phase-at-a-time mode: same results, one region per phase */
-        llmk_exec_set_phase_mode(r.ex, true);
-        long ng = n_gen > 0 ? n_gen : 32;
-        if ((st = r_reset(&r)) != LLMK_OK || (depth && (st = r_eval(&r, ids, (size_t)depth)) != LLMK_OK)) goto done;
-        llmk_exec_reset_timings(r.ex);
-        double t = now_s();
-        for (long i = 0; i < ng && st == LLMK_OK; i++) st = r_eval(&r, &test_ids[i], 1);
-        double wall = now_s() - t;
-        if (st != LLMK_OK) goto done;
-        FILE *to = o.json ? stderr : stdout;
-        print_phases(to, r.ex, "decode", ng, wall, f.tgm);
-        if (n_prompt > 0) {
-            if ((st = r_reset(&r)) != LLMK_OK || (depth && (st = r_eval(&r, ids, (size_t)depth)) != LLMK_OK))
-                goto done;
-            llmk_exec_reset_timings(r.ex);
-            t = now_s();
-            st = r_eval(&r, test_ids, (size_t)n_prompt);
-            wall = now_s() - t;
-            if (st != LLMK_OK) goto done;
-            print_phases(to, r.ex, "prefill", n_prompt, wall, f.ppm);
-        }
-    }
+    if (o.phases && r.c) st = run_phases(&r, &o, ids, &f);
 done:
-    if (r.ex) llmk_exec_free(r.ex);
+    llmk_context_free(r.c);
     if (r.s) llmk_session_free(r.s);
-    free(r.logits), free(ids), free(pp), free(tg);
+    free(r.logits), free(r.items), free(ids), free(pp), free(tg);
     llmk_model_free(m);
     if (st != LLMK_OK) return cli_report("bench", st);
     return CLI_EXIT_OK;

@@ -4,7 +4,6 @@
  * gguf-py). */
 #include "cli.h"
 #include "opts.h"
-#include "exec_cpu.h"
 
 #include <cjson/cJSON.h>
 #include <inttypes.h>
@@ -295,14 +294,12 @@ static int print_json(const char *path, const llmk_gguf *g) {
  * (src/program.c), with the activation forms the executor chose. */
 static int print_program(const char *model) {
     llmk_model *m = NULL;
-    struct llmk_exec *ex = NULL;
+    llmk_context *c = NULL;
     int st = llmk_model_load(model, &m);
-    if (st == LLMK_OK) st = llmk_exec_init(m, &(struct llmk_exec_params){.n_ctx = 16, .n_threads = 1}, &ex);
-    if (st == LLMK_OK) {
-        llmk_program_dump(llmk_exec_program(ex), stdout);
-        printf("attention/activation kernels: %s\n", llmk_exec_kernels(ex));
-    }
-    llmk_exec_free(ex);
+    if (st == LLMK_OK) st = llmk_context_init(m, &(llmk_context_params){.n_ctx = 16, .n_threads = 1}, &c);
+    if (st == LLMK_OK) st = llmk_context_describe(c, stdout);
+    if (st == LLMK_OK) printf("attention/activation kernels: %s\n", llmk_context_kernels(c));
+    llmk_context_free(c);
     if (m) llmk_model_free(m);
     return st == LLMK_OK ? CLI_EXIT_OK : cli_report("info", st);
 }

@@ -13,7 +13,7 @@
  *   2. Tensor types and codecs                 (src/codec/)
  *   3. GGUF reader and writer                  (src/gguf.c)
  *   4. Tokenizer                               (src/tokenizer.c)
- *   5. Model and session                       (src/model.c, src/session.c)
+ *   5. Model, session and context              (src/model.c, src/session.c, src/context.c)
  *   6. Sampling                                (src/sample.c)
  *   7. Files llmk writes                       (src/outfile.c)
  *   8. Configuration                           (src/config.c)
@@ -518,6 +518,41 @@ LLMK_API int32_t llmk_context_seq_pos(const llmk_context *c, int32_t seq);
 LLMK_API int llmk_context_seq_truncate(llmk_context *c, int32_t seq, int32_t pos);
 LLMK_API int32_t llmk_context_n_seq_max(const llmk_context *c);
 LLMK_API int32_t llmk_context_n_ctx(const llmk_context *c);
+
+/* Introspection and profiling of a context's executor, for tools (llmk
+ * bench --phases, llmk info --program). The executor runs the model as a
+ * program of phases ("blk.3.qkv", "lm_head"; docs/executor.md). */
+LLMK_API int32_t llmk_context_n_threads(const llmk_context *c); /* workers it runs on; 0 for NULL */
+/* Name of the attention/activation kernel set chosen at init ("avx2",
+ * "ref", ...); NULL for NULL. Valid while the context lives. */
+LLMK_API const char *llmk_context_kernels(const llmk_context *c);
+/* The phase program, one line per phase (index, op, name, operands, sizes),
+ * after a header line. Errors on the stream are the caller's to check. */
+LLMK_API int llmk_context_describe(const llmk_context *c, FILE *f);
+/* Profiling mode: every phase runs as its own parallel region and is timed.
+ * Slower (a region start per phase) but bitwise identical to the fused run.
+ * Times accumulate, across calls, until llmk_context_reset_timings. */
+LLMK_API int llmk_context_set_profiling(llmk_context *c, bool on);
+LLMK_API int llmk_context_reset_timings(llmk_context *c);
+LLMK_API int32_t llmk_context_n_phases(const llmk_context *c); /* 0 for NULL */
+typedef struct llmk_phase_info {
+    const char *name; /* "blk.3.qkv", "lm_head"; valid while the context lives */
+    const char *op;   /* what the phase does: "embed", "norm_quant", "matmul", "attn", ... */
+    int32_t layer;    /* -1 outside the layers */
+    double ns;        /* nanoseconds spent in it in profiling mode since the last reset: wall
+                       * clock, or the calling thread's CPU time with llmk_config.phase_clock_thread.
+                       * The final phases (output norm, LM head, argmax) only run when logits are asked. */
+} llmk_phase_info;
+/* Phase i, 0 <= i < llmk_context_n_phases(c), in the order they run. */
+LLMK_API int llmk_context_phase(const llmk_context *c, int32_t i, llmk_phase_info *out);
+
+/* The machine's memory read bandwidth in GB/s (1e9 bytes/s), to set a
+ * decode's effective weight bandwidth against (llmk bench): n_threads
+ * workers (< 1: one per online CPU) each read their share of a buffer of
+ * `bytes` (0: 256 MiB; else a positive multiple of 128) with the widest
+ * loads the CPU has; the best of 5 passes. Takes as long as the reads do
+ * (tens of milliseconds for the default). */
+LLMK_API int llmk_memory_read_bandwidth(int n_threads, size_t bytes, double *gbs_out);
 /* LLMK_SECTION_MODEL_END */
 
 /* ======================================================================== */

@@ -4,11 +4,14 @@
  * are asked for, then (b) every sequence with one token in the call as a
  * decode row of one pass. The executor's reductions are per row and per
  * sequence, so neither the grouping nor the other sequences change any
- * sequence's bits. */
+ * sequence's bits. The context also shows its executor's program and phase
+ * timings (profiling), the introspection tools such as llmk bench need. */
 #include "exec_cpu.h"
 #include "internal.h"
 #include "model.h"
+#include "program.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -115,11 +118,14 @@ static int prefill_seq(llmk_context *c, int32_t s, const llmk_batch_item *items,
 /* (b) The rows gathered so far as one decode pass; flagged rows' logits to
  * their output rows. */
 static int decode_rows(llmk_context *c, int32_t nr, float *logits) {
-    bool any = false;
-    for (int32_t r = 0; r < nr; r++) any |= c->row_out[r] >= 0;
-    int st = llmk_exec_decode_batch(c->ex, c->row_seq, c->row_id, (size_t)nr, any ? c->row_logits : NULL,
-                                    any ? (size_t)nr * c->V : 0, NULL);
-    if (st != LLMK_OK) return st;
+    /* Rows that all want logits, at consecutive output rows (a generation
+     * step's usual call), are written in place: no n_vocab copy per row. */
+    bool any = false, direct = c->row_out[0] >= 0;
+    for (int32_t r = 0; r < nr; r++) any |= c->row_out[r] >= 0, direct &= c->row_out[r] == c->row_out[0] + r;
+    float *dst = direct ? logits + (size_t)c->row_out[0] * c->V : any ? c->row_logits : NULL;
+    int st = llmk_exec_decode_batch(c->ex, c->row_seq, c->row_id, (size_t)nr, dst, any ? (size_t)nr * c->V : 0,
+                                    NULL);
+    if (st != LLMK_OK || direct) return st;
     for (int32_t r = 0; r < nr; r++)
         if (c->row_out[r] >= 0)
             memcpy(logits + (size_t)c->row_out[r] * c->V, c->row_logits + (size_t)r * c->V, c->V * sizeof *logits);
@@ -176,3 +182,44 @@ int llmk_context_seq_truncate(llmk_context *c, int32_t seq, int32_t pos) {
 
 int32_t llmk_context_n_seq_max(const llmk_context *c) { return c ? c->n_seq : 0; }
 int32_t llmk_context_n_ctx(const llmk_context *c) { return c ? c->n_ctx : 0; }
+
+/* ---- introspection and profiling ------------------------------------------ */
+/* Thin views of the executor's program and phase timings, so tools need no
+ * executor internals. */
+
+int32_t llmk_context_n_threads(const llmk_context *c) { return c ? llmk_exec_n_threads(c->ex) : 0; }
+const char *llmk_context_kernels(const llmk_context *c) { return c ? llmk_exec_kernels(c->ex) : NULL; }
+int32_t llmk_context_n_phases(const llmk_context *c) { return c ? llmk_exec_program(c->ex)->n_phases : 0; }
+
+int llmk_context_describe(const llmk_context *c, FILE *f) {
+    llmk_error_clear();
+    if (!c || !f) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_context_describe: NULL argument");
+    llmk_program_dump(llmk_exec_program(c->ex), f);
+    return LLMK_OK;
+}
+
+int llmk_context_set_profiling(llmk_context *c, bool on) {
+    llmk_error_clear();
+    if (!c) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_context_set_profiling: NULL context");
+    llmk_exec_set_phase_mode(c->ex, on);
+    return LLMK_OK;
+}
+
+int llmk_context_reset_timings(llmk_context *c) {
+    llmk_error_clear();
+    if (!c) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_context_reset_timings: NULL context");
+    llmk_exec_reset_timings(c->ex);
+    return LLMK_OK;
+}
+
+int llmk_context_phase(const llmk_context *c, int32_t i, llmk_phase_info *out) {
+    llmk_error_clear();
+    if (!c || !out) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_context_phase: NULL argument");
+    const struct llmk_program *p = llmk_exec_program(c->ex);
+    if (i < 0 || i >= p->n_phases)
+        return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_context_phase: phase %d outside [0, %d)", i, p->n_phases);
+    const struct llmk_phase *ph = &p->ph[i];
+    *out = (llmk_phase_info){.name = ph->name, .op = llmk_op_name(ph->op), .layer = ph->layer,
+                             .ns = llmk_exec_phase_ns(c->ex)[i]};
+    return LLMK_OK;
+}

@@ -30,30 +30,11 @@ static int cmp_d(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-/* one thread's streaming read of its share (llmk_read_xor: memory-bound) */
-struct bw_job { const float *buf; size_t n; uint64_t sums[64]; };
-static void bw_worker(void *ctx, int ith, int nth) {
-    struct bw_job *j = ctx;
-    int64_t lo, hi;
-    llmk_split_range((int64_t)(j->n / 32), ith, nth, &lo, &hi); /* in 128-byte lines */
-    uint64_t x = llmk_read_xor(j->buf + lo * 32, (size_t)(hi - lo) * 128);
-    if (ith < 64) j->sums[ith] = x;
-}
-static double read_bw(llmk_pool *pool) {
-    size_t n = (512u << 20) / 4;
-    float *buf = malloc(n * 4);
-    for (size_t i = 0; i < n; i++) buf[i] = (float)(i & 7);
-    struct bw_job j = {buf, n, {0}};
-    double best = 0;
-    for (int rep = 0; rep < 5; rep++) {
-        double t = now();
-        llmk_pool_run(pool, bw_worker, &j);
-        t = now() - t;
-        double gbs = (double)n * 4 / t / 1e9;
-        if (gbs > best) best = gbs;
-    }
-    free(buf);
-    return best;
+/* the library's read probe on 1 or 2 workers, 512 MiB, best of 5 passes */
+static double read_bw(int n_threads) {
+    double gbs = 0;
+    if (llmk_memory_read_bandwidth(n_threads, (size_t)512 << 20, &gbs) != LLMK_OK) return 0;
+    return gbs;
 }
 
 int main(int argc, char **argv) {
@@ -64,7 +45,7 @@ int main(int argc, char **argv) {
     llmk_pool_create(2, &pools[1]);
     printf("%s", llmk_cpu_features());
     printf("read bandwidth (streaming AVX2 read, 512 MiB): 1 thread %.1f GB/s, 2 threads %.1f GB/s\n",
-           read_bw(NULL), read_bw(pools[1]));
+           read_bw(1), read_bw(2));
     printf("%-8s %-12s %12s %9s %12s %9s %9s %9s  kernel\n", "codec", "n x k", "us (1 thr)", "GB/s",
            "us (2 thr)", "GB/s", "min1 us", "min2 us");
     size_t ncodec;

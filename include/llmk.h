@@ -451,8 +451,8 @@ typedef struct llmk_session_params {
     int32_t path;      /* enum llmk_path */
     int32_t n_batch;   /* tokens per forward chunk; <= 0: 32 on ref and f32, 512 on fast.
                         * Results do not depend on it. */
-    uint32_t kv_type;  /* KV cache element type: LLMK_TYPE_F32 (0, the default; the env
-                        * lever LLMK_KV_TYPE may change it), LLMK_TYPE_F16 or LLMK_TYPE_Q8_0
+    uint32_t kv_type;  /* KV cache element type: 0 (llmk_config.kv_type, LLMK_TYPE_F32 unless
+                        * configured), LLMK_TYPE_F32, LLMK_TYPE_F16 or LLMK_TYPE_Q8_0
                         * (fast path only; q8_0 needs head_dim % 32 == 0) */
     bool allow_long_ctx; /* n_ctx above the model's n_ctx_train: refused
                           * (LLMK_CONTEXT_OVER_TRAIN) unless this is set */

@@ -1,8 +1,8 @@
 /* A memory-read probe: the XOR of every 64-bit word of a buffer, read with
  * the widest loads this CPU has (AVX2: four 256-bit streams), so the probe is
- * bounded by memory, not by a scalar add chain. Used by `llmk bench` and
- * bench/bench_kernels.c to print the machine's read bandwidth next to the
- * kernels' effective bandwidth. */
+ * bounded by memory, not by a scalar add chain. llmk_memory_read_bandwidth
+ * (src/membw.c) runs it on a pool, for `llmk bench` and bench_kernels to
+ * print the machine's read bandwidth next to the kernels' effective one. */
 #ifndef LLMK_KERNELS_READBW_H
 #define LLMK_KERNELS_READBW_H
 

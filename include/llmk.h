@@ -486,7 +486,10 @@ LLMK_API int llmk_session_truncate(llmk_session *s, int32_t pos);
  * bits as a session on the fast path with the same KV type. */
 typedef struct llmk_context_params {
     int32_t n_seq_max;   /* sequence slots, 0 .. n_seq_max - 1 (<= 0: 1; at most 1024) */
-    int32_t n_ctx;       /* tokens per sequence (<= 0: the model's n_ctx_train, at most 4096) */
+    int32_t n_ctx;       /* most tokens of one sequence (<= 0: the model's n_ctx_train, at most 4096) */
+    int32_t n_kv_blocks; /* KV pool: blocks of LLMK_KV_BLOCK positions shared by all sequences
+                          * (<= 0: n_seq_max x ceil(n_ctx / LLMK_KV_BLOCK), room for every
+                          * sequence at full length) */
     int32_t n_batch;     /* rows per executor pass (<= 0: 512; at most 8192) */
     int32_t n_threads;   /* <= 0: one per online CPU */
     uint32_t kv_type;    /* LLMK_TYPE_F16, LLMK_TYPE_Q8_0, or 0: the configuration's (f32) */
@@ -518,6 +521,35 @@ LLMK_API int32_t llmk_context_seq_pos(const llmk_context *c, int32_t seq);
 LLMK_API int llmk_context_seq_truncate(llmk_context *c, int32_t seq, int32_t pos);
 LLMK_API int32_t llmk_context_n_seq_max(const llmk_context *c);
 LLMK_API int32_t llmk_context_n_ctx(const llmk_context *c);
+
+/* Paged KV and prefix caching (docs/paged_kv.md). The KV cache is one pool
+ * of blocks of LLMK_KV_BLOCK positions (every layer, K and V); a sequence
+ * holds a table of blocks. A block a sequence has filled is registered under
+ * its exact token prefix; when a sequence ends (truncated to 0) its
+ * registered blocks stay cached (least recently used evicted first) and a
+ * later sequence starting with the same tokens reuses them: the same bits as
+ * computing them again. An eval that needs more blocks than are free or
+ * cached fails with LLMK_CACHE_CAPACITY_EXCEEDED and moves no sequence (a
+ * scheduler then preempts one). */
+#define LLMK_KV_BLOCK 128
+/* Start empty sequence seq (position 0) on the longest cached prefix of
+ * ids[0..n): whole blocks, fewer than n tokens (the last prompt token is
+ * always computed: its logits are wanted). Sets the position to *n_cached;
+ * the caller then evaluates ids[*n_cached..n). LLMK_INVALID_ARGUMENT for a
+ * sequence out of range or not empty; LLMK_CONTEXT_FULL when n > n_ctx. */
+LLMK_API int llmk_context_seq_start(llmk_context *c, int32_t seq, const int32_t *ids, size_t n,
+                                    int32_t *n_cached);
+/* New blocks appending n tokens to seq would take (-1: bad arguments). */
+LLMK_API int32_t llmk_context_blocks_needed(const llmk_context *c, int32_t seq, int32_t n);
+typedef struct llmk_kv_info {
+    int32_t block_size;             /* LLMK_KV_BLOCK */
+    int32_t n_blocks;               /* n_free + n_cached + n_used */
+    int32_t n_free, n_cached, n_used; /* cached: no sequence holds it, a prefix may still hit it */
+    int64_t n_tokens;               /* positions held by all sequences */
+    int64_t n_shared;               /* block references that cost no block (prefix sharing) */
+    double pool_bytes, used_bytes, shared_bytes; /* K+V bytes, all layers */
+} llmk_kv_info;
+LLMK_API int llmk_context_kv_info(const llmk_context *c, llmk_kv_info *out);
 
 /* Introspection and profiling of a context's executor, for tools (llmk
  * bench --phases, llmk info --program). The executor runs the model as a
@@ -689,6 +721,7 @@ LLMK_API int llmk_chat_render(const llmk_chat_template *t, const llmk_chat_messa
 LLMK_API int llmk_chat_parse_messages(const char *json, size_t len, llmk_chat_message **msgs,
                              size_t *n);
 /* LLMK_SECTION_SAMPLING_END */
+
 
 /* ======================================================================== */
 /* 7. Files llmk writes                                                      */

@@ -223,3 +223,31 @@ int llmk_context_phase(const llmk_context *c, int32_t i, llmk_phase_info *out) {
                              .ns = llmk_exec_phase_ns(c->ex)[i]};
     return LLMK_OK;
 }
+
+/* ---- KV pool ----------------------------------------------------------------- */
+
+int llmk_context_seq_start(llmk_context *c, int32_t seq, const int32_t *ids, size_t n, int32_t *n_cached) {
+    llmk_error_clear();
+    if (!c || !n_cached || (!ids && n)) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_context_seq_start: NULL argument");
+    *n_cached = 0;
+    if (seq < 0 || seq >= c->n_seq)
+        return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_context_seq_start: sequence %d outside [0, %d)", seq, c->n_seq);
+    if (llmk_exec_pos(c->ex, seq) != 0)
+        return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_context_seq_start: sequence %d is at position %d, not empty", seq,
+                         llmk_exec_pos(c->ex, seq));
+    if (n > (size_t)c->n_ctx)
+        return llmk_fail(LLMK_CONTEXT_FULL, "llmk_context_seq_start: %zu tokens exceed the context of %d", n, c->n_ctx);
+    return llmk_exec_seq_start(c->ex, seq, ids, n, n_cached);
+}
+
+int32_t llmk_context_blocks_needed(const llmk_context *c, int32_t seq, int32_t n) {
+    if (!c || seq < 0 || seq >= c->n_seq || n < 0) return -1;
+    return llmk_exec_blocks_needed(c->ex, seq, n);
+}
+
+int llmk_context_kv_info(const llmk_context *c, llmk_kv_info *out) {
+    llmk_error_clear();
+    if (!c || !out) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_context_kv_info: NULL argument");
+    llmk_exec_kv_info(c->ex, out);
+    return LLMK_OK;
+}

@@ -1139,3 +1139,32 @@ void llmk_exec_reset_timings(struct llmk_exec *ex) {
     memset(ex->phase_ns, 0, (size_t)ex->prog.n_phases * sizeof(double));
 }
 const double *llmk_exec_phase_ns(const struct llmk_exec *ex) { return ex->phase_ns; }
+
+/* ---- KV blocks ---------------------------------------------------------------- */
+
+int llmk_exec_seq_start(struct llmk_exec *ex, int32_t seq, const int32_t *ids, size_t n, int32_t *n_cached) {
+    (void)ids, (void)n;
+    if (seq < 0 || seq >= ex->n_seq || ex->pos[seq] != 0)
+        return llmk_fail(LLMK_INVALID_ARGUMENT, "exec: sequence %d is not an empty slot", seq);
+    *n_cached = 0;
+    return LLMK_OK;
+}
+
+static int32_t blocks_of(int64_t tokens) { return (int32_t)((tokens + LLMK_KV_BLOCK - 1) / LLMK_KV_BLOCK); }
+
+int32_t llmk_exec_blocks_needed(const struct llmk_exec *ex, int32_t seq, int32_t n) {
+    if (seq < 0 || seq >= ex->n_seq || n < 0) return -1;
+    return blocks_of((int64_t)ex->pos[seq] + n) - blocks_of(ex->pos[seq]);
+}
+
+void llmk_exec_kv_info(const struct llmk_exec *ex, llmk_kv_info *out) {
+    const llmk_hparams *hp = &ex->m->hp;
+    memset(out, 0, sizeof *out);
+    out->block_size = LLMK_KV_BLOCK;
+    out->n_blocks = ex->n_seq * blocks_of(ex->n_ctx);
+    for (int32_t s = 0; s < ex->n_seq; s++) out->n_used += blocks_of(ex->pos[s]), out->n_tokens += ex->pos[s];
+    out->n_free = out->n_blocks - out->n_used;
+    double block_bytes = 2.0 * hp->n_layer * (double)ex->kv_pos_bytes * LLMK_KV_BLOCK;
+    out->pool_bytes = out->n_blocks * block_bytes;
+    out->used_bytes = out->n_used * block_bytes;
+}

@@ -55,6 +55,11 @@ int llmk_exec_n_threads(const struct llmk_exec *ex);
 const struct llmk_program *llmk_exec_program(const struct llmk_exec *ex);
 const char *llmk_exec_kernels(const struct llmk_exec *ex);
 
+/* The KV pool (llmk_context's functions of the same names, include/llmk.h). */
+int llmk_exec_seq_start(struct llmk_exec *ex, int32_t seq, const int32_t *ids, size_t n, int32_t *n_cached);
+int32_t llmk_exec_blocks_needed(const struct llmk_exec *ex, int32_t seq, int32_t n);
+void llmk_exec_kv_info(const struct llmk_exec *ex, llmk_kv_info *out);
+
 /* Phase-at-a-time mode: one pool region per phase, timed. Bitwise identical
  * to the fused run. Timings accumulate until reset: ns[i] for phase i. */
 void llmk_exec_set_phase_mode(struct llmk_exec *ex, bool on);

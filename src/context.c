@@ -44,7 +44,7 @@ int llmk_context_init(const llmk_model *m, const llmk_context_params *p, llmk_co
     llmk_context *c = calloc(1, sizeof *c);
     if (!c) return llmk_fail(LLMK_OUT_OF_MEMORY, "llmk_context_init: struct");
     struct llmk_exec_params ep = {.n_ctx = p->n_ctx, .n_threads = p->n_threads, .n_batch = p->n_batch,
-                                  .n_seq = p->n_seq_max, .kv_type = p->kv_type,
+                                  .n_seq = p->n_seq_max, .n_kv_blocks = p->n_kv_blocks, .kv_type = p->kv_type,
                                   .allow_long_ctx = p->allow_long_ctx, .mem_limit = p->mem_limit};
     int st = llmk_exec_init(m, &ep, &c->ex);
     if (st != LLMK_OK) {
@@ -86,10 +86,16 @@ static int check_items(llmk_context *c, const llmk_batch_item *items, size_t n, 
         c->last[it->seq] = (int32_t)i;
         flagged += it->logits;
     }
-    for (int32_t s = 0; s < c->n_seq; s++)
+    int64_t blocks = 0;
+    for (int32_t s = 0; s < c->n_seq; s++) {
         if (c->count[s] > c->n_ctx - llmk_exec_pos(c->ex, s))
             return llmk_fail(LLMK_CONTEXT_FULL, "context: sequence %d: %d tokens at position %d exceed its %d",
                              s, c->count[s], llmk_exec_pos(c->ex, s), c->n_ctx);
+        blocks += llmk_exec_blocks_needed(c->ex, s, c->count[s]);
+    }
+    if (blocks > llmk_exec_blocks_available(c->ex))
+        return llmk_fail(LLMK_CACHE_CAPACITY_EXCEEDED, "context: the call needs %lld new KV blocks, %d are free or "
+                         "cached", (long long)blocks, llmk_exec_blocks_available(c->ex));
     if (flagged && (!logits || cap / c->V < flagged))
         return llmk_fail(LLMK_BUFFER_TOO_SMALL, "context: logits buffer holds %zu floats, %zu x %zu needed", cap,
                          flagged, c->V);
@@ -166,7 +172,8 @@ int llmk_context_eval(llmk_context *c, const llmk_batch_item *items, size_t n, f
     for (int32_t s = 0; s < c->n_seq; s++) c->saved[s] = llmk_exec_pos(c->ex, s);
     st = run_items(c, items, n, logits);
     if (st != LLMK_OK) /* rows written past the saved positions are dead */
-        for (int32_t s = 0; s < c->n_seq; s++) llmk_exec_truncate(c->ex, s, c->saved[s]);
+        for (int32_t s = 0; s < c->n_seq; s++)
+            if (llmk_exec_pos(c->ex, s) != c->saved[s]) llmk_exec_rollback(c->ex, s, c->saved[s]);
     return st;
 }
 

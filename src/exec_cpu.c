@@ -12,6 +12,7 @@
 #include "exec_cpu.h"
 
 #include "internal.h"
+#include "kvpool.h"
 #include "kernels/a16.h"
 #include "kernels/kernels.h"
 #include "kernels/ops_f32.h"
@@ -50,7 +51,9 @@ struct llmk_exec {
     int nth;
     int32_t n_ctx, n_batch, n_seq, rows_cap;
     int64_t kvd, qd, max_chunks; /* K/V and Q widths of a row; key chunks of a full context */
-    /* KV cache: [seq][layer][kv head][n_ctx] head rows, see kv_head */
+    /* KV cache: a pool of blocks of LLMK_KV_BLOCK positions, each
+     * [layer][kv head][LLMK_KV_BLOCK] head rows; kvp says which block holds
+     * which positions of which sequence (see kv_head) */
     uint32_t kv_type;
     size_t kv_row_bytes;      /* one head's row (head_dim values) */
     size_t kv_pos_bytes;      /* one position of every KV head */
@@ -59,7 +62,10 @@ struct llmk_exec {
     llmk_attn_multi_fn attn_multi; /* its multi-query form, or NULL */
     unsigned char *kv_k, *kv_v;
     uint64_t kv_bytes;        /* of each; pages from the OS, committed as written */
-    int32_t *pos;             /* [n_seq] */
+    int32_t n_blocks;
+    llmk_kvpool *kvp;
+    const int32_t **table;    /* [n_seq]: each slot's block table (the pool's, fixed) */
+    int32_t *pos;             /* [n_seq]: the pool's lengths, mirrored for the hot paths */
     float *rope_cs;           /* [n_ctx][half][cos, sin] */
     /* activations: f32 rows of each buffer, and their quantized forms */
     float *buf[LLMK_BUF_COUNT_];
@@ -132,7 +138,8 @@ static int exec_check_budget(const struct llmk_exec *ex, const struct llmk_exec_
     int st = llmk_check_context(ex->m, ex->n_ctx, p->allow_long_ctx);
     if (st != LLMK_OK) return st;
     double hd = hp->head_dim, nth = p->n_threads > 0 ? p->n_threads : llmk_cpu_count();
-    double kv = llmk_kv_bytes(ex->n_seq, ex->n_ctx, hp->n_head_kv, hd, (double)ex->kv_row_bytes / hd) * hp->n_layer;
+    double kv = llmk_kv_bytes(1, (double)ex->n_blocks * LLMK_KV_BLOCK, hp->n_head_kv, hd, (double)ex->kv_row_bytes / hd) *
+                hp->n_layer;
     double widths = 3.0 * hp->n_embd + 2.0 * (double)ex->qd + 2.0 * (double)ex->kvd + 2.0 * hp->n_ff;
     double scratch = 4.0 * ((double)ex->n_ctx * hd                                        /* rope table */
                             + (SPLIT_ROWS * hp->n_head + nth * ATTN_MQ) * (double)ex->max_chunks * (hd + 2)
@@ -140,14 +147,21 @@ static int exec_check_budget(const struct llmk_exec *ex, const struct llmk_exec_
     return llmk_check_memory(kv, scratch, p->mem_limit, ex->n_ctx);
 }
 
-/* KV head g's row at pos. Head-major: one head's keys (or values) are one
- * contiguous run, so an attention pass over a chunk streams 128 adjacent
- * rows instead of every n_head_kv-th one (decode at depth 1024 spent half
- * its time in attention with the position-major layout). */
+/* Row `slot` of KV head g in block b. Head-major inside a block: one head's
+ * keys (or values) for the block's positions are one contiguous run, so an
+ * attention pass over a chunk (LLMK_ATTN_CHUNK = LLMK_KV_BLOCK positions,
+ * one block) streams adjacent rows (decode at depth 1024 spent half its time
+ * in attention with a position-major layout). */
+static inline unsigned char *kv_row(const struct llmk_exec *ex, unsigned char *base, int32_t b, int layer, int g,
+                                    int32_t slot) {
+    int64_t idx = (((int64_t)b * ex->m->hp.n_layer + layer) * ex->m->hp.n_head_kv + g) * LLMK_KV_BLOCK + slot;
+    return base + (size_t)idx * ex->kv_row_bytes;
+}
+
+/* KV head g's row at pos of sequence seq, through its block table. */
 static inline unsigned char *kv_head(const struct llmk_exec *ex, unsigned char *base, int32_t seq, int layer, int g,
                                      int32_t pos) {
-    int64_t idx = (((int64_t)seq * ex->m->hp.n_layer + layer) * ex->m->hp.n_head_kv + g) * ex->n_ctx + pos;
-    return base + (size_t)idx * ex->kv_row_bytes;
+    return kv_row(ex, base, ex->table[seq][pos / LLMK_KV_BLOCK], layer, g, pos % LLMK_KV_BLOCK);
 }
 
 /* Phase timings use the wall clock; the configuration's phase_clock_thread
@@ -857,7 +871,7 @@ static int exec_plan(struct llmk_exec *ex) {
 /* The parameters, checked, with their defaults: the KV type, the context,
  * sequences and batch rows. */
 static int exec_params(const struct llmk_model *m, const struct llmk_exec_params *p, uint32_t *kvt, int32_t *n_ctx,
-                       int32_t *n_seq, int32_t *n_batch) {
+                       int32_t *n_seq, int32_t *n_batch, int32_t *n_blocks) {
     const llmk_hparams *hp = &m->hp;
     *kvt = p->kv_type ? p->kv_type : llmk_cfg()->kv_type; /* callers that do not choose follow the configuration */
     if (*kvt != LLMK_TYPE_F32 && *kvt != LLMK_TYPE_F16 && *kvt != LLMK_TYPE_Q8_0)
@@ -872,6 +886,11 @@ static int exec_params(const struct llmk_model *m, const struct llmk_exec_params
     *n_seq = p->n_seq > 0 ? p->n_seq : 1, *n_batch = p->n_batch > 0 ? p->n_batch : 512;
     if (*n_seq > 1024 || *n_batch > 8192)
         return llmk_fail(LLMK_INVALID_ARGUMENT, "exec: n_seq %d (max 1024) or n_batch %d (max 8192)", *n_seq, *n_batch);
+    int64_t per_seq = (*n_ctx + LLMK_KV_BLOCK - 1) / LLMK_KV_BLOCK, blocks = p->n_kv_blocks > 0 ? p->n_kv_blocks
+                                                                                                 : *n_seq * per_seq;
+    if (blocks > (1 << 24))
+        return llmk_fail(LLMK_INVALID_ARGUMENT, "exec: %lld KV blocks (max %d)", (long long)blocks, 1 << 24);
+    *n_blocks = (int32_t)blocks;
     return LLMK_OK;
 }
 
@@ -879,10 +898,17 @@ static int exec_params(const struct llmk_model *m, const struct llmk_exec_params
 static int exec_alloc_state(struct llmk_exec *ex) {
     const llmk_hparams *hp = &ex->m->hp;
     int st = LLMK_OK;
-    uint64_t rc = (uint64_t)ex->rows_cap, cells = (uint64_t)ex->n_seq * hp->n_layer * (uint64_t)ex->n_ctx;
+    uint64_t rc = (uint64_t)ex->rows_cap, cells = (uint64_t)ex->n_blocks * hp->n_layer * LLMK_KV_BLOCK;
     if (!llmk_mul_u64(cells, ex->kv_pos_bytes, &ex->kv_bytes)) return llmk_fail(LLMK_OUT_OF_MEMORY, "exec: KV cache size overflows");
     ex->kv_k = pages_or_fail(ex->kv_bytes, &st);
     ex->kv_v = pages_or_fail(ex->kv_bytes, &st);
+    llmk_kvpool_params kp = {.n_blocks = ex->n_blocks, .block_size = LLMK_KV_BLOCK, .n_seq_max = ex->n_seq,
+                             .max_blocks_per_seq = (ex->n_ctx + LLMK_KV_BLOCK - 1) / LLMK_KV_BLOCK,
+                             .n_layers = hp->n_layer, .n_kv_heads = hp->n_head_kv, .head_dim = hp->head_dim,
+                             .dtype_bytes = (double)ex->kv_row_bytes / hp->head_dim};
+    if (st == LLMK_OK) st = llmk_kvpool_init(&kp, &ex->kvp);
+    ex->table = xalloc((uint64_t)ex->n_seq, sizeof *ex->table, &st);
+    for (int32_t s = 0; st == LLMK_OK && s < ex->n_seq; s++) ex->table[s] = llmk_kvpool_table_array(ex->kvp, s);
     ex->pos = xalloc((uint64_t)ex->n_seq, sizeof(int32_t), &st);
     ex->rope_cs = xalloc((uint64_t)ex->n_ctx * 2 * (uint64_t)(hp->head_dim / 2), sizeof(float), &st);
     int64_t widths[LLMK_BUF_COUNT_] = {hp->n_embd, hp->n_embd, ex->qd, ex->kvd, ex->kvd, ex->qd,
@@ -984,13 +1010,13 @@ int llmk_exec_init(const struct llmk_model *m, const struct llmk_exec_params *p,
     struct llmk_exec_params dp = {0};
     if (!p) p = &dp;
     uint32_t kvt = 0;
-    int32_t n_ctx = 0, n_seq = 0, n_batch = 0;
-    int st = exec_params(m, p, &kvt, &n_ctx, &n_seq, &n_batch);
+    int32_t n_ctx = 0, n_seq = 0, n_batch = 0, n_blocks = 0;
+    int st = exec_params(m, p, &kvt, &n_ctx, &n_seq, &n_batch, &n_blocks);
     if (st != LLMK_OK) return st;
     struct llmk_exec *ex = calloc(1, sizeof *ex);
     if (!ex) return llmk_fail(LLMK_OUT_OF_MEMORY, "exec: struct");
     ex->m = m;
-    ex->n_ctx = n_ctx, ex->n_seq = n_seq, ex->n_batch = n_batch;
+    ex->n_ctx = n_ctx, ex->n_seq = n_seq, ex->n_batch = n_batch, ex->n_blocks = n_blocks;
     ex->rows_cap = n_batch > n_seq ? n_batch : n_seq;
     ex->kvd = (int64_t)m->hp.n_head_kv * m->hp.head_dim;
     ex->qd = (int64_t)m->hp.n_head * m->hp.head_dim;
@@ -1025,6 +1051,7 @@ void llmk_exec_free(struct llmk_exec *ex) {
     llmk_plan_free(&ex->plan);
     llmk_program_free(&ex->prog);
     llmk_pages_free(ex->kv_k, ex->kv_bytes), llmk_pages_free(ex->kv_v, ex->kv_bytes), free(ex->pos), free(ex->rope_cs);
+    llmk_kvpool_free(ex->kvp), free(ex->table);
     for (int b = 0; b < LLMK_BUF_COUNT_; b++) {
         free(ex->buf[b]);
         for (int f = 0; f < LLMK_ACT_FORMS; f++) free(ex->act[b][f]);
@@ -1043,6 +1070,22 @@ static int check_ids(const struct llmk_exec *ex, const int32_t *ids, size_t n) {
             return llmk_fail(LLMK_INVALID_TOKEN, "exec: token id %d (index %zu) outside the vocabulary [0, %d)", ids[i],
                              i, ex->m->hp.n_vocab);
     return LLMK_OK;
+}
+
+/* Give sequence seq blocks for n more tokens (starting the slot, with no
+ * prefix, if it is empty): LLMK_CACHE_CAPACITY_EXCEEDED when the pool
+ * cannot, nothing changed. */
+static int seq_append(struct llmk_exec *ex, int32_t seq, const int32_t *ids, size_t n) {
+    int st = LLMK_OK;
+    if (!llmk_kvpool_active(ex->kvp, seq)) st = llmk_kvpool_start(ex->kvp, seq, NULL, 0, NULL);
+    if (st == LLMK_OK) st = llmk_kvpool_append(ex->kvp, seq, ids, (int32_t)n);
+    return st;
+}
+
+/* Undo appends whose K/V a failed run did not (all) write: back to pos. */
+static void seq_rollback(struct llmk_exec *ex, int32_t seq, int32_t pos) {
+    if (llmk_kvpool_active(ex->kvp, seq)) LLMK_CHECK(llmk_kvpool_rollback(ex->kvp, seq, pos) == LLMK_OK);
+    ex->pos[seq] = pos;
 }
 
 int llmk_exec_eval(struct llmk_exec *ex, int32_t seq, const int32_t *ids, size_t n, float *logits, size_t cap,
@@ -1064,6 +1107,7 @@ int llmk_exec_eval(struct llmk_exec *ex, int32_t seq, const int32_t *ids, size_t
             return llmk_fail(LLMK_BUFFER_TOO_SMALL, "exec: logits buffer holds %zu floats, %zu x %zu needed", cap,
                              all_positions ? n : 1, V);
     }
+    if ((st = seq_append(ex, seq, ids, n)) != LLMK_OK) return st;
     for (size_t off = 0; off < n; off += (size_t)ex->n_batch) {
         size_t c = n - off < (size_t)ex->n_batch ? n - off : (size_t)ex->n_batch;
         bool last = off + c == n;
@@ -1073,7 +1117,10 @@ int llmk_exec_eval(struct llmk_exec *ex, int32_t seq, const int32_t *ids, size_t
         ex->run_final = logits && (all_positions || last);
         ex->out_first = all_positions ? 0 : (int32_t)c - 1;
         ex->logits = all_positions && logits ? logits + off * V : logits;
-        if ((st = run_program(ex)) != LLMK_OK) return st; /* the position stays: rows past it are dead */
+        if ((st = run_program(ex)) != LLMK_OK) {
+            seq_rollback(ex, seq, pos);
+            return st;
+        }
     }
     ex->pos[seq] = pos + (int32_t)n;
     return LLMK_OK;
@@ -1101,12 +1148,20 @@ int llmk_exec_decode_batch(struct llmk_exec *ex, const int32_t *seqs, const int3
     size_t V = (size_t)ex->m->hp.n_vocab;
     if (logits && cap < B * V)
         return llmk_fail(LLMK_BUFFER_TOO_SMALL, "exec: logits buffer holds %zu floats, %zu x %zu needed", cap, B, V);
+    for (size_t b = 0; b < B; b++)
+        if ((st = seq_append(ex, seqs[b], &ids[b], 1)) != LLMK_OK) {
+            while (b-- > 0) seq_rollback(ex, seqs[b], ex->pos[seqs[b]]);
+            return st;
+        }
     ex->n_rows = (int32_t)B;
     for (size_t b = 0; b < B; b++) ex->row_id[b] = ids[b], ex->row_seq[b] = seqs[b], ex->row_pos[b] = ex->pos[seqs[b]];
     ex->run_final = logits || argmax;
     ex->out_first = 0;
     ex->logits = logits ? logits : ex->buf[LLMK_BUF_LOGITS];
-    if ((st = run_program(ex)) != LLMK_OK) return st;
+    if ((st = run_program(ex)) != LLMK_OK) {
+        for (size_t b = 0; b < B; b++) seq_rollback(ex, seqs[b], ex->pos[seqs[b]]);
+        return st;
+    }
     for (size_t b = 0; b < B; b++) {
         ex->pos[seqs[b]]++;
         if (argmax) argmax[b] = ex->argmax[b];
@@ -1123,7 +1178,29 @@ int llmk_exec_truncate(struct llmk_exec *ex, int32_t seq, int32_t pos) {
         return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_exec_truncate: no sequence %d", seq);
     if (pos < 0 || pos > ex->pos[seq])
         return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_exec_truncate: position %d outside [0, %d]", pos, ex->pos[seq]);
+    if (!llmk_kvpool_active(ex->kvp, seq)) return LLMK_OK; /* empty */
+    if (pos == 0) { /* the slot is free; its registered blocks stay cached for a later prefix */
+        ex->pos[seq] = 0;
+        return llmk_kvpool_release(ex->kvp, seq);
+    }
+    llmk_kvpool_cow cow;
+    int st = llmk_kvpool_truncate(ex->kvp, seq, pos, &cow);
+    if (st != LLMK_OK) return st;
+    /* the sequence keeps its positions in a block of its own: copy them */
+    for (int layer = 0; cow.src >= 0 && layer < ex->m->hp.n_layer; layer++)
+        for (int g = 0; g < ex->m->hp.n_head_kv; g++) {
+            size_t bytes = (size_t)cow.n_tokens * ex->kv_row_bytes;
+            memcpy(kv_row(ex, ex->kv_k, cow.dst, layer, g, 0), kv_row(ex, ex->kv_k, cow.src, layer, g, 0), bytes);
+            memcpy(kv_row(ex, ex->kv_v, cow.dst, layer, g, 0), kv_row(ex, ex->kv_v, cow.src, layer, g, 0), bytes);
+        }
     ex->pos[seq] = pos;
+    return LLMK_OK;
+}
+
+int llmk_exec_rollback(struct llmk_exec *ex, int32_t seq, int32_t pos) {
+    if (!ex || seq < 0 || seq >= ex->n_seq || pos < 0 || pos > ex->pos[seq])
+        return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_exec_rollback: sequence %d, position %d", seq, pos);
+    seq_rollback(ex, seq, pos);
     return LLMK_OK;
 }
 
@@ -1142,29 +1219,36 @@ const double *llmk_exec_phase_ns(const struct llmk_exec *ex) { return ex->phase_
 
 /* ---- KV blocks ---------------------------------------------------------------- */
 
+_Static_assert(LLMK_KV_BLOCK % LLMK_ATTN_CHUNK == 0, "an attention chunk must lie in one KV block");
+
 int llmk_exec_seq_start(struct llmk_exec *ex, int32_t seq, const int32_t *ids, size_t n, int32_t *n_cached) {
-    (void)ids, (void)n;
     if (seq < 0 || seq >= ex->n_seq || ex->pos[seq] != 0)
         return llmk_fail(LLMK_INVALID_ARGUMENT, "exec: sequence %d is not an empty slot", seq);
-    *n_cached = 0;
-    return LLMK_OK;
+    if (n > (size_t)ex->n_ctx)
+        return llmk_fail(LLMK_CONTEXT_FULL, "exec: %zu tokens exceed the context of %d", n, ex->n_ctx);
+    if (llmk_kvpool_active(ex->kvp, seq)) LLMK_CHECK(llmk_kvpool_release(ex->kvp, seq) == LLMK_OK);
+    int st = llmk_kvpool_start(ex->kvp, seq, ids, (int32_t)n, n_cached);
+    if (st == LLMK_OK) ex->pos[seq] = *n_cached;
+    return st;
 }
-
-static int32_t blocks_of(int64_t tokens) { return (int32_t)((tokens + LLMK_KV_BLOCK - 1) / LLMK_KV_BLOCK); }
 
 int32_t llmk_exec_blocks_needed(const struct llmk_exec *ex, int32_t seq, int32_t n) {
     if (seq < 0 || seq >= ex->n_seq || n < 0) return -1;
-    return blocks_of((int64_t)ex->pos[seq] + n) - blocks_of(ex->pos[seq]);
+    if (!llmk_kvpool_active(ex->kvp, seq)) return (int32_t)(((int64_t)n + LLMK_KV_BLOCK - 1) / LLMK_KV_BLOCK);
+    return llmk_kvpool_append_blocks(ex->kvp, seq, n);
+}
+
+int32_t llmk_exec_blocks_available(const struct llmk_exec *ex) {
+    llmk_kvpool_stats st;
+    llmk_kvpool_stats_get(ex->kvp, &st);
+    return st.n_free + st.n_cached;
 }
 
 void llmk_exec_kv_info(const struct llmk_exec *ex, llmk_kv_info *out) {
-    const llmk_hparams *hp = &ex->m->hp;
-    memset(out, 0, sizeof *out);
-    out->block_size = LLMK_KV_BLOCK;
-    out->n_blocks = ex->n_seq * blocks_of(ex->n_ctx);
-    for (int32_t s = 0; s < ex->n_seq; s++) out->n_used += blocks_of(ex->pos[s]), out->n_tokens += ex->pos[s];
-    out->n_free = out->n_blocks - out->n_used;
-    double block_bytes = 2.0 * hp->n_layer * (double)ex->kv_pos_bytes * LLMK_KV_BLOCK;
-    out->pool_bytes = out->n_blocks * block_bytes;
-    out->used_bytes = out->n_used * block_bytes;
+    llmk_kvpool_stats st;
+    llmk_kvpool_stats_get(ex->kvp, &st);
+    *out = (llmk_kv_info){.block_size = LLMK_KV_BLOCK, .n_blocks = st.n_blocks, .n_free = st.n_free,
+                          .n_cached = st.n_cached, .n_used = st.n_used, .n_tokens = st.n_tokens,
+                          .n_shared = st.n_shared, .pool_bytes = st.pool_bytes, .used_bytes = st.used_bytes,
+                          .shared_bytes = st.shared_bytes};
 }

@@ -2,7 +2,8 @@
  * persistent worker pool. One llmk_pool_run per evaluation; inside it every
  * worker walks the whole program, takes its share of each phase by a
  * partition that depends only on the shape, and crosses a barrier between
- * phases. All scratch and the KV caches of n_seq sequences are allocated at
+ * phases. All scratch and the KV block pool (n_seq sequence slots sharing
+ * n_kv_blocks blocks, src/kvpool.h; docs/paged_kv.md) are allocated at
  * init; nothing is allocated and no thread is created per token.
  *
  * Determinism (tests/test_exec.c): every output element is computed by one
@@ -22,7 +23,8 @@ struct llmk_exec_params {
     int32_t n_ctx;     /* KV capacity per sequence; <= 0: the model's n_ctx_train (capped at 4096) */
     int32_t n_threads; /* <= 0: one per online CPU */
     int32_t n_batch;   /* rows per forward chunk (prefill); <= 0: 512 */
-    int32_t n_seq;     /* sequences with their own KV cache; <= 0: 1 */
+    int32_t n_seq;     /* sequence slots; <= 0: 1 */
+    int32_t n_kv_blocks; /* KV pool blocks of LLMK_KV_BLOCK positions; <= 0: n_seq x ceil(n_ctx / LLMK_KV_BLOCK) */
     uint32_t kv_type;  /* LLMK_TYPE_F32 (default when 0), LLMK_TYPE_F16 or LLMK_TYPE_Q8_0 (head_dim % 32 == 0) */
     bool allow_long_ctx; /* as llmk_session_params */
     uint64_t mem_limit;  /* as llmk_session_params */
@@ -48,6 +50,10 @@ int llmk_exec_decode_batch(struct llmk_exec *ex, const int32_t *seqs, const int3
 /* Greedy id of each logits row of the last call that ran the LM head
  * (row i of its logits). */
 int32_t llmk_exec_argmax(const struct llmk_exec *ex, size_t row);
+/* Forget seq's tokens from pos on; pos 0 frees the slot (its full blocks
+ * stay cached for a later prefix). A cut inside a shared block copies the
+ * kept positions to a block of the sequence's own (LLMK_CACHE_CAPACITY_EXCEEDED
+ * when there is none). */
 int llmk_exec_truncate(struct llmk_exec *ex, int32_t seq, int32_t pos);
 int32_t llmk_exec_pos(const struct llmk_exec *ex, int32_t seq);
 int32_t llmk_exec_n_ctx(const struct llmk_exec *ex);
@@ -58,6 +64,10 @@ const char *llmk_exec_kernels(const struct llmk_exec *ex);
 /* The KV pool (llmk_context's functions of the same names, include/llmk.h). */
 int llmk_exec_seq_start(struct llmk_exec *ex, int32_t seq, const int32_t *ids, size_t n, int32_t *n_cached);
 int32_t llmk_exec_blocks_needed(const struct llmk_exec *ex, int32_t seq, int32_t n);
+int32_t llmk_exec_blocks_available(const struct llmk_exec *ex); /* free + cached */
+/* Undo evals of seq since it had pos tokens (their blocks are unregistered,
+ * so no prefix hit finds them): a caller's all-or-nothing failure path. */
+int llmk_exec_rollback(struct llmk_exec *ex, int32_t seq, int32_t pos);
 void llmk_exec_kv_info(const struct llmk_exec *ex, llmk_kv_info *out);
 
 /* Phase-at-a-time mode: one pool region per phase, timed. Bitwise identical

@@ -411,6 +411,25 @@ int llmk_kvpool_truncate(llmk_kvpool *p, int seq, int32_t pos, llmk_kvpool_cow *
     return LLMK_OK;
 }
 
+int llmk_kvpool_rollback(llmk_kvpool *p, int seq, int32_t pos) {
+    int st = check_active(p, "rollback", seq);
+    if (st != LLMK_OK) return st;
+    if (pos < 0 || pos > p->len[seq])
+        return llmk_fail(LLMK_INVALID_ARGUMENT, "kvpool: rollback: sequence %d has %d tokens, position %d is not in "
+                         "0..%d", seq, p->len[seq], pos, p->len[seq]);
+    int32_t *table = table_of(p, seq);
+    for (int32_t i = pos / p->bs; i < (int32_t)blocks_for(p, p->len[seq]); i++) {
+        if (!p->reg[table[i]]) continue;
+        /* registered by the append being undone: no one else can hold it yet */
+        LLMK_CHECK(p->refs[table[i]] == 1);
+        unregister(p, table[i]);
+    }
+    llmk_kvpool_cow cow;
+    st = llmk_kvpool_truncate(p, seq, pos, &cow);
+    LLMK_CHECK(st == LLMK_OK && cow.src < 0); /* its own unregistered blocks: nothing to copy */
+    return LLMK_OK;
+}
+
 int llmk_kvpool_release(llmk_kvpool *p, int seq) {
     int st = check_active(p, "release", seq);
     if (st != LLMK_OK) return st;
@@ -456,6 +475,10 @@ const int32_t *llmk_kvpool_table(const llmk_kvpool *p, int seq, int32_t *n_block
     if (!llmk_kvpool_active(p, seq)) return NULL;
     if (n_blocks) *n_blocks = (int32_t)blocks_for(p, p->len[seq]);
     return table_of(p, seq);
+}
+
+const int32_t *llmk_kvpool_table_array(const llmk_kvpool *p, int seq) {
+    return seq_ok(p, seq) ? table_of(p, seq) : NULL;
 }
 
 int32_t llmk_kvpool_block(const llmk_kvpool *p, int seq, int32_t pos) {

@@ -128,6 +128,14 @@ int llmk_kvpool_append(llmk_kvpool *p, int seq, const int32_t *tokens, int32_t n
  * LLMK_INVALID_ARGUMENT for a bad slot, an inactive one, pos out of range. */
 int llmk_kvpool_truncate(llmk_kvpool *p, int seq, int32_t pos, llmk_kvpool_cow *cow);
 
+/* Undo the appends since the sequence had pos tokens when their K/V was
+ * never written (a failed step): the blocks those appends registered are
+ * unregistered, so no cached block claims K/V it does not hold, then the
+ * sequence is truncated to pos (never a copy: the blocks past pos were its
+ * own). Only for appends made since pos with no start in between.
+ * LLMK_INVALID_ARGUMENT for a bad slot, an inactive one, pos out of range. */
+int llmk_kvpool_rollback(llmk_kvpool *p, int seq, int32_t pos);
+
 /* End sequence `seq`: every block of its table loses a reference; one that
  * reaches 0 goes to the LRU list if registered (tail blocks first, so a
  * sequence's last blocks are evicted before its first), else to the free
@@ -148,6 +156,9 @@ int32_t llmk_kvpool_len(const llmk_kvpool *p, int seq); /* tokens; -1 if inactiv
 /* The block table (*n_blocks entries), valid until the next changing call. */
 const int32_t *llmk_kvpool_table(const llmk_kvpool *p, int seq, int32_t *n_blocks);
 int32_t llmk_kvpool_block(const llmk_kvpool *p, int seq, int32_t pos); /* block holding pos < len */
+/* Slot seq's table array itself (max_blocks_per_seq entries), fixed for the
+ * pool's life whatever the slot's state: for a reader that caches it. */
+const int32_t *llmk_kvpool_table_array(const llmk_kvpool *p, int seq);
 void llmk_kvpool_stats_get(const llmk_kvpool *p, llmk_kvpool_stats *out);
 
 /* Inspection, for tests and debugging. */

@@ -737,6 +737,29 @@ static void test_truncate_cow(void) {
 }
 
 /* The pool's counted figures against the seed-001 formulas. */
+/* A rollback (a failed step) unregisters what the undone appends
+ * registered: a later start must not find blocks whose K/V was never
+ * written, and what was registered before stays. */
+static void test_rollback(void) {
+    llmk_kvpool_params prm = params(8, 4, 2, 4);
+    llmk_kvpool *p = make(prm);
+    int32_t t[16];
+    for (int i = 0; i < 16; i++) t[i] = 7 + i;
+    start(p, 0, t, 0);
+    append_ok(p, 0, t, 6);      /* b0 registered (its K/V written), b1 partial */
+    append_ok(p, 0, t + 6, 7);  /* fills b1, b2: registered by the append being undone */
+    CHECK_STATUS(llmk_kvpool_rollback(p, 0, 6), LLMK_OK);
+    CHECK_EQ_INT(llmk_kvpool_len(p, 0), 6);
+    CHECK(llmk_kvpool_block_registered(p, llmk_kvpool_block(p, 0, 0)));
+    CHECK(!llmk_kvpool_block_registered(p, llmk_kvpool_block(p, 0, 5)));
+    CHECK_STATUS(llmk_kvpool_release(p, 0), LLMK_OK);
+    CHECK_EQ_INT(start(p, 1, t, 13), 4); /* only b0: b1 and b2 are forgotten */
+    CHECK_STATUS(llmk_kvpool_rollback(p, 1, 5), LLMK_INVALID_ARGUMENT);
+    char why[200];
+    CHECK(llmk_kvpool_consistent(p, why, sizeof why));
+    llmk_kvpool_free(p);
+}
+
 static void test_formulas(void) {
     static const double dtypes[3] = {2.0, 4.0, 34.0 / 32.0}; /* f16, f32, q8_0 */
     for (int di = 0; di < 3; di++) {
@@ -840,6 +863,7 @@ int main(void) {
     test_stale_parent();
     test_duplicates();
     test_truncate_cow();
+    test_rollback();
     test_formulas();
     test_admission();
     test_workloads();

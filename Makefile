@@ -89,7 +89,7 @@ test: setup
 
 # gcc is the default compiler; clang must build the same tree warning-free.
 check-clang:
-	$(MAKE) BUILD=build/clang CC=clang all
+	$(MAKE) BUILD=build/clang CC=clang all tests-bin
 
 # arm64 build check: the library (NEON kernels, no x86 files) and the llmk
 # binary, with Debian's cross compiler and arm64 libraries (dpkg

@@ -522,6 +522,27 @@ LLMK_API int llmk_context_seq_truncate(llmk_context *c, int32_t seq, int32_t pos
 LLMK_API int32_t llmk_context_n_seq_max(const llmk_context *c);
 LLMK_API int32_t llmk_context_n_ctx(const llmk_context *c);
 
+/* A whole generation of several sequences in one call (seed 003's single
+ * launch: one executor region runs every step). Entry i's sequence is fed
+ * `id` at the first step (a prompt's last token, or a token already chosen),
+ * then at each step the token chosen from the previous step's logits: the
+ * argmax (lowest id on ties) or `sampler`'s draw. cb(user, i, token) gets
+ * each chosen token on the calling thread, in order per entry; an entry ends
+ * after max_tokens tokens, when cb returns nonzero, or when its sequence is
+ * full. The tokens are bitwise those of one llmk_context_eval per token. On
+ * a failure (LLMK_NAN_INPUT, LLMK_CACHE_CAPACITY_EXCEEDED, ...) the failing
+ * step is undone; tokens already reported stay in their sequences. */
+struct llmk_sampler;
+typedef struct llmk_gen_seq {
+    int32_t seq;
+    int32_t id;                    /* fed at the first step */
+    int32_t max_tokens;            /* tokens to choose, >= 1 */
+    struct llmk_sampler *sampler;  /* NULL: greedy */
+} llmk_gen_seq;
+typedef int (*llmk_gen_callback)(void *user, size_t entry, int32_t token);
+LLMK_API int llmk_context_generate(llmk_context *c, const llmk_gen_seq *seqs, size_t n, llmk_gen_callback cb,
+                                   void *user);
+
 /* Paged KV and prefix caching (docs/paged_kv.md). The KV cache is one pool
  * of blocks of LLMK_KV_BLOCK positions (every layer, K and V); a sequence
  * holds a table of blocks. A block a sequence has filled is registered under

@@ -258,3 +258,9 @@ int llmk_context_kv_info(const llmk_context *c, llmk_kv_info *out) {
     llmk_exec_kv_info(c->ex, out);
     return LLMK_OK;
 }
+
+int llmk_context_generate(llmk_context *c, const llmk_gen_seq *seqs, size_t n, llmk_gen_callback cb, void *user) {
+    llmk_error_clear();
+    if (!c || (!seqs && n)) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_context_generate: NULL argument");
+    return llmk_exec_generate(c->ex, seqs, n, cb, user);
+}

@@ -94,6 +94,15 @@ struct llmk_exec {
     float *logits;            /* LM head destination: rows out_first.. */
     bool run_final;
     int ph_lo, ph_hi;
+    /* a generation (llmk_exec_generate): per call, worker 0's state */
+    const llmk_gen_seq *gen;
+    int32_t *gen_row;         /* [rows_cap]: the gen a row of the step is */
+    int32_t *gen_next;        /* [n_seq]: per gen, the token its next step feeds; -1: finished */
+    int32_t *gen_count;       /* [n_seq]: tokens chosen so far */
+    size_t gen_n;
+    llmk_gen_callback gen_cb;
+    void *gen_user;
+    int gen_status;
     /* modes */
     bool phase_mode;          /* one timed pool region per phase */
     bool prefetch_next;       /* prefetch_next_runs (configuration prefetch_next) */
@@ -986,6 +995,9 @@ static int exec_alloc_scratch(struct llmk_exec *ex) {
     ex->row_seq = xalloc(rc, sizeof(int32_t), &st);
     ex->row_pos = xalloc(rc, sizeof(int32_t), &st);
     ex->phase_ns = xalloc((uint64_t)ex->prog.n_phases, sizeof(double), &st);
+    ex->gen_row = xalloc(rc, sizeof(int32_t), &st);
+    ex->gen_next = xalloc((uint64_t)ex->n_seq, sizeof(int32_t), &st);
+    ex->gen_count = xalloc((uint64_t)ex->n_seq, sizeof(int32_t), &st);
     int64_t mk = hp->n_embd > hp->n_ff ? hp->n_embd : hp->n_ff;
     ex->f32_row_stride = (ex->qd > mk ? ex->qd : mk) + 16;
     if (ex->plan.any_f32_check) ex->f32_rows = xalloc((uint64_t)ex->nth * (uint64_t)ex->f32_row_stride, sizeof(float), &st);
@@ -1059,6 +1071,7 @@ void llmk_exec_free(struct llmk_exec *ex) {
     free(ex->parts), free(ex->wparts), free(ex->wscores), free(ex->dup_rows), free(ex->claims);
     free(ex->argmax_val), free(ex->argmax_idx), free(ex->argmax), free(ex->nf);
     free(ex->row_id), free(ex->row_seq), free(ex->row_pos), free(ex->phase_ns), free(ex->f32_rows);
+    free(ex->gen_row), free(ex->gen_next), free(ex->gen_count);
     free(ex);
 }
 
@@ -1216,6 +1229,119 @@ void llmk_exec_reset_timings(struct llmk_exec *ex) {
     memset(ex->phase_ns, 0, (size_t)ex->prog.n_phases * sizeof(double));
 }
 const double *llmk_exec_phase_ns(const struct llmk_exec *ex) { return ex->phase_ns; }
+
+/* ---- generation inside the executor ------------------------------------------ */
+/* Seed 003's single-launch generation: one pool region runs every step of a
+ * generation. Worker 0 chooses each row's token between steps (the argmax
+ * phase's result, or the gen's sampler on its logits row) while the others
+ * wait at a barrier, and feeds it to the next step's embedding. The steps
+ * are the phases a decode_batch call runs on the same rows, so the logits,
+ * and with them the tokens, are bitwise those of one call per token. */
+
+/* The next step's rows, one per live gen, each given its block for the fed
+ * token; n_rows = 0 ends the generation. Worker 0 only. */
+static void gen_prepare(struct llmk_exec *ex) {
+    int32_t nr = 0;
+    for (size_t i = 0; i < ex->gen_n && ex->gen_status == LLMK_OK; i++) {
+        if (ex->gen_next[i] < 0) continue;
+        int32_t seq = ex->gen[i].seq;
+        if (ex->pos[seq] >= ex->n_ctx) { /* full: the gen ends without another token */
+            ex->gen_next[i] = -1;
+            continue;
+        }
+        int st = seq_append(ex, seq, &ex->gen_next[i], 1);
+        if (st != LLMK_OK) { /* the rows appended for this step never run */
+            for (int32_t r = 0; r < nr; r++) seq_rollback(ex, ex->row_seq[r], ex->pos[ex->row_seq[r]]);
+            ex->gen_status = st, nr = 0;
+            break;
+        }
+        ex->row_id[nr] = ex->gen_next[i], ex->row_seq[nr] = seq, ex->row_pos[nr] = ex->pos[seq];
+        ex->gen_row[nr++] = (int32_t)i;
+    }
+    ex->n_rows = nr;
+    ex->out_first = 0, ex->run_final = true, ex->logits = ex->buf[LLMK_BUF_LOGITS];
+    ex->ph_lo = 0, ex->ph_hi = ex->prog.n_phases;
+    if (nr > SPLIT_ROWS)
+        for (int64_t i = 0; i < (int64_t)ex->prog.n_phases * ex->nth; i++)
+            atomic_store_explicit(&ex->claims[i * CLAIM_STRIDE], 0, memory_order_relaxed);
+    for (int w = 0; w < ex->nth; w++) ex->nf[w] = (struct nonfinite){INT32_MAX, INT32_MAX};
+}
+
+/* After a step: each row's token, reported; a gen ends at its count, when
+ * the callback says so, or on a failure. Worker 0 only. */
+static void gen_choose(struct llmk_exec *ex) {
+    int st = nonfinite_status(ex);
+    size_t V = (size_t)ex->m->hp.n_vocab;
+    for (int32_t r = 0; r < ex->n_rows; r++) {
+        if (st != LLMK_OK) { /* this step's tokens are not delivered: its rows are undone */
+            seq_rollback(ex, ex->row_seq[r], ex->pos[ex->row_seq[r]]);
+            continue;
+        }
+        int32_t i = ex->gen_row[r], tok = ex->argmax[r];
+        const llmk_gen_seq *g = &ex->gen[i];
+        if (g->sampler && (st = llmk_sampler_sample(g->sampler, ex->logits + (size_t)r * V, V, &tok)) != LLMK_OK) {
+            seq_rollback(ex, ex->row_seq[r], ex->pos[ex->row_seq[r]]);
+            continue;
+        }
+        ex->pos[g->seq]++;
+        ex->gen_count[i]++;
+        bool stop = ex->gen_cb && ex->gen_cb(ex->gen_user, i, tok) != 0;
+        ex->gen_next[i] = stop || ex->gen_count[i] >= g->max_tokens ? -1 : tok;
+    }
+    if (st != LLMK_OK) ex->gen_status = st;
+}
+
+static void gen_worker(void *ctx, int ith, int nth) {
+    struct llmk_exec *ex = ctx;
+    for (;;) {
+        if (ith == 0) gen_prepare(ex);
+        llmk_pool_barrier(ex->pool);
+        if (ex->n_rows == 0) return;
+        for (int i = 0; i < ex->prog.n_phases; i++) {
+            const struct llmk_phase *ph = &ex->prog.ph[i];
+            run_phase(ex, ph, ith, nth);
+            if (ex->prefetch_next) prefetch_next_runs(ex, i, ith);
+            if (!rope_fused(ex, ph) && !dup_norm(ex, ph)) llmk_pool_barrier(ex->pool);
+        }
+        if (ith == 0) gen_choose(ex);
+        /* the others wait for the choice at the next step's first barrier */
+    }
+}
+
+static int check_gen(const struct llmk_exec *ex, const llmk_gen_seq *g, size_t n) {
+    if (n > (size_t)ex->n_seq || n > (size_t)ex->rows_cap)
+        return llmk_fail(LLMK_INVALID_ARGUMENT, "exec: generate: %zu sequences (at most %d)", n, ex->n_seq);
+    for (size_t i = 0; i < n; i++) {
+        if (g[i].seq < 0 || g[i].seq >= ex->n_seq)
+            return llmk_fail(LLMK_INVALID_ARGUMENT, "exec: generate: entry %zu: sequence %d outside [0, %d)", i,
+                             g[i].seq, ex->n_seq);
+        if (g[i].id < 0 || g[i].id >= ex->m->hp.n_vocab)
+            return llmk_fail(LLMK_INVALID_TOKEN, "exec: generate: entry %zu: token id %d outside the vocabulary "
+                             "[0, %d)", i, g[i].id, ex->m->hp.n_vocab);
+        if (g[i].max_tokens < 1)
+            return llmk_fail(LLMK_INVALID_ARGUMENT, "exec: generate: entry %zu: max_tokens %d (at least 1)", i,
+                             g[i].max_tokens);
+        if (ex->pos[g[i].seq] >= ex->n_ctx)
+            return llmk_fail(LLMK_CONTEXT_FULL, "exec: generate: sequence %d is at position %d, the context holds "
+                             "%d", g[i].seq, ex->pos[g[i].seq], ex->n_ctx);
+        for (size_t j = 0; j < i; j++)
+            if (g[j].seq == g[i].seq)
+                return llmk_fail(LLMK_INVALID_ARGUMENT, "exec: generate: sequence %d appears twice (entries %zu, "
+                                 "%zu)", g[i].seq, j, i);
+    }
+    return LLMK_OK;
+}
+
+int llmk_exec_generate(struct llmk_exec *ex, const llmk_gen_seq *g, size_t n, llmk_gen_callback cb, void *user) {
+    if (!ex || (!g && n)) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_exec_generate: NULL argument");
+    int st = check_gen(ex, g, n);
+    if (st != LLMK_OK || n == 0) return st;
+    ex->gen = g, ex->gen_n = n, ex->gen_cb = cb, ex->gen_user = user, ex->gen_status = LLMK_OK;
+    for (size_t i = 0; i < n; i++) ex->gen_next[i] = g[i].id, ex->gen_count[i] = 0;
+    llmk_pool_run(ex->pool, gen_worker, ex);
+    ex->gen = NULL;
+    return ex->gen_status;
+}
 
 /* ---- KV blocks ---------------------------------------------------------------- */
 

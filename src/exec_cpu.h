@@ -61,6 +61,16 @@ int llmk_exec_n_threads(const struct llmk_exec *ex);
 const struct llmk_program *llmk_exec_program(const struct llmk_exec *ex);
 const char *llmk_exec_kernels(const struct llmk_exec *ex);
 
+/* A whole generation in one executor call (seed 003's single launch): each
+ * entry's sequence is fed `id` at its first step, and the token chosen from
+ * a step's logits (the argmax phase's, or `sampler`'s draw) at the next,
+ * until max_tokens tokens were chosen, cb returns nonzero, or the context
+ * is full (llmk_gen_seq, include/llmk.h). cb(user, entry, token) runs on the calling thread between steps.
+ * The tokens are bitwise those of one llmk_exec_decode_batch per token. On a
+ * failure (LLMK_NAN_INPUT, LLMK_CACHE_CAPACITY_EXCEEDED, a sampler's) the
+ * failing step is undone and earlier steps stay. */
+int llmk_exec_generate(struct llmk_exec *ex, const llmk_gen_seq *g, size_t n, llmk_gen_callback cb, void *user);
+
 /* The KV pool (llmk_context's functions of the same names, include/llmk.h). */
 int llmk_exec_seq_start(struct llmk_exec *ex, int32_t seq, const int32_t *ids, size_t n, int32_t *n_cached);
 int32_t llmk_exec_blocks_needed(const struct llmk_exec *ex, int32_t seq, int32_t n);

@@ -387,7 +387,7 @@ static void test_rmsnorm(void) {
     for (int rep = 0; rep < 200; rep++) {
         int n = 1 + rep * 7 % N;
         float mag = rep % 3 == 0 ? 1e-20f : rep % 3 == 1 ? 1.0f : 1e15f;
-        for (int i = 0; i < n; i++) x[i] = mag * ((float)rand() / RAND_MAX - 0.5f), w[i] = (float)rand() / RAND_MAX;
+        for (int i = 0; i < n; i++) x[i] = mag * ((float)rand() / (float)RAND_MAX - 0.5f), w[i] = (float)rand() / (float)RAND_MAX;
         const float *wp = rep % 4 == 0 ? NULL : w;
         llmk_f32_rmsnorm_ref(a, x, wp, n, 1e-5f);
         llmk_f32_rmsnorm_avx2(b, x, wp, n, 1e-5f);
@@ -410,7 +410,7 @@ static void test_rope(void) {
     for (size_t di = 0; di < sizeof hds / sizeof hds[0]; di++)
         for (int neox = 0; neox < 2; neox++) {
             int hd = hds[di];
-            for (int i = 0; i < H * hd; i++) x[i] = 100.0f * ((float)rand() / RAND_MAX - 0.5f);
+            for (int i = 0; i < H * hd; i++) x[i] = 100.0f * ((float)rand() / (float)RAND_MAX - 0.5f);
             for (int i = 0; i < hd / 2; i++) cs[2 * i] = cosf(0.37f * i + 1), cs[2 * i + 1] = sinf(0.37f * i + 1);
             memcpy(a, x, sizeof x), memcpy(b, x, sizeof x);
             llmk_f32_rope_ref(a, H, hd, cs, neox);

@@ -122,7 +122,7 @@ static int parse_args(struct plan_req *r, int argc, char **argv) {
         CLI_LONG("--layers", 0, &r->layers, 1, 1L << 16, "L", "layers (instead of -m, with --kv-heads and --head-dim)"),
         CLI_LONG("--kv-heads", 0, &r->kv_heads, 1, 1L << 16, "H", "KV heads per layer"),
         CLI_LONG("--head-dim", 0, &r->head_dim, 1, 1L << 16, "D", "values per head"),
-        CLI_LONG("--block-size", 0, &r->block, 1, big, "S", "paged-KV block size in tokens (default 16)"),
+        CLI_LONG("--block-size", 0, &r->block, 1, big, "S", "paged-KV block size in tokens (default 128, the runtime's; others are what-ifs)"),
         CLI_LONG("--prefix", 0, &r->prefix, 0, big, "P", "tokens of a prefix all B sequences share: memory saved"),
         CLI_NUM("--accept-rate", 0, &r->accept, 0.0, 1.0, "A",
                 "speculative decoding: per-token acceptance rate in [0, 1]"),
@@ -167,7 +167,9 @@ static void compute(const struct plan_req *r, const struct plan_model *pm, struc
     f->blocks_total = f->blocks_seq * B;
     /* Paged storage rounds each sequence up to whole blocks. */
     f->paged_total = f->blocks_total * L * llmk_kv_bytes(1, (double)r->block, H, D, db);
-    f->savings = r->prefix >= 0 ? llmk_prefix_sharing_savings((double)r->prefix, B, L, H, D, db) : 0.0;
+    /* the runtime shares whole blocks only (a partial block is never shared) */
+    double shared = r->prefix >= 0 ? (double)(r->prefix / r->block * r->block) : 0.0;
+    f->savings = r->prefix >= 0 ? llmk_prefix_sharing_savings(shared, B, L, H, D, db) : 0.0;
     f->expected = f->speedup = 0.0;
     if (r->accept >= 0) {
         f->expected = llmk_speculative_expected_tokens(r->accept, (double)r->depth);
@@ -228,23 +230,30 @@ static void print_text(const struct plan_req *r, const struct plan_model *pm, co
     print_bytes("KV per token (all layers)", f->per_token);
     print_bytes("KV per layer", f->per_layer);
     print_bytes("KV total", f->total);
-    printf("%-28s %.0f per sequence, %.0f in all (block %ld tokens)\n", "paged blocks", f->blocks_seq,
-           f->blocks_total, r->block);
+    printf("%-28s %.0f per sequence, %.0f in all (block %ld tokens%s)\n", "paged blocks", f->blocks_seq,
+           f->blocks_total, r->block, r->block == LLMK_KV_BLOCK ? ", the runtime's" : ", a what-if: llmk uses 128");
     print_bytes("paged KV total", f->paged_total);
+    if (r->block == LLMK_KV_BLOCK)
+        printf("%-28s the pool llmk_context and llmk batch allocate for %ld sequences of %ld tokens\n", "", r->batch,
+               r->ctx);
     if (pm->weight_bytes >= 0) print_bytes("weights + KV", pm->weight_bytes + f->total);
     if (r->prefix >= 0) {
-        printf("%-28s %ld tokens shared by %ld sequences\n", "prefix sharing", r->prefix, r->batch);
+        printf("%-28s %ld tokens shared by %ld sequences: %ld in whole blocks\n", "prefix sharing", r->prefix,
+               r->batch, r->prefix / r->block * r->block);
         print_bytes("  saved", f->savings);
+        printf("%-28s assumes the prefix cache: sequences started with llmk_context_seq_start (llmk batch does)\n",
+               "");
     }
     if (r->accept >= 0) {
         printf("%-28s accept %.3g, depth %ld, draft cost %.3g of a target step\n",
                "speculative decoding", r->accept, r->depth, r->draft_cost);
         printf("%-28s %.4f tokens per step, %.3fx speedup\n", "", f->expected, f->speedup);
+        printf("%-28s a model of speculative decoding: the runtime does not run it yet\n", "");
     }
 }
 
 int cmd_plan(int argc, char **argv) {
-    struct plan_req r = {.kv = LLMK_TYPE_F16, .batch = 1, .block = 16, .prefix = -1, .depth = -1,
+    struct plan_req r = {.kv = LLMK_TYPE_F16, .batch = 1, .block = LLMK_KV_BLOCK, .prefix = -1, .depth = -1,
                          .layers = -1, .kv_heads = -1, .head_dim = -1, .accept = -1.0, .draft_cost = 0.1};
     int rc = parse_args(&r, argc, argv);
     if (rc != CLI_OPTS_GO) return rc;

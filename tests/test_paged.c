@@ -90,6 +90,8 @@ static void prefix_and_sharing(const llmk_model *m, const struct prompts *pr, ui
     CHECK(ki.shared_bytes == llmk_prefix_sharing_savings(SHARED / BLK * BLK, 2, hp->n_layer, hp->n_head_kv,
                                                          hp->head_dim, eb));
     CHECK(ki.pool_bytes == hp->n_layer * llmk_kv_bytes(1, (double)ki.n_blocks * BLK, hp->n_head_kv, hp->head_dim, eb));
+    /* the default pool is what `llmk plan --batch 2 --ctx 512` reports */
+    CHECK(ki.n_blocks == 2 * llmk_paged_attention_block_count(512, BLK));
     /* cut seq 0 inside the shared block 1: its kept positions are copied to a
      * block of its own; then r's tail, and seq 1 goes on unaffected */
     CHECK_STATUS(llmk_context_seq_truncate(c, 0, CUT), LLMK_OK);

@@ -67,13 +67,23 @@ def test_default_model_ctx_2048(meta):
     assert out["head_dim"] == meta["head_dim"]
     assert out["weight_bytes"] == meta["weight_bytes"]
     assert out["n_tensors"] == meta["n_tensors"]
-    assert out["blocks_per_sequence"] == 2048 // 16
+    assert out["blocks_per_sequence"] == 2048 // 128  # the runtime's block (LLMK_KV_BLOCK)
     # The text form prints the same figures.
     r = plan("-m", MODEL, "--ctx", 2048)
     assert r.returncode == 0, r.stderr
     assert f"{total} bytes" in r.stdout
     assert f"{per_layer} bytes" in r.stdout
     assert f"{meta['weight_bytes']} bytes" in r.stdout
+
+
+def test_prefix_savings_count_whole_blocks(meta):
+    """The runtime shares whole blocks only: a 500-token prefix saves 384."""
+    L, H, D = meta["layers"], meta["kv_heads"], meta["head_dim"]
+    out = plan_json("-m", MODEL, "--ctx", 2048, "--batch", 8, "--prefix", 500)
+    assert out["block_size"] == 128
+    assert out["prefix_sharing_savings_bytes"] == 7 * L * 2 * 384 * H * D * 2
+    r = plan("-m", MODEL, "--ctx", 2048, "--batch", 8, "--prefix", 500)
+    assert "384 in whole blocks" in r.stdout and "prefix cache" in r.stdout
 
 
 def test_kv_types_batch_blocks_prefix_speculative(meta):

@@ -24,6 +24,7 @@ struct llmk_context {
     int32_t *count, *last, *saved; /* [n_seq]: items this call, index of the last one, position before */
     int32_t *ids;                  /* [n_ctx]: one sequence's ids of this call */
     int32_t *row_seq, *row_id, *row_out; /* [rows]: a decode pass (row_out: output row or -1) */
+    bool *row_want;                /* [rows]: a one-pass call's logits flags */
     float *row_logits;             /* [rows][V] */
 };
 
@@ -31,7 +32,7 @@ void llmk_context_free(llmk_context *c) {
     if (!c) return;
     llmk_exec_free(c->ex);
     free(c->count), free(c->last), free(c->saved), free(c->ids);
-    free(c->row_seq), free(c->row_id), free(c->row_out), free(c->row_logits);
+    free(c->row_seq), free(c->row_id), free(c->row_out), free(c->row_logits), free(c->row_want);
     free(c);
 }
 
@@ -54,15 +55,16 @@ int llmk_context_init(const llmk_model *m, const llmk_context_params *p, llmk_co
     c->m = m;
     c->n_seq = p->n_seq_max > 0 ? p->n_seq_max : 1;
     c->n_ctx = llmk_exec_n_ctx(c->ex);
-    c->rows = c->n_seq; /* the executor holds max(n_batch, n_seq) rows */
+    c->rows = llmk_exec_rows_cap(c->ex); /* max(n_batch, n_seq) */
     c->V = (size_t)m->hp.n_vocab;
     size_t ns = (size_t)c->n_seq, nr = (size_t)c->rows;
     c->count = malloc(ns * sizeof *c->count), c->last = malloc(ns * sizeof *c->last);
     c->saved = malloc(ns * sizeof *c->saved), c->ids = malloc((size_t)c->n_ctx * sizeof *c->ids);
     c->row_seq = malloc(nr * sizeof *c->row_seq), c->row_id = malloc(nr * sizeof *c->row_id);
-    c->row_out = malloc(nr * sizeof *c->row_out), c->row_logits = malloc(nr * c->V * sizeof *c->row_logits);
+    c->row_out = malloc(nr * sizeof *c->row_out), c->row_logits = malloc(ns * c->V * sizeof *c->row_logits);
+    c->row_want = malloc(nr * sizeof *c->row_want);
     if (!c->count || !c->last || !c->saved || !c->ids || !c->row_seq || !c->row_id || !c->row_out ||
-        !c->row_logits) {
+        !c->row_logits || !c->row_want) {
         llmk_context_free(c);
         return llmk_fail(LLMK_OUT_OF_MEMORY, "llmk_context_init: buffers for %d sequences", c->n_seq);
     }
@@ -139,6 +141,11 @@ static int decode_rows(llmk_context *c, int32_t nr, float *logits) {
 }
 
 static int run_items(llmk_context *c, const llmk_batch_item *items, size_t n, float *logits) {
+    if (n <= (size_t)c->rows) { /* one pass: prefill pieces and decode rows share each weight read */
+        for (size_t i = 0; i < n; i++)
+            c->row_seq[i] = items[i].seq, c->row_id[i] = items[i].id, c->row_want[i] = items[i].logits;
+        return llmk_exec_run_rows(c->ex, c->row_seq, c->row_id, c->row_want, n, logits, n * c->V);
+    }
     for (size_t i = 0; i < n; i++) { /* (a), each sequence once, at its last item */
         int32_t s = items[i].seq;
         if ((int32_t)i == c->last[s] && c->count[s] > 1) {

@@ -94,6 +94,9 @@ struct llmk_exec {
     float *logits;            /* LM head destination: rows out_first.. */
     bool run_final;
     int ph_lo, ph_hi;
+    /* llmk_exec_run_rows: per sequence its rows' count, and the sequences in
+     * the order they first appear with their ids gathered */
+    int32_t *run_count, *run_seqs, *run_ids;
     /* a generation (llmk_exec_generate): per call, worker 0's state */
     const llmk_gen_seq *gen;
     int32_t *gen_row;         /* [rows_cap]: the gen a row of the step is */
@@ -996,6 +999,9 @@ static int exec_alloc_scratch(struct llmk_exec *ex) {
     ex->row_pos = xalloc(rc, sizeof(int32_t), &st);
     ex->phase_ns = xalloc((uint64_t)ex->prog.n_phases, sizeof(double), &st);
     ex->gen_row = xalloc(rc, sizeof(int32_t), &st);
+    ex->run_count = xalloc((uint64_t)ex->n_seq, sizeof(int32_t), &st);
+    ex->run_seqs = xalloc(rc, sizeof(int32_t), &st);
+    ex->run_ids = xalloc(rc, sizeof(int32_t), &st);
     ex->gen_next = xalloc((uint64_t)ex->n_seq, sizeof(int32_t), &st);
     ex->gen_count = xalloc((uint64_t)ex->n_seq, sizeof(int32_t), &st);
     int64_t mk = hp->n_embd > hp->n_ff ? hp->n_embd : hp->n_ff;
@@ -1072,6 +1078,7 @@ void llmk_exec_free(struct llmk_exec *ex) {
     free(ex->argmax_val), free(ex->argmax_idx), free(ex->argmax), free(ex->nf);
     free(ex->row_id), free(ex->row_seq), free(ex->row_pos), free(ex->phase_ns), free(ex->f32_rows);
     free(ex->gen_row), free(ex->gen_next), free(ex->gen_count);
+    free(ex->run_count), free(ex->run_seqs), free(ex->run_ids);
     free(ex);
 }
 
@@ -1182,6 +1189,58 @@ int llmk_exec_decode_batch(struct llmk_exec *ex, const int32_t *seqs, const int3
     return LLMK_OK;
 }
 
+/* Each sequence's rows of the call appended to the pool in order, the
+ * sequences listed in ex->run_seqs (*n_seqs); all or nothing. */
+static int run_rows_append(struct llmk_exec *ex, const int32_t *seqs, const int32_t *ids, size_t n, int32_t *n_seqs) {
+    int32_t ns = 0;
+    for (size_t i = 0; i < n; i++)
+        if (ex->run_count[seqs[i]]++ == 0) ex->run_seqs[ns++] = seqs[i];
+    int st = LLMK_OK;
+    for (int32_t k = 0; k < ns && st == LLMK_OK; k++) {
+        int32_t s = ex->run_seqs[k], m = 0;
+        for (size_t i = 0; i < n; i++)
+            if (seqs[i] == s) ex->run_ids[m++] = ids[i];
+        if ((st = seq_append(ex, s, ex->run_ids, (size_t)m)) != LLMK_OK)
+            while (k-- > 0) seq_rollback(ex, ex->run_seqs[k], ex->pos[ex->run_seqs[k]]);
+    }
+    *n_seqs = ns;
+    return st;
+}
+
+int llmk_exec_run_rows(struct llmk_exec *ex, const int32_t *seqs, const int32_t *ids, const bool *want, size_t n,
+                       float *logits, size_t cap) {
+    if (!ex || !seqs || !ids || !want) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_exec_run_rows: NULL argument");
+    if (n == 0 || n > (size_t)ex->rows_cap)
+        return llmk_fail(LLMK_INVALID_ARGUMENT, "exec: %zu rows in one pass (1..%d)", n, ex->rows_cap);
+    size_t flagged = 0, V = (size_t)ex->m->hp.n_vocab;
+    for (size_t i = 0; i < n; i++) flagged += want[i];
+    if (flagged && (!logits || cap / V < flagged))
+        return llmk_fail(LLMK_BUFFER_TOO_SMALL, "exec: logits buffer holds %zu floats, %zu x %zu needed", cap, flagged,
+                         V);
+    for (int32_t s = 0; s < ex->n_seq; s++) ex->run_count[s] = 0;
+    int32_t ns;
+    int st = run_rows_append(ex, seqs, ids, n, &ns);
+    if (st != LLMK_OK) return st;
+    /* rows without logits first, then the flagged ones in call order: the
+     * final phases run on a tail of the rows */
+    for (int32_t s = 0; s < ex->n_seq; s++) ex->run_count[s] = 0;
+    int32_t r = 0, t = (int32_t)(n - flagged);
+    for (size_t i = 0; i < n; i++) {
+        int32_t *row = want[i] ? &t : &r;
+        ex->row_id[*row] = ids[i], ex->row_seq[*row] = seqs[i];
+        ex->row_pos[*row] = ex->pos[seqs[i]] + ex->run_count[seqs[i]]++;
+        ++*row;
+    }
+    ex->n_rows = (int32_t)n, ex->out_first = (int32_t)(n - flagged);
+    ex->run_final = flagged > 0, ex->logits = logits;
+    if ((st = run_program(ex)) != LLMK_OK) {
+        for (int32_t k = 0; k < ns; k++) seq_rollback(ex, ex->run_seqs[k], ex->pos[ex->run_seqs[k]]);
+        return st;
+    }
+    for (int32_t k = 0; k < ns; k++) ex->pos[ex->run_seqs[k]] += ex->run_count[ex->run_seqs[k]];
+    return LLMK_OK;
+}
+
 int32_t llmk_exec_argmax(const struct llmk_exec *ex, size_t row) {
     return ex && row < (size_t)ex->rows_cap ? ex->argmax[row] : -1;
 }
@@ -1221,6 +1280,7 @@ int32_t llmk_exec_pos(const struct llmk_exec *ex, int32_t seq) {
     return ex && seq >= 0 && seq < ex->n_seq ? ex->pos[seq] : 0;
 }
 int32_t llmk_exec_n_ctx(const struct llmk_exec *ex) { return ex ? ex->n_ctx : 0; }
+int32_t llmk_exec_rows_cap(const struct llmk_exec *ex) { return ex ? ex->rows_cap : 0; }
 int llmk_exec_n_threads(const struct llmk_exec *ex) { return ex ? ex->nth : 0; }
 const struct llmk_program *llmk_exec_program(const struct llmk_exec *ex) { return &ex->prog; }
 const char *llmk_exec_kernels(const struct llmk_exec *ex) { return ex->VK->name; }

@@ -47,6 +47,15 @@ int llmk_exec_eval(struct llmk_exec *ex, int32_t seq, const int32_t *ids, size_t
  * Failures (LLMK_NAN_INPUT as llmk_exec_eval) advance no sequence. */
 int llmk_exec_decode_batch(struct llmk_exec *ex, const int32_t *seqs, const int32_t *ids, size_t B, float *logits,
                            size_t cap, int32_t *argmax);
+/* Any rows in one pass (n <= the executor's rows, max(n_batch, n_seq)): row
+ * i appends ids[i] to seqs[i] (a sequence's rows take its next positions in
+ * call order), prefill chunks and decode rows alike, so one weight pass
+ * serves them all. logits receives one row per want[i], in call order. The
+ * caller has checked ranges, ids and room; LLMK_CACHE_CAPACITY_EXCEEDED
+ * when the pool cannot hold them (nothing moved). A row's bits are those of
+ * any other grouping. */
+int llmk_exec_run_rows(struct llmk_exec *ex, const int32_t *seqs, const int32_t *ids, const bool *want, size_t n,
+                       float *logits, size_t cap);
 /* Greedy id of each logits row of the last call that ran the LM head
  * (row i of its logits). */
 int32_t llmk_exec_argmax(const struct llmk_exec *ex, size_t row);
@@ -57,6 +66,7 @@ int32_t llmk_exec_argmax(const struct llmk_exec *ex, size_t row);
 int llmk_exec_truncate(struct llmk_exec *ex, int32_t seq, int32_t pos);
 int32_t llmk_exec_pos(const struct llmk_exec *ex, int32_t seq);
 int32_t llmk_exec_n_ctx(const struct llmk_exec *ex);
+int32_t llmk_exec_rows_cap(const struct llmk_exec *ex); /* rows one pass takes: max(n_batch, n_seq) */
 int llmk_exec_n_threads(const struct llmk_exec *ex);
 const struct llmk_program *llmk_exec_program(const struct llmk_exec *ex);
 const char *llmk_exec_kernels(const struct llmk_exec *ex);

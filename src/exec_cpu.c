@@ -42,6 +42,12 @@ struct nonfinite {
     int32_t phase, row;
 };
 
+/* A KV block's chunk and the decode rows that read it (attn_units_build). */
+struct attn_unit {
+    int32_t c, block, row0; /* chunk index, block, the first row reading it */
+    uint32_t rows;          /* bit t: row t reads it (t < SPLIT_ROWS) */
+};
+
 struct llmk_exec {
     const struct llmk_model *m;
     struct llmk_program prog;  /* what the model computes (immutable) */
@@ -80,6 +86,8 @@ struct llmk_exec {
     float *f32_rows;          /* F32_CHECK route: [nth][f32_row_stride] dequantized weight rows */
     int64_t f32_row_stride;
     float *parts;             /* split attention: [SPLIT_ROWS][n_head][max_chunks][hd + 2] */
+    struct attn_unit *units;  /* decode attention's work: [SPLIT_ROWS * max_chunks] */
+    int32_t n_units;
     float *wparts, *wscores;  /* per worker: [ATTN_MQ][max_chunks][hd + 2], [ATTN_MQ][LLMK_ATTN_CHUNK] */
     unsigned char *dup_rows;  /* per worker: a private normed row (f32) and DUP_ROWS a16 rows, see dup_norm */
     size_t dup_rows_bytes;
@@ -574,64 +582,101 @@ static int64_t n_chunks(const struct llmk_exec *ex, int32_t t) {
     return ((int64_t)ex->row_pos[t] + LLMK_ATTN_CHUNK) / LLMK_ATTN_CHUNK;
 }
 
-/* Attention for few rows (decode, batched decode): items are (row, KV
- * group, key chunk, head of the group) in that order, split into contiguous
- * ranges, so a worker's consecutive heads of one KV group share each K/V
- * pass (the multi-query kernel gives each head the single-query bits), its
- * successive chunks of one group read one contiguous run of the
- * head-major cache, and a cache that spans several chunks is split by
- * chunks. Partials merge in chunk order: at once
- * when every row has one chunk, else after a barrier. The grouping never
- * changes a bit, so results do not depend on the thread count. */
+/* Decode attention's work (at most SPLIT_ROWS rows): one unit per distinct
+ * KV block a row's key chunk lies in, listing every row that reads it
+ * (bit t of `rows`). Rows of sequences that share a prefix share its blocks,
+ * so a pass reads each shared chunk once for all of them (seed 002's cascade
+ * attention). Built once per call, before the workers start: the rows'
+ * tables and positions are the same in every layer. */
+static void attn_units_build(struct llmk_exec *ex) {
+    ex->n_units = 0;
+    if (ex->n_rows > SPLIT_ROWS) return;
+    int64_t most = 0;
+    for (int32_t t = 0; t < ex->n_rows; t++) most = n_chunks(ex, t) > most ? n_chunks(ex, t) : most;
+    for (int64_t c = 0; c < most; c++) {
+        int32_t first = ex->n_units; /* units of chunk c: a shared block is at the same chunk in each sequence */
+        for (int32_t t = 0; t < ex->n_rows; t++) {
+            if (c >= n_chunks(ex, t)) continue;
+            int32_t b = ex->table[ex->row_seq[t]][c * LLMK_ATTN_CHUNK / LLMK_KV_BLOCK], u = first;
+            while (u < ex->n_units && ex->units[u].block != b) u++;
+            if (u == ex->n_units) ex->units[ex->n_units++] = (struct attn_unit){.c = (int32_t)c, .block = b, .row0 = t};
+            ex->units[u].rows |= 1u << t;
+        }
+    }
+}
+
+/* Queries (row, head) of unit u, ordered (KV group, row, head of the group). */
+static int64_t unit_queries(const struct llmk_exec *ex, const struct attn_unit *u) {
+    return (int64_t)__builtin_popcount(u->rows) * ex->m->hp.n_head;
+}
+
+/* Queries [j0, j1) of unit u through the chunk kernels, batched per KV group
+ * up to ATTN_MQ per K/V pass (the multi-query kernel gives each query the
+ * single-query bits). With one chunk per row (most == 1) each query's
+ * partial is final: merged and quantized here. */
+static void attn_unit(struct llmk_exec *ex, const struct llmk_phase *ph, const struct attn_unit *u, int64_t j0,
+                      int64_t j1, int ith, bool merge_now, bool head_quant, float *scores) {
+    const llmk_hparams *hp = &ex->m->hp;
+    int HD = hp->head_dim, H = hp->n_head, gs = H / hp->n_head_kv, nr = __builtin_popcount(u->rows);
+    int32_t trow[SPLIT_ROWS];
+    for (int32_t t = 0, k = 0; t < ex->n_rows; t++)
+        if (u->rows & (1u << t)) trow[k++] = t;
+    int64_t ps = HD + 2, k0 = (int64_t)u->c * LLMK_ATTN_CHUNK;
+    float scale = (float)(1.0 / sqrt((double)HD));
+    while (j0 < j1) {
+        int g = (int)(j0 / ((int64_t)nr * gs));
+        int64_t je = ((int64_t)g + 1) * nr * gs; /* the end of group g's queries */
+        je = je < j1 ? je : j1, je = je - j0 > ATTN_MQ ? j0 + ATTN_MQ : je;
+        const float *q[ATTN_MQ];
+        int64_t n[ATTN_MQ];
+        float *pp[ATTN_MQ], *sc[ATTN_MQ];
+        int nq = 0;
+        for (int64_t j = j0; j < je; j++, nq++) {
+            int64_t w = j % ((int64_t)nr * gs);
+            int32_t t = trow[w / gs];
+            int h = g * gs + (int)(w % gs);
+            int64_t nk = (int64_t)ex->row_pos[t] + 1 - k0;
+            q[nq] = ex->buf[LLMK_BUF_Q] + (int64_t)t * ex->qd + (int64_t)h * HD;
+            n[nq] = nk > LLMK_ATTN_CHUNK ? LLMK_ATTN_CHUNK : nk;
+            pp[nq] = ex->parts + (((int64_t)t * H + h) * ex->max_chunks + u->c) * ps;
+            sc[nq] = scores + (int64_t)nq * LLMK_ATTN_CHUNK;
+        }
+        const unsigned char *K = kv_head(ex, ex->kv_k, ex->row_seq[u->row0], ph->layer, g, (int32_t)k0);
+        const unsigned char *V = kv_head(ex, ex->kv_v, ex->row_seq[u->row0], ph->layer, g, (int32_t)k0);
+        if (ex->attn_multi) ex->attn_multi(nq, q, n, K, V, HD, HD, scale, pp, sc);
+        else
+            for (int i = 0; i < nq; i++) ex->attn(q[i], K, V, n[i], HD, HD, scale, pp[i], scores);
+        for (int64_t j = j0; merge_now && j < je; j++) {
+            int64_t w = j % ((int64_t)nr * gs);
+            int32_t t = trow[w / gs];
+            int h = g * gs + (int)(w % gs);
+            llmk_attn_merge(ex->parts + ((int64_t)t * H + h) * ex->max_chunks * ps, 1, HD,
+                            ex->buf[LLMK_BUF_ATT] + (int64_t)t * ex->qd + (int64_t)h * HD);
+            if (head_quant) quantize_part(ex, ph, ith, LLMK_BUF_ATT, t, (int64_t)h * HD, (int64_t)(h + 1) * HD);
+        }
+        j0 = je;
+    }
+}
+
+/* Attention for few rows (decode, batched decode): the units' queries,
+ * split into contiguous ranges by count. Partials merge in chunk order: at
+ * once when every row has one chunk, else after a barrier. Neither the
+ * grouping nor the split changes a bit, so results depend on neither the
+ * thread count nor which other rows share a block. */
 static void attn_few_rows(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, int nth, bool head_quant,
                           float *scores) {
     const llmk_hparams *hp = &ex->m->hp;
-    int HD = hp->head_dim, H = hp->n_head, gs = hp->n_head / hp->n_head_kv;
-    int64_t ps = HD + 2, items = 0, most = 1;
-    for (int32_t t = 0; t < ex->n_rows; t++) {
-        int64_t nc = n_chunks(ex, t);
-        items += nc * H;
-        most = nc > most ? nc : most;
-    }
+    int HD = hp->head_dim, H = hp->n_head;
+    int64_t ps = HD + 2, total = 0, most = 1;
+    for (int32_t t = 0; t < ex->n_rows; t++) most = n_chunks(ex, t) > most ? n_chunks(ex, t) : most;
+    for (int32_t u = 0; u < ex->n_units; u++) total += unit_queries(ex, &ex->units[u]);
     int64_t lo, hi, base = 0;
-    llmk_split_range(items, ith, nth, &lo, &hi);
-    float scale = (float)(1.0 / sqrt((double)HD));
-    for (int32_t t = 0; t < ex->n_rows && base < hi; t++) {
-        int64_t nc = n_chunks(ex, t);
-        for (int64_t gc = 0; gc < nc * hp->n_head_kv; gc++, base += gs) {
-            int64_t c = gc % nc;
-            int g = (int)(gc / nc), h = g * gs + (lo > base ? (int)(lo - base) : 0);
-            int h1 = g * gs + (hi - base < gs ? (int)(hi - base) : gs);
-            while (h < h1) {
-                int he = h1 - h > ATTN_Q ? h + ATTN_Q : h1;
-                float *part = ex->parts + (((int64_t)t * H + h) * ex->max_chunks + c) * ps;
-                if (ex->attn_multi) {
-                    int64_t k0 = c * LLMK_ATTN_CHUNK, nk = (int64_t)ex->row_pos[t] + 1 - k0;
-                    const float *q[ATTN_Q];
-                    int64_t n[ATTN_Q];
-                    float *pp[ATTN_Q], *sc[ATTN_Q];
-                    for (int i = 0; i < he - h; i++) {
-                        q[i] = ex->buf[LLMK_BUF_Q] + (int64_t)t * ex->qd + (int64_t)(h + i) * HD;
-                        n[i] = nk > LLMK_ATTN_CHUNK ? LLMK_ATTN_CHUNK : nk;
-                        pp[i] = part + (int64_t)i * ex->max_chunks * ps;
-                        sc[i] = scores + (int64_t)i * LLMK_ATTN_CHUNK;
-                    }
-                    const unsigned char *K = kv_head(ex, ex->kv_k, ex->row_seq[t], ph->layer, g, (int32_t)k0);
-                    const unsigned char *V = kv_head(ex, ex->kv_v, ex->row_seq[t], ph->layer, g, (int32_t)k0);
-                    ex->attn_multi(he - h, q, n, K, V, HD, HD, scale, pp, sc);
-                } else {
-                    for (int i = 0; i < he - h; i++)
-                        attn_part(ex, ph->layer, t, h + i, c, part + (int64_t)i * ex->max_chunks * ps, scores);
-                }
-                if (most == 1)
-                    for (int i = h; i < he; i++) {
-                        llmk_attn_merge(ex->parts + ((int64_t)t * H + i) * ex->max_chunks * ps, 1, HD,
-                                        ex->buf[LLMK_BUF_ATT] + (int64_t)t * ex->qd + (int64_t)i * HD);
-                        if (head_quant) quantize_part(ex, ph, ith, LLMK_BUF_ATT, t, (int64_t)i * HD, (int64_t)(i + 1) * HD);
-                    }
-                h = he;
-            }
-        }
+    llmk_split_range(total, ith, nth, &lo, &hi);
+    for (int32_t u = 0; u < ex->n_units && base < hi; u++) {
+        int64_t nq = unit_queries(ex, &ex->units[u]);
+        int64_t j0 = lo > base ? lo - base : 0, j1 = hi - base < nq ? hi - base : nq;
+        if (j0 < j1) attn_unit(ex, ph, &ex->units[u], j0, j1, ith, most == 1, head_quant, scores);
+        base += nq;
     }
     if (most == 1) return;
     llmk_pool_barrier(ex->pool);
@@ -825,6 +870,7 @@ static int run_program(struct llmk_exec *ex) {
         for (int64_t i = 0; i < (int64_t)n * ex->nth; i++)
             atomic_store_explicit(&ex->claims[i * CLAIM_STRIDE], 0, memory_order_relaxed);
     for (int w = 0; w < ex->nth; w++) ex->nf[w] = (struct nonfinite){INT32_MAX, INT32_MAX};
+    attn_units_build(ex);
     if (!ex->phase_mode) {
         ex->ph_lo = 0, ex->ph_hi = n;
         llmk_pool_run(ex->pool, worker, ex);
@@ -981,6 +1027,7 @@ static int exec_alloc_scratch(struct llmk_exec *ex) {
             }
     int64_t ps = hp->head_dim + 2;
     ex->parts = xalloc((uint64_t)SPLIT_ROWS * hp->n_head * (uint64_t)ex->max_chunks, (uint64_t)ps * sizeof(float), &st);
+    ex->units = xalloc((uint64_t)SPLIT_ROWS * (uint64_t)ex->max_chunks, sizeof *ex->units, &st);
     ex->wparts = xalloc((uint64_t)ex->nth * ATTN_MQ * (uint64_t)ex->max_chunks, (uint64_t)ps * sizeof(float), &st);
     ex->wscores = xalloc((uint64_t)ex->nth * ATTN_MQ * LLMK_ATTN_CHUNK, sizeof(float), &st);
     ex->claims = xalloc((uint64_t)ex->prog.n_phases * (uint64_t)ex->nth * CLAIM_STRIDE, sizeof *ex->claims, &st);
@@ -1074,7 +1121,7 @@ void llmk_exec_free(struct llmk_exec *ex) {
         free(ex->buf[b]);
         for (int f = 0; f < LLMK_ACT_FORMS; f++) free(ex->act[b][f]);
     }
-    free(ex->parts), free(ex->wparts), free(ex->wscores), free(ex->dup_rows), free(ex->claims);
+    free(ex->parts), free(ex->units), free(ex->wparts), free(ex->wscores), free(ex->dup_rows), free(ex->claims);
     free(ex->argmax_val), free(ex->argmax_idx), free(ex->argmax), free(ex->nf);
     free(ex->row_id), free(ex->row_seq), free(ex->row_pos), free(ex->phase_ns), free(ex->f32_rows);
     free(ex->gen_row), free(ex->gen_next), free(ex->gen_count);
@@ -1325,6 +1372,7 @@ static void gen_prepare(struct llmk_exec *ex) {
         for (int64_t i = 0; i < (int64_t)ex->prog.n_phases * ex->nth; i++)
             atomic_store_explicit(&ex->claims[i * CLAIM_STRIDE], 0, memory_order_relaxed);
     for (int w = 0; w < ex->nth; w++) ex->nf[w] = (struct nonfinite){INT32_MAX, INT32_MAX};
+    attn_units_build(ex);
 }
 
 /* After a step: each row's token, reported; a gen ends at its count, when

@@ -104,6 +104,34 @@ static void prefix_and_sharing(const llmk_model *m, const struct prompts *pr, ui
     free(rp), free(rq), free(rr);
 }
 
+/* Two live sequences on one shared prefix decode together: each pass reads
+ * the shared blocks once for both rows (cascade attention), and each row is
+ * still bitwise its session's. */
+static void shared_decode(const llmk_model *m, const struct prompts *pr, uint32_t kv) {
+    size_t V = pr->V;
+    enum { START = 270 };
+    float *rp = session_rows(m, pr->p, LEN, kv), *rq = session_rows(m, pr->q, LEN, kv);
+    llmk_context *c = make_ctx(m, kv, 0);
+    if (!c) return;
+    CHECK(eval_matches(c, 0, pr->p, 0, START, rp, V));
+    int32_t hit = -1;
+    CHECK_STATUS(llmk_context_seq_start(c, 1, pr->q, START + 5, &hit), LLMK_OK);
+    CHECK(hit == SHARED / BLK * BLK);
+    CHECK(eval_matches(c, 1, pr->q, hit, START + 5, rq, V)); /* five ahead: the rows see different key counts */
+    float *out = malloc(2 * V * sizeof(float));
+    bool same = true;
+    for (int pos = START; pos + 5 < LEN; pos++) {
+        llmk_batch_item it[2] = {{.seq = 1, .id = pr->q[pos + 5], .logits = true},
+                                 {.seq = 0, .id = pr->p[pos], .logits = true}};
+        CHECK_STATUS(llmk_context_eval(c, it, 2, out, 2 * V), LLMK_OK);
+        same = same && memcmp(out, rq + (size_t)(pos + 5) * V, V * sizeof(float)) == 0 &&
+               memcmp(out + V, rp + (size_t)pos * V, V * sizeof(float)) == 0;
+    }
+    CHECK(same);
+    free(out), free(rp), free(rq);
+    llmk_context_free(c);
+}
+
 /* A pool of 3 blocks: a call that needs a fourth is refused and moves
  * nothing; a prefix hit that leaves no block for the rest is refused too. */
 static void capacity(const llmk_model *m, const struct prompts *pr, uint32_t kv) {
@@ -151,6 +179,9 @@ static void one_model(const char *path, bool required) {
     struct prompts pr;
     make_prompts((size_t)llmk_model_hparams(m)->n_vocab, &pr);
     prefix_and_sharing(m, &pr, LLMK_TYPE_F16);
+    shared_decode(m, &pr, LLMK_TYPE_F16);
+    shared_decode(m, &pr, LLMK_TYPE_Q8_0 * (llmk_model_hparams(m)->head_dim % 32 == 0) +
+                              LLMK_TYPE_F32 * (llmk_model_hparams(m)->head_dim % 32 != 0));
     capacity(m, &pr, LLMK_TYPE_F32);
     llmk_model_free(m);
 }

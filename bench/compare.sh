@@ -6,12 +6,19 @@
 # virtual environment under build/ (git-ignored); LLAMACPP_VENV points at an
 # existing one instead.
 #
+# With -B LIST, the batched comparison instead: `llmk bench -B LIST --json`
+# and llama.cpp's llama-batched-bench (built once from the same version's
+# sources by bench/llamacpp_tools.sh), B sequences of -p prompt and -n
+# generated tokens each (default 128 and 128 with -B), S_PP and S_TG side by
+# side per B, and llmk's S_TG(B)/S_TG(1).
+#
 #   bench/compare.sh [-m MODEL] [-t THREADS] [-p 512] [-n 128] [-d 0] [-r 3]
+#   bench/compare.sh -B 1,4,16 [-m MODEL] [-t THREADS] [-p 128] [-n 128]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 MODEL="${LLMK_MODELS:-$HOME/.cache/llmk}/SmolLM2-135M-Instruct.Q4_1.gguf"
-THREADS=2 NP=512 NG=128 REPS=3 DEPTH=0
+THREADS=2 NP="" NG="" REPS=3 DEPTH=0 BATCH=""
 while [ $# -gt 0 ]; do
     case "$1" in
         -m) MODEL="$2"; shift 2 ;;
@@ -20,39 +27,34 @@ while [ $# -gt 0 ]; do
         -n) NG="$2"; shift 2 ;;
         -r) REPS="$2"; shift 2 ;;
         -d) DEPTH="$2"; shift 2 ;;
-        -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+        -B) BATCH="$2"; shift 2 ;;
+        -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
         *) echo "compare.sh: unknown option $1" >&2; exit 2 ;;
     esac
 done
 
+if [ -n "$BATCH" ]; then
+    NP="${NP:-128}" NG="${NG:-128}"
+    if ! [[ "$BATCH" =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]]; then
+        echo "compare.sh: -B takes a list of sequence counts, as 1,4,16" >&2; exit 2
+    fi
+    if [ "$DEPTH" != 0 ]; then
+        echo "compare.sh: -d does not apply to -B (llama-batched-bench has no depth)" >&2; exit 2
+    fi
+fi
+NP="${NP:-512}" NG="${NG:-128}"
+
 LLMK_BIN="${LLMK_BIN:-build/llmk}"
 [ -x "$LLMK_BIN" ] || make -s all
+if [ -n "$BATCH" ] && ! grep -qE -- '(^|[^[:alnum:]-])-B([^[:alnum:]-]|$)' <<<"$("$LLMK_BIN" bench --help 2>&1 || true)"; then
+    echo "compare.sh: $LLMK_BIN bench has no -B (the batched bench of issue 17); build an llmk that has it, or drop -B" >&2
+    exit 1
+fi
 VENV="${LLAMACPP_VENV:-build/bench-venv}"
 
-# llama.cpp gets every x86 vector extension this CPU has except AMX:
-# GGML_NATIVE would compile ggml's AMX matmul in wherever the CPU reports it,
-# and on the Xeon VMs here (llama-cpp-python 0.3.36) that build segfaults in
-# ggml_backend_amx_mul_mat on its first batch, so llama.cpp's fastest build
-# that runs is its AVX-512 VNNI one. LLAMACPP_CMAKE_ARGS overrides.
-llamacpp_isa_args() {
-    local f a="-DGGML_NATIVE=OFF"
-    f=" $(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | cut -d: -f2) "
-    if [ "$f" = "  " ]; then echo "-DGGML_NATIVE=ON"; return; fi
-    has() { case "$f" in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
-    has avx && a+=" -DGGML_AVX=ON"
-    has avx2 && a+=" -DGGML_AVX2=ON"
-    has fma && a+=" -DGGML_FMA=ON"
-    has f16c && a+=" -DGGML_F16C=ON"
-    has bmi2 && a+=" -DGGML_BMI2=ON"
-    has avx_vnni && a+=" -DGGML_AVX_VNNI=ON"
-    if has avx512f && has avx512bw && has avx512vl && has avx512dq; then
-        a+=" -DGGML_AVX512=ON"
-        has avx512_vnni && a+=" -DGGML_AVX512_VNNI=ON"
-        has avx512vbmi && a+=" -DGGML_AVX512_VBMI=ON"
-        has avx512_bf16 && a+=" -DGGML_AVX512_BF16=ON"
-    fi
-    echo "$a"
-}
+# llamacpp_isa_args (the ISA flags llama.cpp is built with: all this CPU has
+# but AMX; LLAMACPP_CMAKE_ARGS overrides) and llamacpp_tools_build.
+. bench/llamacpp_tools.sh
 if ! "$VENV/bin/python" -c "import llama_cpp" 2>/dev/null; then
     echo "compare.sh: building llama-cpp-python into $VENV (several minutes)" >&2
     python3 -m venv "$VENV"
@@ -61,6 +63,26 @@ fi
 
 OUT="$(mktemp -d)"
 trap 'rm -rf "$OUT"' EXIT
+
+if [ -n "$BATCH" ]; then
+    TOOLS="${LLAMACPP_TOOLS:-build/llamacpp-tools}"
+    llamacpp_tools_build "$VENV" "$TOOLS"
+    maxb="$(tr ',' '\n' <<<"$BATCH" | sort -n | tail -1)"
+    # Each sequence gets ctx/max(B) cells (llama.cpp rounds up to 256); a
+    # test that does not fit is skipped silently, so compare_batched.py
+    # checks every B came back.
+    "$TOOLS/bin/llama-batched-bench" -m "$MODEL" -c "$((maxb * (NP + NG)))" -b 2048 -ub 512 \
+        -npp "$NP" -ntg "$NG" -npl "$BATCH" -t "$THREADS" -tb "$THREADS" --output-format jsonl \
+        > "$OUT/llamacpp.jsonl"
+    if ! "$LLMK_BIN" bench -m "$MODEL" -B "$BATCH" -p "$NP" -n "$NG" -t "$THREADS" --json > "$OUT/llmk.json"; then
+        echo "compare.sh: $LLMK_BIN bench -B failed (see above)" >&2
+        exit 1
+    fi
+    python3 bench/compare_batched.py "$OUT/llmk.json" "$OUT/llamacpp.jsonl" \
+        --model "$MODEL" --threads "$THREADS" --batch "$BATCH"
+    exit 0
+fi
+
 "$VENV/bin/python" bench/llamacpp_bench.py -m "$MODEL" -p "$NP" -n "$NG" -t "$THREADS" -r "$REPS" -d "$DEPTH" > "$OUT/llamacpp.json"
 "$LLMK_BIN" bench -m "$MODEL" -p "$NP" -n "$NG" -t "$THREADS" -r "$REPS" -d "$DEPTH" --json > "$OUT/llmk.json"
 

@@ -109,6 +109,7 @@ enum llmk_status {
     LLMK_BAD_REQUEST = 663,              /* a malformed request (JSON, messages, flags) */
     LLMK_OUTPUT_IS_INPUT = 664,          /* an output path names the same file as an input */
     LLMK_CONTEXT_OVER_TRAIN = 665,       /* a context longer than the model was trained for, not allowed */
+    LLMK_QUEUE_FULL = 666,               /* the engine's request queue is at its bound; retry later */
 };
 
 /* Largest dimension any seed-000 primitive accepts (a ceiling, not a model size). */
@@ -598,6 +599,91 @@ typedef struct llmk_phase_info {
 } llmk_phase_info;
 /* Phase i, 0 <= i < llmk_context_n_phases(c), in the order they run. */
 LLMK_API int llmk_context_phase(const llmk_context *c, int32_t i, llmk_phase_info *out);
+
+/* Continuous batching (src/engine.c, docs/batching.md): an engine owns a
+ * context and serves requests (a prompt, a token budget, a sampler) that
+ * come and go. Each step is one llmk_context_eval: a decode row for every
+ * running request, then prompt chunks of requests still prefilling, up to
+ * step_tokens tokens (chunked prefill mixed into decode). Waiting requests
+ * are admitted first come, first served, when a sequence slot is free and
+ * the KV pool can hold their prompt; a prompt starts on its longest cached
+ * prefix. When the pool runs out mid-generation the engine preempts the
+ * request seed 001's preemption score picks (most KV per token generated),
+ * frees its blocks, and later recomputes it from its prompt and the tokens
+ * it had generated. A request's logits, and so its tokens, are bitwise those
+ * of the same request run alone: whatever else runs, in any order, after a
+ * prefix-cache hit or after preemption. One thread drives an engine. */
+typedef struct llmk_engine_params {
+    llmk_context_params ctx; /* the context the engine owns (n_seq_max: requests running at once) */
+    int32_t step_tokens;     /* tokens per step (<= 0: ctx.n_batch, or 512); at least n_seq_max */
+    int32_t max_waiting;     /* requests queued beyond the running ones (<= 0: 1024) */
+} llmk_engine_params;
+typedef struct llmk_engine llmk_engine;
+
+typedef struct llmk_request {
+    const int32_t *prompt;          /* n_prompt >= 1 token ids, copied by submit */
+    size_t n_prompt;
+    int32_t max_tokens;             /* tokens to generate, >= 1; also ends when the sequence fills n_ctx */
+    struct llmk_sampler *sampler;   /* NULL: greedy (the lowest id on ties); borrowed until it finishes */
+    const int32_t *stop_ids;        /* tokens that end it (the token is reported), copied by submit */
+    size_t n_stop;
+    void *user;                     /* handed back in its events */
+} llmk_request;
+
+enum llmk_finish {
+    LLMK_FINISH_NONE = 0, /* more tokens follow */
+    LLMK_FINISH_STOP,     /* a stop id was generated (it is this event's token) */
+    LLMK_FINISH_LENGTH,   /* max_tokens generated, or the sequence reached n_ctx */
+    LLMK_FINISH_ERROR,    /* the step failed for it (status): no token */
+};
+
+typedef struct llmk_token_event {
+    int64_t request;      /* the id submit returned */
+    void *user;           /* the request's user pointer */
+    int32_t token;        /* the chosen token; -1 with LLMK_FINISH_ERROR */
+    int32_t index;        /* its index among the request's generated tokens */
+    enum llmk_finish finish;
+    int status;           /* LLMK_OK, or why with LLMK_FINISH_ERROR */
+    const float *logits;  /* n_vocab floats the token was chosen from, valid during the callback; NULL on error */
+} llmk_token_event;
+/* Called on the driving thread for every event, in step order. A nonzero
+ * return ends that request at once (as llmk_engine_cancel). */
+typedef int (*llmk_engine_callback)(void *user, const llmk_token_event *ev);
+
+LLMK_API int llmk_engine_init(const llmk_model *m, const llmk_engine_params *p, llmk_engine **out);
+LLMK_API void llmk_engine_free(llmk_engine *e);
+/* Queue a request; *id names it in events. Refused, with the figures, when
+ * it could never run: an empty prompt or max_tokens < 1
+ * (LLMK_INVALID_ARGUMENT), an id outside the vocabulary (LLMK_INVALID_TOKEN),
+ * a prompt that leaves no room to generate in n_ctx (LLMK_CONTEXT_FULL), a
+ * prompt plus max_tokens (up to n_ctx) that needs more KV blocks than the
+ * whole pool (LLMK_CACHE_CAPACITY_EXCEEDED); LLMK_QUEUE_FULL when
+ * max_waiting requests already wait. */
+LLMK_API int llmk_engine_submit(llmk_engine *e, const llmk_request *r, int64_t *id);
+/* One step: admit, run one batch, report its tokens through cb. A step whose
+ * evaluation fails ends the requests in it with LLMK_FINISH_ERROR events
+ * (status says why) and returns LLMK_OK; the others go on. */
+LLMK_API int llmk_engine_step(llmk_engine *e, llmk_engine_callback cb, void *user);
+/* Steps until no request is left. */
+LLMK_API int llmk_engine_run(llmk_engine *e, llmk_engine_callback cb, void *user);
+LLMK_API bool llmk_engine_idle(const llmk_engine *e); /* no request running or waiting */
+/* End a request now, waiting or running, with no further event; its cached
+ * prefix stays for others. LLMK_NOT_FOUND for an id not in the engine. */
+LLMK_API int llmk_engine_cancel(llmk_engine *e, int64_t id);
+/* The context the engine runs on (introspection, KV figures); not to be evaluated on. */
+LLMK_API const llmk_context *llmk_engine_context(const llmk_engine *e);
+typedef struct llmk_engine_stats {
+    int32_t n_running, n_waiting;      /* now (running: holding a sequence slot) */
+    int64_t n_submitted, n_finished, n_cancelled, n_preempted;
+    int64_t n_steps;
+    int64_t prompt_tokens;             /* prompt tokens of admitted requests */
+    int64_t cached_tokens;             /* of them and of recomputations, taken from the prefix cache */
+    int64_t recomputed_tokens;         /* evaluated again after a preemption */
+    int64_t generated_tokens;
+    int64_t prefill_chunks;            /* prompt pieces evaluated (a prompt split across steps counts each) */
+    double busy_s;                     /* wall time inside steps */
+} llmk_engine_stats;
+LLMK_API int llmk_engine_stats_get(const llmk_engine *e, llmk_engine_stats *out);
 
 /* The machine's memory read bandwidth in GB/s (1e9 bytes/s), to set a
  * decode's effective weight bandwidth against (llmk bench): n_threads

@@ -58,6 +58,7 @@ static const struct {
     {LLMK_BAD_REQUEST, "llmk_bad_request"},
     {LLMK_OUTPUT_IS_INPUT, "llmk_output_is_input"},
     {LLMK_CONTEXT_OVER_TRAIN, "llmk_context_over_train"},
+    {LLMK_QUEUE_FULL, "llmk_queue_full"},
 };
 
 const char *llmk_status_name(int code) {

@@ -1,0 +1,465 @@
+/* Continuous batching over one llmk_context (docs/batching.md).
+ *
+ * The engine keeps requests in two places: running (holding a sequence slot
+ * of the context, listed in admission order) and waiting (a FIFO queue;
+ * preempted requests go back to its front). Each step admits what fits, plans
+ * one llmk_context_eval (a decode row per running request whose prompt is
+ * done, then prompt chunks up to step_tokens), makes room by preemption when
+ * the plan needs more KV blocks than the pool has, evaluates, and reports the
+ * chosen tokens. Everything the engine decides changes only which rows share
+ * a pass; the context's reductions are per row, so no decision changes a
+ * request's bits. Admission and the choice of victim use seed 001's
+ * continuous-batching formulas (admission_control_accept, preemption_score);
+ * the stats count chunks as chunked_prefill_chunks does. */
+#include "internal.h"
+#include "llmk_formulas.h"
+#include "model.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct req {
+    int64_t id;
+    void *user;
+    int32_t *tok;           /* prompt, then generated tokens: n_prompt + max_gen */
+    int32_t *stop;          /* [n_stop] */
+    int32_t n_prompt, n_tok, max_gen, n_stop;
+    int32_t seq;            /* context sequence while running, else -1 */
+    int32_t n_done;         /* tokens whose K/V the sequence holds */
+    bool preempted;         /* waiting to be recomputed */
+    bool ended;             /* cancelled during a step: removed when the step ends */
+    struct llmk_sampler *sampler;
+    struct req *next;       /* waiting queue */
+};
+
+struct llmk_engine {
+    llmk_context *c;
+    int32_t n_seq, n_ctx, step_tokens, max_waiting;
+    size_t V;
+    struct req **run;       /* [n_seq]: running requests in admission order */
+    int32_t n_run;
+    struct req *wait_head, *wait_tail;
+    int32_t n_wait;
+    int64_t next_id;
+    bool in_step;           /* callbacks run: cancellations wait for the step's end */
+    /* one step's plan, sized at init */
+    llmk_batch_item *items; /* [step_tokens] */
+    int32_t n_items;
+    int32_t *count;         /* [n_seq]: items of run[i] in the plan */
+    struct req **row_req;   /* [n_seq]: the request of each logits row, in item order */
+    int32_t n_rows;
+    float *logits;          /* [n_seq][V] */
+    llmk_engine_stats st;
+};
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void req_free(struct req *r) {
+    if (!r) return;
+    free(r->tok), free(r->stop), free(r);
+}
+
+void llmk_engine_free(llmk_engine *e) {
+    if (!e) return;
+    for (int32_t i = 0; i < e->n_run; i++) req_free(e->run[i]);
+    for (struct req *r = e->wait_head, *n; r; r = n) n = r->next, req_free(r);
+    llmk_context_free(e->c);
+    free(e->run), free(e->items), free(e->count), free(e->row_req), free(e->logits);
+    free(e);
+}
+
+int llmk_engine_init(const llmk_model *m, const llmk_engine_params *p, llmk_engine **out) {
+    llmk_error_clear();
+    if (!m || !p || !out) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_engine_init: NULL argument");
+    *out = NULL;
+    llmk_engine *e = calloc(1, sizeof *e);
+    if (!e) return llmk_fail(LLMK_OUT_OF_MEMORY, "llmk_engine_init: struct");
+    int st = llmk_context_init(m, &p->ctx, &e->c);
+    if (st != LLMK_OK) {
+        free(e);
+        return st;
+    }
+    e->n_seq = llmk_context_n_seq_max(e->c);
+    e->n_ctx = llmk_context_n_ctx(e->c);
+    e->V = (size_t)m->hp.n_vocab;
+    int32_t steps = p->step_tokens > 0 ? p->step_tokens : p->ctx.n_batch > 0 ? p->ctx.n_batch : 512;
+    e->step_tokens = steps < e->n_seq ? e->n_seq : steps;
+    e->max_waiting = p->max_waiting > 0 ? p->max_waiting : 1024;
+    e->next_id = 1;
+    size_t ns = (size_t)e->n_seq;
+    e->run = calloc(ns, sizeof *e->run);
+    e->items = malloc((size_t)e->step_tokens * sizeof *e->items);
+    e->count = malloc(ns * sizeof *e->count);
+    e->row_req = malloc(ns * sizeof *e->row_req);
+    e->logits = malloc(ns * e->V * sizeof *e->logits);
+    if (!e->run || !e->items || !e->count || !e->row_req || !e->logits) {
+        llmk_engine_free(e);
+        return llmk_fail(LLMK_OUT_OF_MEMORY, "llmk_engine_init: buffers for %zu sequences", ns);
+    }
+    *out = e;
+    return LLMK_OK;
+}
+
+/* ---- submission ------------------------------------------------------------ */
+
+/* Refusals of a request that could never run, with the figures. */
+static int check_request(const llmk_engine *e, const llmk_request *r) {
+    if (!r->prompt || r->n_prompt == 0)
+        return llmk_fail(LLMK_INVALID_ARGUMENT, "engine: request with an empty prompt");
+    if (r->max_tokens < 1)
+        return llmk_fail(LLMK_INVALID_ARGUMENT, "engine: max_tokens %d (at least 1)", r->max_tokens);
+    if (r->n_stop && !r->stop_ids) return llmk_fail(LLMK_INVALID_ARGUMENT, "engine: %zu stop ids, NULL", r->n_stop);
+    for (size_t i = 0; i < r->n_prompt; i++)
+        if (r->prompt[i] < 0 || (size_t)r->prompt[i] >= e->V)
+            return llmk_fail(LLMK_INVALID_TOKEN, "engine: prompt token %zu is %d, outside the vocabulary [0, %zu)",
+                             i, r->prompt[i], e->V);
+    if (r->n_prompt >= (size_t)e->n_ctx)
+        return llmk_fail(LLMK_CONTEXT_FULL, "engine: a prompt of %zu tokens leaves no room to generate in a context "
+                         "of %d", r->n_prompt, e->n_ctx);
+    int64_t total = (int64_t)r->n_prompt + r->max_tokens;
+    if (total > e->n_ctx) total = e->n_ctx;
+    llmk_kv_info kv;
+    llmk_context_kv_info(e->c, &kv);
+    int64_t blocks = (total + kv.block_size - 1) / kv.block_size;
+    if (blocks > kv.n_blocks)
+        return llmk_fail(LLMK_CACHE_CAPACITY_EXCEEDED, "engine: %lld tokens (prompt %zu + up to %d generated) need "
+                         "%lld KV blocks of %d; the pool has %d", (long long)total, r->n_prompt, r->max_tokens,
+                         (long long)blocks, kv.block_size, kv.n_blocks);
+    if (e->n_wait >= e->max_waiting)
+        return llmk_fail(LLMK_QUEUE_FULL, "engine: %d requests already wait (max_waiting)", e->n_wait);
+    return LLMK_OK;
+}
+
+int llmk_engine_submit(llmk_engine *e, const llmk_request *r, int64_t *id) {
+    llmk_error_clear();
+    if (!e || !r || !id) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_engine_submit: NULL argument");
+    *id = 0;
+    int st = check_request(e, r);
+    if (st != LLMK_OK) return st;
+    struct req *q = calloc(1, sizeof *q);
+    int32_t max_gen = r->max_tokens < e->n_ctx - (int32_t)r->n_prompt ? r->max_tokens : e->n_ctx - (int32_t)r->n_prompt;
+    if (q) q->tok = malloc(((size_t)r->n_prompt + (size_t)max_gen) * sizeof *q->tok);
+    if (q && r->n_stop) q->stop = malloc(r->n_stop * sizeof *q->stop);
+    if (!q || !q->tok || (r->n_stop && !q->stop)) {
+        req_free(q);
+        return llmk_fail(LLMK_OUT_OF_MEMORY, "engine: a request of %zu tokens", r->n_prompt);
+    }
+    memcpy(q->tok, r->prompt, r->n_prompt * sizeof *q->tok);
+    if (r->n_stop) memcpy(q->stop, r->stop_ids, r->n_stop * sizeof *q->stop);
+    q->n_prompt = q->n_tok = (int32_t)r->n_prompt;
+    q->max_gen = max_gen, q->n_stop = (int32_t)r->n_stop;
+    q->sampler = r->sampler, q->user = r->user, q->seq = -1;
+    q->id = *id = e->next_id++;
+    if (e->wait_tail) e->wait_tail->next = q;
+    else e->wait_head = q;
+    e->wait_tail = q;
+    e->n_wait++;
+    e->st.n_submitted++;
+    return LLMK_OK;
+}
+
+/* ---- the running set ---------------------------------------------------------- */
+
+static void wait_push_front(llmk_engine *e, struct req *r) {
+    r->next = e->wait_head;
+    e->wait_head = r;
+    if (!e->wait_tail) e->wait_tail = r;
+    e->n_wait++;
+}
+
+static struct req *wait_pop(llmk_engine *e) {
+    struct req *r = e->wait_head;
+    e->wait_head = r->next;
+    if (!e->wait_head) e->wait_tail = NULL;
+    r->next = NULL;
+    e->n_wait--;
+    return r;
+}
+
+/* Takes run[i] out of the running set, keeping the admission order, and
+ * frees its sequence (its full blocks stay cached for a later prefix). */
+static struct req *run_remove(llmk_engine *e, int32_t i) {
+    struct req *r = e->run[i];
+    memmove(&e->run[i], &e->run[i + 1], (size_t)(e->n_run - i - 1) * sizeof *e->run);
+    e->n_run--;
+    llmk_context_seq_truncate(e->c, r->seq, 0);
+    r->seq = -1;
+    return r;
+}
+
+static int32_t free_seq(const llmk_engine *e) {
+    for (int32_t s = 0; s < e->n_seq; s++) {
+        bool used = false;
+        for (int32_t i = 0; i < e->n_run && !used; i++) used = e->run[i]->seq == s;
+        if (!used) return s;
+    }
+    return -1;
+}
+
+static int32_t blocks_available(const llmk_engine *e) {
+    llmk_kv_info kv;
+    llmk_context_kv_info(e->c, &kv);
+    return kv.n_free + kv.n_cached;
+}
+
+/* Blocks the running requests take at their next step at most: a decode
+ * row, or the rest of a prompt. */
+static int64_t blocks_reserved(const llmk_engine *e) {
+    int64_t n = 0;
+    for (int32_t i = 0; i < e->n_run; i++) {
+        const struct req *r = e->run[i];
+        n += llmk_context_blocks_needed(e->c, r->seq, r->n_tok - r->n_done);
+    }
+    return n;
+}
+
+/* Admits waiting requests, first come first served, while a slot is free
+ * and the pool holds the new request's uncached tokens beside what the
+ * running ones need next (seed 001's admission control, no margin). The
+ * head that does not fit stops admission: nothing overtakes it. */
+static void admit(llmk_engine *e) {
+    while (e->wait_head && e->n_run < e->n_seq) {
+        struct req *r = e->wait_head;
+        int32_t s = free_seq(e), cached = 0;
+        if (llmk_context_seq_start(e->c, s, r->tok, (size_t)r->n_tok, &cached) != LLMK_OK) return;
+        int64_t need = llmk_context_blocks_needed(e->c, s, r->n_tok - cached);
+        int64_t room = blocks_available(e) - blocks_reserved(e);
+        if (llmk_admission_control_accept((double)need * LLMK_KV_BLOCK, (double)room * LLMK_KV_BLOCK, 0.0) != 1.0) {
+            llmk_context_seq_truncate(e->c, s, 0); /* the hit blocks go back to the cache */
+            return;
+        }
+        wait_pop(e);
+        r->seq = s, r->n_done = cached;
+        e->run[e->n_run++] = r;
+        e->st.cached_tokens += cached;
+        if (r->preempted) e->st.recomputed_tokens += r->n_tok - cached;
+        else e->st.prompt_tokens += r->n_prompt;
+        r->preempted = false;
+    }
+}
+
+/* ---- one step -------------------------------------------------------------------- */
+
+static void plan_item(llmk_engine *e, int32_t i, int32_t pos, bool logits) {
+    struct req *r = e->run[i];
+    e->items[e->n_items++] = (llmk_batch_item){.seq = r->seq, .id = r->tok[pos], .logits = logits};
+    e->count[i]++;
+    if (logits) e->row_req[e->n_rows++] = r;
+}
+
+/* Decode rows first (one token each), then prompt chunks in admission order
+ * until step_tokens; a chunk wants logits only where its prompt ends. */
+static void plan(llmk_engine *e) {
+    e->n_items = e->n_rows = 0;
+    memset(e->count, 0, (size_t)e->n_seq * sizeof *e->count);
+    for (int32_t i = 0; i < e->n_run; i++)
+        if (e->run[i]->n_tok - e->run[i]->n_done == 1) plan_item(e, i, e->run[i]->n_done, true);
+    for (int32_t i = 0; i < e->n_run && e->n_items < e->step_tokens; i++) {
+        struct req *r = e->run[i];
+        int32_t pending = r->n_tok - r->n_done, room = e->step_tokens - e->n_items;
+        if (pending < 2) continue;
+        int32_t n = pending < room ? pending : room;
+        for (int32_t k = 0; k < n; k++) plan_item(e, i, r->n_done + k, r->n_done + k + 1 == r->n_tok);
+        e->st.prefill_chunks++;
+    }
+}
+
+static int64_t plan_blocks(const llmk_engine *e) {
+    int64_t n = 0;
+    for (int32_t i = 0; i < e->n_run; i++)
+        if (e->count[i]) n += llmk_context_blocks_needed(e->c, e->run[i]->seq, e->count[i]);
+    return n;
+}
+
+/* The running request seed 001's preemption score picks: the most KV per
+ * token generated, the latest admitted on a tie. It is recomputed later from
+ * its prompt and generated tokens (its full blocks may still be cached). */
+static void preempt_one(llmk_engine *e) {
+    int32_t victim = 0;
+    double best = -1;
+    for (int32_t i = 0; i < e->n_run; i++) {
+        const struct req *r = e->run[i];
+        double s = llmk_preemption_score(1.0, r->n_tok - r->n_prompt, r->n_done);
+        if (s >= best) best = s, victim = i;
+    }
+    struct req *r = run_remove(e, victim);
+    r->n_done = 0, r->preempted = true;
+    wait_push_front(e, r);
+    e->st.n_preempted++;
+}
+
+static int emit(llmk_engine *e, struct req *r, llmk_engine_callback cb, void *user, llmk_token_event *ev) {
+    ev->request = r->id, ev->user = r->user;
+    return cb ? cb(user, ev) : 0;
+}
+
+static void finish(llmk_engine *e, struct req *r) {
+    for (int32_t i = 0; i < e->n_run; i++)
+        if (e->run[i] == r) {
+            req_free(run_remove(e, i));
+            break;
+        }
+    e->st.n_finished++;
+}
+
+/* Every request in the failed plan ends with an error event. */
+static void fail_plan(llmk_engine *e, int status, llmk_engine_callback cb, void *user) {
+    for (int32_t i = e->n_run - 1; i >= 0; i--) {
+        if (!e->count[i]) continue;
+        struct req *r = e->run[i];
+        llmk_token_event ev = {.token = -1, .index = r->n_tok - r->n_prompt, .finish = LLMK_FINISH_ERROR,
+                               .status = status};
+        emit(e, r, cb, user, &ev);
+        req_free(run_remove(e, i));
+        e->st.n_finished++;
+    }
+}
+
+static int argmax_row(const float *l, size_t n, int32_t *id) {
+    size_t best = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (l[i] != l[i]) return llmk_fail(LLMK_NAN_INPUT, "engine: logit of token %zu is NaN", i);
+        if (l[i] > l[best]) best = i;
+    }
+    *id = (int32_t)best;
+    return LLMK_OK;
+}
+
+static enum llmk_finish finish_reason(const struct req *r, int32_t tok) {
+    for (int32_t k = 0; k < r->n_stop; k++)
+        if (r->stop[k] == tok) return LLMK_FINISH_STOP;
+    return r->n_tok - r->n_prompt >= r->max_gen ? LLMK_FINISH_LENGTH : LLMK_FINISH_NONE;
+}
+
+/* Chooses row i's token for its request, appends it and reports it. */
+static void deliver(llmk_engine *e, int32_t row, llmk_engine_callback cb, void *user) {
+    struct req *r = e->row_req[row];
+    if (r->ended) return;
+    const float *l = e->logits + (size_t)row * e->V;
+    int32_t tok = -1;
+    int st = r->sampler ? llmk_sampler_sample(r->sampler, l, e->V, &tok) : argmax_row(l, e->V, &tok);
+    if (st == LLMK_OK && r->sampler) st = llmk_sampler_accept(r->sampler, tok);
+    llmk_token_event ev = {.token = tok, .index = r->n_tok - r->n_prompt, .status = st, .logits = l};
+    if (st != LLMK_OK) {
+        ev.token = -1, ev.finish = LLMK_FINISH_ERROR, ev.logits = NULL;
+        emit(e, r, cb, user, &ev);
+        finish(e, r);
+        return;
+    }
+    r->tok[r->n_tok++] = tok;
+    e->st.generated_tokens++;
+    ev.finish = finish_reason(r, tok);
+    bool stop = emit(e, r, cb, user, &ev) != 0;
+    if (ev.finish != LLMK_FINISH_NONE) finish(e, r);
+    else if (stop) r->ended = true;
+}
+
+/* Removes the requests cancelled during the step's callbacks. */
+static void sweep_ended(llmk_engine *e) {
+    for (int32_t i = e->n_run - 1; i >= 0; i--)
+        if (e->run[i]->ended) {
+            req_free(run_remove(e, i));
+            e->st.n_cancelled++;
+        }
+}
+
+/* Nothing runs and the queue's head still was not admitted: it can never
+ * be (submit's checks make this unreachable); it ends with an error rather
+ * than stalling the engine. */
+static void fail_head(llmk_engine *e, llmk_engine_callback cb, void *user) {
+    struct req *r = wait_pop(e);
+    llmk_token_event ev = {.token = -1, .index = r->n_tok - r->n_prompt, .finish = LLMK_FINISH_ERROR,
+                           .status = LLMK_CACHE_CAPACITY_EXCEEDED};
+    emit(e, r, cb, user, &ev);
+    req_free(r);
+    e->st.n_finished++;
+}
+
+int llmk_engine_step(llmk_engine *e, llmk_engine_callback cb, void *user) {
+    llmk_error_clear();
+    if (!e) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_engine_step: NULL engine");
+    double t0 = now_s();
+    admit(e);
+    if (e->n_run == 0) {
+        if (e->wait_head) fail_head(e, cb, user);
+        return LLMK_OK;
+    }
+    int st;
+    for (;;) {
+        plan(e);
+        /* Preempt until the plan fits; one request alone always fits (submit checked). */
+        while (e->n_run > 1 && plan_blocks(e) > blocks_available(e)) {
+            preempt_one(e);
+            plan(e);
+        }
+        st = llmk_context_eval(e->c, e->items, (size_t)e->n_items, e->logits, (size_t)e->n_seq * e->V);
+        if (st != LLMK_CACHE_CAPACITY_EXCEEDED || e->n_run < 2) break;
+        preempt_one(e); /* the estimate missed (it should not): make room and plan again */
+    }
+    e->st.n_steps++;
+    e->in_step = true;
+    if (st != LLMK_OK) {
+        fail_plan(e, st, cb, user);
+    } else {
+        for (int32_t i = 0; i < e->n_run; i++) e->run[i]->n_done += e->count[i];
+        for (int32_t row = 0; row < e->n_rows; row++) deliver(e, row, cb, user);
+    }
+    e->in_step = false;
+    sweep_ended(e);
+    e->st.busy_s += now_s() - t0;
+    llmk_error_clear();
+    return LLMK_OK;
+}
+
+bool llmk_engine_idle(const llmk_engine *e) { return !e || (e->n_run == 0 && e->n_wait == 0); }
+
+int llmk_engine_run(llmk_engine *e, llmk_engine_callback cb, void *user) {
+    llmk_error_clear();
+    if (!e) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_engine_run: NULL engine");
+    while (!llmk_engine_idle(e)) {
+        int st = llmk_engine_step(e, cb, user);
+        if (st != LLMK_OK) return st;
+    }
+    return LLMK_OK;
+}
+
+int llmk_engine_cancel(llmk_engine *e, int64_t id) {
+    llmk_error_clear();
+    if (!e) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_engine_cancel: NULL engine");
+    for (int32_t i = 0; i < e->n_run; i++)
+        if (e->run[i]->id == id && !e->run[i]->ended) {
+            if (e->in_step) { /* a callback's: rows of this step may still point at it */
+                e->run[i]->ended = true;
+                return LLMK_OK;
+            }
+            req_free(run_remove(e, i));
+            e->st.n_cancelled++;
+            return LLMK_OK;
+        }
+    for (struct req **p = &e->wait_head, *prev = NULL; *p; prev = *p, p = &(*p)->next)
+        if ((*p)->id == id) {
+            struct req *r = *p;
+            *p = r->next;
+            if (e->wait_tail == r) e->wait_tail = prev;
+            e->n_wait--;
+            req_free(r);
+            e->st.n_cancelled++;
+            return LLMK_OK;
+        }
+    return llmk_fail(LLMK_NOT_FOUND, "llmk_engine_cancel: no request %lld in the engine", (long long)id);
+}
+
+const llmk_context *llmk_engine_context(const llmk_engine *e) { return e ? e->c : NULL; }
+
+int llmk_engine_stats_get(const llmk_engine *e, llmk_engine_stats *out) {
+    llmk_error_clear();
+    if (!e || !out) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_engine_stats_get: NULL argument");
+    *out = e->st;
+    out->n_running = e->n_run, out->n_waiting = e->n_wait;
+    return LLMK_OK;
+}

@@ -10,7 +10,8 @@
  * a pass; the context's reductions are per row, so no decision changes a
  * request's bits. Admission and the choice of victim use seed 001's
  * continuous-batching formulas (admission_control_accept, preemption_score);
- * the stats count chunks as chunked_prefill_chunks does. */
+ * a prompt alone goes in chunked_prefill_chunks(prompt, step_tokens) pieces
+ * (tests/test_engine.c checks the count). */
 #include "internal.h"
 #include "llmk_formulas.h"
 #include "model.h"

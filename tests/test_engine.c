@@ -9,6 +9,7 @@
  * present. */
 #include "check.h"
 #include "llmk.h"
+#include "llmk_formulas.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -204,6 +205,9 @@ static void prefix_hit(struct world *w) {
     llmk_engine_stats st;
     llmk_engine_stats_get(e, &st);
     CHECK(st.cached_tokens == 2 * LLMK_KV_BLOCK && st.prompt_tokens == 2 * SPECS[3].n_prompt);
+    /* alone, a prompt goes in step-sized chunks: seed 001's count, then the uncached rest */
+    CHECK(st.prefill_chunks == (int64_t)(llmk_chunked_prefill_chunks(SPECS[3].n_prompt, 64) +
+                                         llmk_chunked_prefill_chunks(SPECS[3].n_prompt - 2 * LLMK_KV_BLOCK, 64)));
     llmk_engine_free(e);
 }
 

@@ -126,7 +126,7 @@ static int check_request(const llmk_engine *e, const llmk_request *r) {
     if (total > e->n_ctx) total = e->n_ctx;
     llmk_kv_info kv;
     llmk_context_kv_info(e->c, &kv);
-    int64_t blocks = (total + kv.block_size - 1) / kv.block_size;
+    int64_t blocks = (int64_t)llmk_paged_attention_block_count((double)total, kv.block_size);
     if (blocks > kv.n_blocks)
         return llmk_fail(LLMK_CACHE_CAPACITY_EXCEEDED, "engine: %lld tokens (prompt %zu + up to %d generated) need "
                          "%lld KV blocks of %d; the pool has %d", (long long)total, r->n_prompt, r->max_tokens,

@@ -90,7 +90,7 @@ struct batch {
     char *text; /* one token's text */
     size_t text_cap;
     double t0, last_progress;
-    bool tty;
+    bool tty, line_open; /* line_open: a progress line rewritten in place, not ended */
     int tenths_shown;
 };
 
@@ -568,9 +568,11 @@ static void progress(struct batch *b) {
     int tenths = (int)(b->n_finished * 10 / b->n_reqs);
     if (b->tty ? !end && t - b->last_progress < 0.2 : tenths <= b->tenths_shown) return;
     b->last_progress = t, b->tenths_shown = tenths;
+    /* on a terminal, trailing spaces cover a longer line before this one */
     fprintf(stderr, "%sllmk batch: %zu/%zu requests, %lld tokens generated, %.1f tok/s%s", b->tty ? "\r" : "",
             b->n_finished, b->n_reqs, (long long)b->n_generated, el > 0 ? (double)b->n_generated / el : 0.0,
-            b->tty && !end ? "" : "\n");
+            b->tty && !end ? "    " : "\n");
+    b->line_open = b->tty && !end;
 }
 
 static int generate(struct batch *b) {
@@ -682,7 +684,7 @@ int cmd_batch(int argc, char **argv) {
     print_stats(&b);
     goto done;
 fail:
-    if (b.tty && b.n_finished) fputc('\n', stderr); /* after a progress line rewritten in place */
+    if (b.line_open) fputc('\n', stderr);
     rc = cli_report(CMD, st);
 done:
     if (of) cli_outfile_discard(of); /* the temporary file only: OUT keeps what it had */

@@ -99,13 +99,18 @@ static void add_stage_if_set(llmk_sampler_params *p, int stage, bool set) {
     if (p->n_order < LLMK_SAMPLER_MAX_STAGES) p->order[p->n_order++] = (uint8_t)stage;
 }
 
+void gen_sampler_params(const struct gen_opts *o, llmk_sampler_params *sp) {
+    *sp = o->sp;
+    if (!o->samplers_given) {
+        add_stage_if_set(sp, LLMK_STAGE_TYPICAL_P, sp->typical_p < 1.0);
+        add_stage_if_set(sp, LLMK_STAGE_ETA, sp->eta > 0.0);
+    }
+}
+
 int gen_ctx_init(struct gen_ctx *c, const char *cmd, const struct gen_opts *o, size_t n_vocab) {
     memset(c, 0, sizeof *c);
-    llmk_sampler_params sp = o->sp;
-    if (!o->samplers_given) {
-        add_stage_if_set(&sp, LLMK_STAGE_TYPICAL_P, sp.typical_p < 1.0);
-        add_stage_if_set(&sp, LLMK_STAGE_ETA, sp.eta > 0.0);
-    }
+    llmk_sampler_params sp;
+    gen_sampler_params(o, &sp);
     int st = llmk_sampler_init(&sp, n_vocab, &c->smp);
     if (st == LLMK_OK) st = llmk_stop_init(o->stops, o->n_stops, &c->stop);
     if (st == LLMK_OK) {
@@ -160,15 +165,20 @@ void gen_finish(struct gen_ctx *c, FILE *out) {
 
 int gen_chat_prompt(const llmk_gguf *g, const llmk_tokenizer *t, const struct gen_opts *o,
                     const char *prompt, char **out, bool *add_bos) {
-    llmk_chat_template *tp = NULL;
-    int st = llmk_chat_template_from_gguf(g, o->chat_template, &tp);
-    if (st != LLMK_OK) return st;
     llmk_chat_message m[2];
     size_t n = 0;
     if (o->system) m[n++] = (llmk_chat_message){"system", o->system};
     m[n++] = (llmk_chat_message){"user", prompt};
+    return gen_chat_messages(g, t, o->chat_template, m, n, out, add_bos);
+}
+
+int gen_chat_messages(const llmk_gguf *g, const llmk_tokenizer *t, const char *template_name,
+                      const llmk_chat_message *msgs, size_t n, char **out, bool *add_bos) {
+    llmk_chat_template *tp = NULL;
+    int st = llmk_chat_template_from_gguf(g, template_name, &tp);
+    if (st != LLMK_OK) return st;
     size_t len = 0;
-    st = llmk_chat_render(tp, m, n, true, out, &len);
+    st = llmk_chat_render(tp, msgs, n, true, out, &len);
     llmk_chat_template_free(tp);
     if (st != LLMK_OK) return st;
     *add_bos = llmk_tokenizer_add_bos(t);

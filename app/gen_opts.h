@@ -36,6 +36,10 @@ void gen_opts_default(struct gen_opts *o, double temperature);
 struct cli_opt_section gen_opts_section(struct gen_opts *o);
 
 
+/* The sampler parameters the flags give: o->sp, plus the --typical-p / --eta
+ * stage when the flag is set and --samplers was not given. */
+void gen_sampler_params(const struct gen_opts *o, llmk_sampler_params *sp);
+
 /* One generation: the sampler and the stop-string matcher. */
 struct gen_ctx {
     llmk_sampler *smp;
@@ -61,5 +65,9 @@ void gen_finish(struct gen_ctx *c, FILE *out);
  * template wrote it). *out is malloc'd. */
 int gen_chat_prompt(const llmk_gguf *g, const llmk_tokenizer *t, const struct gen_opts *o,
                     const char *prompt, char **out, bool *add_bos);
+/* The same for a whole conversation: msgs[0..n) rendered with the template
+ * named template_name (NULL: the model's), generation prompt added. */
+int gen_chat_messages(const llmk_gguf *g, const llmk_tokenizer *t, const char *template_name,
+                      const llmk_chat_message *msgs, size_t n, char **out, bool *add_bos);
 
 #endif

@@ -95,6 +95,7 @@ WRITERS = {
     "perplexity": lambda m, out: ["perplexity", "-m", m, "-f", TEXT, "--ctx", 64, "--chunks", 1,
                                   "--save-logits", out],
     "chat": lambda m, out: ["chat", "-m", m, "--save", out, "-n", 2],
+    "batch": lambda m, out: ["batch", "-m", m, "-f", "-", "-o", out, "-n", 2],
 }
 
 

@@ -458,17 +458,15 @@ static int on_token(void *user, const llmk_token_event *ev) {
     }
     if (ev->finish != LLMK_FINISH_NONE) {
         r->finish = ev->finish;
-        /* The earliest line of a failed step is named. The evaluation's own
-         * message (which phase saw a NaN) is the thread's last error during
-         * the first of the step's error events only (the engine's later
-         * calls clear it): kept from whichever event has it. */
+        /* The earliest line of a failed step is named, with the
+         * evaluation's own message (which phase saw a NaN). */
         if (ev->finish == LLMK_FINISH_ERROR) {
             if (!b->fail_status || r->line < b->fail_line) {
                 b->fail_status = ev->status ? ev->status : LLMK_INVALID_ARGUMENT;
                 b->fail_line = r->line;
                 b->fail_gen = r->n_gen;
             }
-            if (!*b->fail_why) snprintf(b->fail_why, sizeof b->fail_why, "%s", llmk_last_error());
+            if (r->line == b->fail_line) snprintf(b->fail_why, sizeof b->fail_why, "%s", ev->message);
         }
         r->done = true;
         r->next_done = b->done_list;

@@ -645,6 +645,8 @@ typedef struct llmk_token_event {
     enum llmk_finish finish;
     int status;           /* LLMK_OK, or why with LLMK_FINISH_ERROR */
     const float *logits;  /* n_vocab floats the token was chosen from, valid during the callback; NULL on error */
+    const char *message;  /* with LLMK_FINISH_ERROR, the failure's detail (what llmk_last_error() said);
+                             valid during the callback; "" otherwise */
 } llmk_token_event;
 /* Called on the driving thread for every event, in step order. A nonzero
  * return ends that request at once (as llmk_engine_cancel). */

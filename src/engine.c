@@ -16,6 +16,7 @@
 #include "llmk_formulas.h"
 #include "model.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -52,6 +53,7 @@ struct llmk_engine {
     int32_t n_rows;
     float *logits;          /* [n_seq][V] */
     llmk_engine_stats st;
+    char err[512];          /* the detail error events carry */
 };
 
 static double now_s(void) {
@@ -294,8 +296,13 @@ static void preempt_one(llmk_engine *e) {
     e->st.n_preempted++;
 }
 
+/* Freeing sequences clears the thread's error, so every error event of a
+ * step carries its own copy of the detail. */
+static void keep_error(llmk_engine *e) { snprintf(e->err, sizeof e->err, "%s", llmk_last_error()); }
+
 static int emit(llmk_engine *e, struct req *r, llmk_engine_callback cb, void *user, llmk_token_event *ev) {
     ev->request = r->id, ev->user = r->user;
+    ev->message = ev->finish == LLMK_FINISH_ERROR ? e->err : "";
     return cb ? cb(user, ev) : 0;
 }
 
@@ -310,6 +317,7 @@ static void finish(llmk_engine *e, struct req *r) {
 
 /* Every request in the failed plan ends with an error event. */
 static void fail_plan(llmk_engine *e, int status, llmk_engine_callback cb, void *user) {
+    keep_error(e);
     for (int32_t i = e->n_run - 1; i >= 0; i--) {
         if (!e->count[i]) continue;
         struct req *r = e->run[i];
@@ -347,6 +355,7 @@ static void deliver(llmk_engine *e, int32_t row, llmk_engine_callback cb, void *
     if (st == LLMK_OK && r->sampler) st = llmk_sampler_accept(r->sampler, tok);
     llmk_token_event ev = {.token = tok, .index = r->n_tok - r->n_prompt, .status = st, .logits = l};
     if (st != LLMK_OK) {
+        keep_error(e);
         ev.token = -1, ev.finish = LLMK_FINISH_ERROR, ev.logits = NULL;
         emit(e, r, cb, user, &ev);
         finish(e, r);
@@ -374,6 +383,8 @@ static void sweep_ended(llmk_engine *e) {
  * than stalling the engine. */
 static void fail_head(llmk_engine *e, llmk_engine_callback cb, void *user) {
     struct req *r = wait_pop(e);
+    snprintf(e->err, sizeof e->err, "engine: request %lld can never be admitted (its blocks exceed the pool)",
+             (long long)r->id);
     llmk_token_event ev = {.token = -1, .index = r->n_tok - r->n_prompt, .finish = LLMK_FINISH_ERROR,
                            .status = LLMK_CACHE_CAPACITY_EXCEEDED};
     emit(e, r, cb, user, &ev);

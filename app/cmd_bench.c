@@ -2,6 +2,7 @@
  * llama-bench's form, plus the decode's effective weight bandwidth against
  * the machine's read bandwidth measured in the same run, and (--phases)
  * where the decode time goes, phase by phase. */
+#include "bench_batched.h"
 #include "cli.h"
 #include "opts.h"
 
@@ -15,7 +16,9 @@
 static const char USAGE[] =
     "usage: llmk bench [-m MODEL] [-p N] [-n N] [-t T] [-r R] [--path ref|f32|fast] [--kv-type f32|f16|q8_0]\n"
     "                  [-b N] [-d N] [--json] [--phases]\n"
-    "  Prompt (pp) and generation (tg) throughput in llama-bench's form.\n";
+    "       llmk bench -B 1,4,16 [-m MODEL] [-p N] [-n N] [-t T] [-r R] [--kv-type T] [-b N] [--json]\n"
+    "  Prompt (pp) and generation (tg) throughput in llama-bench's form; with -B,\n"
+    "  B sequences at once in llama-batched-bench's form (PP, TG, B, N_KV, S_PP, S_TG, S).\n";
 
 static double now_s(void) {
     struct timespec ts;
@@ -89,6 +92,7 @@ static void print_phases(FILE *o, const llmk_context *c, const char *what, long 
 
 struct bench_opts {
     const char *model;
+    struct bench_batch_list batch; /* -B */
     long n_prompt, n_gen, threads, reps, n_batch, depth;
     int path;
     uint32_t kv_type;
@@ -105,7 +109,9 @@ static int parse_args(struct bench_opts *o, int argc, char **argv) {
         CLI_LONG(NULL, 'd', &o->depth, 0, 1 << 20, "N",
                  "context depth: N tokens evaluated (untimed) before each test (default 0)"),
         CLI_OPT_THREADS(&o->threads),
-        CLI_LONG(NULL, 'r', &o->reps, 1, 1000, "R", "repetitions, after one warm-up (default 5)"),
+        CLI_LONG(NULL, 'r', &o->reps, 1, 1000, "R", "repetitions, after one warm-up (default 5; 1 with -B)"),
+        CLI_FN(NULL, 'B', bench_parse_batch_list, &o->batch, "LIST",
+               "sequence counts decoded together, as 1,4,16: llama-batched-bench's table, -p and -n per sequence"),
         CLI_OPT_PATH(&o->path),
         CLI_OPT_KV_TYPE(&o->kv_type, CLI_KV_TYPE_HELP),
         CLI_LONG(NULL, 'b', &o->n_batch, 1, 8192, "N", "rows per prefill chunk of the fast path (default 512)"),
@@ -121,6 +127,12 @@ static int parse_args(struct bench_opts *o, int argc, char **argv) {
     o->kv_type = cli_kv_type_or_default(o->kv_type, o->path);
     if (o->phases && o->path != LLMK_PATH_FAST) return cli_usage_error("bench", "--phases needs --path fast");
     if (o->n_prompt + o->n_gen == 0) return cli_usage_error("bench", "nothing to measure (-p 0 -n 0)");
+    if (!o->reps) o->reps = o->batch.n ? 1 : 5;
+    if (o->batch.n) {
+        if (o->path != LLMK_PATH_FAST) return cli_usage_error("bench", "-B runs the fast path only");
+        if (o->phases || o->depth) return cli_usage_error("bench", "-B takes neither --phases nor -d");
+        if (o->n_prompt < 1) return cli_usage_error("bench", "-B needs a prompt (-p 1 or more) for each sequence");
+    }
     return CLI_OPTS_GO;
 }
 
@@ -249,7 +261,7 @@ static int runner_init(struct runner *r, const llmk_model *m, const struct bench
 }
 
 int cmd_bench(int argc, char **argv) {
-    struct bench_opts o = {.n_prompt = 512, .n_gen = 128, .reps = 5, .path = LLMK_PATH_FAST,
+    struct bench_opts o = {.n_prompt = 512, .n_gen = 128, .path = LLMK_PATH_FAST,
                            .kv_type = (uint32_t)CLI_KV_DEFAULT};
     int prc = parse_args(&o, argc, argv);
     if (prc != CLI_OPTS_GO) return prc;
@@ -257,6 +269,14 @@ int cmd_bench(int argc, char **argv) {
     llmk_model *m = NULL;
     int st = llmk_model_load(o.model, &m);
     if (st != LLMK_OK) return cli_report("bench", st);
+    if (o.batch.n) {
+        struct bench_batched_opts bo = {.list = o.batch, .n_prompt = n_prompt, .n_gen = n_gen, .threads = threads,
+                                        .reps = reps, .n_batch = o.n_batch, .kv_type = o.kv_type, .json = o.json,
+                                        .long_ctx = o.long_ctx};
+        st = bench_batched(m, &bo);
+        llmk_model_free(m);
+        return st == LLMK_OK ? CLI_EXIT_OK : cli_report("bench", st);
+    }
     const llmk_hparams *hp = llmk_model_hparams(m);
     struct runner r = {.V = (size_t)hp->n_vocab};
     long n_test = n_prompt > n_gen ? n_prompt : n_gen;

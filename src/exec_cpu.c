@@ -164,7 +164,7 @@ static int exec_check_budget(const struct llmk_exec *ex, const struct llmk_exec_
     double scratch = 4.0 * ((double)ex->n_ctx * hd                                        /* rope table */
                             + (SPLIT_ROWS * hp->n_head + nth * ATTN_MQ) * (double)ex->max_chunks * (hd + 2)
                             + ex->rows_cap * widths + (double)ex->n_seq * hp->n_vocab); /* activations, logits */
-    return llmk_check_memory(kv, scratch, p->mem_limit, ex->n_ctx);
+    return llmk_check_memory(kv, scratch, p->mem_limit, ex->n_ctx, ex->n_seq, (int64_t)ex->n_blocks * LLMK_KV_BLOCK);
 }
 
 /* Row `slot` of KV head g in block b. Head-major inside a block: one head's

@@ -59,7 +59,8 @@ struct llmk_model;
 int llmk_check_context(const struct llmk_model *m, int64_t n_ctx, bool allow_long);
 /* LLMK_OUT_OF_MEMORY, with the figures, when KV + scratch exceed limit (0:
  * the machine's memory). Called before anything is allocated. */
-int llmk_check_memory(double kv_bytes, double scratch_bytes, uint64_t limit, int64_t n_ctx);
+int llmk_check_memory(double kv_bytes, double scratch_bytes, uint64_t limit, int64_t n_ctx, int32_t n_seq,
+                      int64_t n_positions);
 /* Zeroed, page-aligned memory straight from the OS: pages never written are
  * never committed (a KV cache sized for a long context costs what it holds). */
 void *llmk_pages_alloc(uint64_t bytes);

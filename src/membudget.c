@@ -40,16 +40,21 @@ int llmk_check_context(const struct llmk_model *m, int64_t n_ctx, bool allow_lon
 
 static double gib(double b) { return b / (1024.0 * 1024.0 * 1024.0); }
 
-int llmk_check_memory(double kv_bytes, double scratch_bytes, uint64_t limit, int64_t n_ctx) {
+int llmk_check_memory(double kv_bytes, double scratch_bytes, uint64_t limit, int64_t n_ctx, int32_t n_seq,
+                      int64_t n_positions) {
     uint64_t have = limit ? limit : llmk_machine_memory();
     double need = kv_bytes + scratch_bytes;
     if (need <= (double)have) return LLMK_OK;
-    double per_token = n_ctx > 0 ? kv_bytes / (double)n_ctx : 0;
+    double per_token = n_positions > 0 ? kv_bytes / (double)n_positions : 0;
+    char what[96] = "";
+    if (n_seq > 1)
+        snprintf(what, sizeof what, " for %d sequences (a KV pool of %lld positions)", n_seq, (long long)n_positions);
     return llmk_fail(LLMK_OUT_OF_MEMORY,
-                     "a context of %lld tokens needs %.2f GiB (KV cache %.2f GiB, %.1f KiB per token; scratch "
-                     "%.2f GiB) and %s has %.2f GiB; use a smaller context",
-                     (long long)n_ctx, gib(need), gib(kv_bytes), per_token / 1024.0, gib(scratch_bytes),
-                     limit ? "the memory limit" : "this machine", gib((double)have));
+                     "a context of %lld tokens%s needs %.2f GiB (KV cache %.2f GiB, %.1f KiB per token; scratch "
+                     "%.2f GiB) and %s has %.2f GiB; use a smaller context%s",
+                     (long long)n_ctx, what, gib(need), gib(kv_bytes), per_token / 1024.0, gib(scratch_bytes),
+                     limit ? "the memory limit" : "this machine", gib((double)have),
+                     *what ? " or fewer sequences or blocks" : "");
 }
 
 void *llmk_pages_alloc(uint64_t bytes) {

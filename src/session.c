@@ -100,7 +100,7 @@ static int session_budget(const llmk_model *m, const llmk_session_params *p, int
     double width = 3.0 * hp->n_embd + 2.0 * hp->n_head * hp->head_dim + 2.0 * hp->n_head_kv * hp->head_dim +
                    2.0 * hp->n_ff;
     double scratch = elem * ((double)n_ctx * (hp->n_rot + nth) + (double)n_batch * width + hp->n_vocab);
-    return llmk_check_memory(kv, scratch, p->mem_limit, n_ctx);
+    return llmk_check_memory(kv, scratch, p->mem_limit, n_ctx, 1, n_ctx);
 }
 
 int llmk_session_init(const llmk_model *m, const llmk_session_params *p, llmk_session **out) {

@@ -41,7 +41,7 @@ OPTIONS = {
     "quantize": ["--pure", "--tensor-type"],
     "perplexity": ["-m", "--model", "-f", "--file", "-c", "--ctx", "--chunks", "-t", "--threads", "--path",
                    "--kv-type", "--save-logits", "--kl-base", "--allow-long-ctx"],
-    "bench": ["-m", "--model", "-p", "-n", "-d", "-t", "--threads", "-r", "--path", "--kv-type", "-b", "--json",
+    "bench": ["-m", "--model", "-p", "-n", "-d", "-t", "--threads", "-r", "-B", "--path", "--kv-type", "-b", "--json",
               "--phases", "--allow-long-ctx"],
 }
 COMMANDS = list(OPTIONS)

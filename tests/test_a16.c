@@ -76,6 +76,32 @@ static void fill_q8_0(unsigned char *w, int64_t nb, int extreme) {
     }
 }
 
+static void fill_q4_0(unsigned char *w, int64_t nb, int extreme) {
+    for (int64_t b = 0; b < nb; b++) {
+        llmk_block_q4_0 blk;
+        blk.d = w_scale(extreme);
+        for (int j = 0; j < 16; j++) blk.qs[j] = (uint8_t)rnd();
+        memcpy(w + b * sizeof blk, &blk, sizeof blk);
+    }
+}
+static void fill_q5_0(unsigned char *w, int64_t nb, int extreme) {
+    for (int64_t b = 0; b < nb; b++) {
+        llmk_block_q5_0 blk;
+        blk.d = w_scale(extreme);
+        for (int j = 0; j < 4; j++) blk.qh[j] = (uint8_t)rnd();
+        for (int j = 0; j < 16; j++) blk.qs[j] = (uint8_t)rnd();
+        memcpy(w + b * sizeof blk, &blk, sizeof blk);
+    }
+}
+static void fill_iq4_nl(unsigned char *w, int64_t nb, int extreme) {
+    for (int64_t b = 0; b < nb; b++) {
+        llmk_block_iq4_nl blk;
+        blk.d = w_scale(extreme);
+        for (int j = 0; j < 16; j++) blk.qs[j] = (uint8_t)rnd();
+        memcpy(w + b * sizeof blk, &blk, sizeof blk);
+    }
+}
+
 static const int64_t ks[] = {32, 64, 96, 224, 256, 288, 544, 576, 608, 1536, 2080};
 
 static int bits_equal(const float *a, const float *b, int64_t n) { return memcmp(a, b, (size_t)n * sizeof *a) == 0; }
@@ -225,17 +251,15 @@ struct wtype {
     size_t bs;
     mk_fn fill;
     ref_fn ref;
+    double worst_rel; /* worst |y - f64 dot| / sum |w x| seen by the accuracy checks */
 };
-
-/* worst |y - f64 dot| / sum |w x| seen by the accuracy checks, per weight type */
-static double worst_rel[2];
 
 /* The repacked kernels this CPU runs (AVX2; AVX-512 VNNI where present):
  * each must give the reference's bits. */
 static llmk_gemm_r8_a16_fn kernels[2];
 static int n_kernels;
 
-static void test_dots(const struct wtype *t, int have_avx2, float outlier) {
+static void test_dots(struct wtype *t, int have_avx2, float outlier) {
     for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
         int64_t k = ks[ki], nb = k / 32;
         for (int extreme = 0; extreme < 2; extreme++) {
@@ -284,7 +308,6 @@ static void test_dots(const struct wtype *t, int have_avx2, float outlier) {
                 /* accuracy against f64 of the dequantized weights and the f32
                  * inputs: within the activation rounding bound sum |w| d / 2
                  * (+ f32 accumulation), and the relative error recorded */
-                int q41 = t->type == LLMK_TYPE_Q4_1;
                 const struct llmk_codec *c = llmk_codec_get(t->type);
                 float *wf = malloc((size_t)k * sizeof *wf);
                 int ok = 1;
@@ -300,7 +323,7 @@ static void test_dots(const struct wtype *t, int have_avx2, float outlier) {
                         double err = fabs(y_ref[i * nrows + r] - dot);
                         if (err > bound * (1 + 1e-4) + 1e-5 * mag) ok = 0;
                         double rel = mag > 0 ? err / mag : 0;
-                        if (rel > worst_rel[!q41]) worst_rel[!q41] = rel;
+                        if (rel > t->worst_rel) t->worst_rel = rel;
                     }
                 }
                 CHECK(ok);
@@ -381,8 +404,15 @@ int main(void) {
     test_quantize_avx2(have_avx2);
     test_nonfinite(have_avx2);
     test_exact();
-    struct wtype q41 = {"q4_1", LLMK_TYPE_Q4_1, sizeof(llmk_block_q4_1), fill_q4_1, llmk_r8_ref_q4_1};
-    struct wtype q80 = {"q8_0", LLMK_TYPE_Q8_0, sizeof(llmk_block_q8_0), fill_q8_0, llmk_r8_ref_q8_0};
+    /* Q4_0 shares Q4_1's record layout, Q5_0 and IQ4_NL Q8_0's (r8.h) */
+    struct wtype types[] = {
+        {"q4_1", LLMK_TYPE_Q4_1, sizeof(llmk_block_q4_1), fill_q4_1, llmk_r8_ref_q4_1, 0},
+        {"q8_0", LLMK_TYPE_Q8_0, sizeof(llmk_block_q8_0), fill_q8_0, llmk_r8_ref_q8_0, 0},
+        {"q4_0", LLMK_TYPE_Q4_0, sizeof(llmk_block_q4_0), fill_q4_0, llmk_r8_ref_q4_0, 0},
+        {"q5_0", LLMK_TYPE_Q5_0, sizeof(llmk_block_q5_0), fill_q5_0, llmk_r8_ref_q5_0, 0},
+        {"iq4_nl", LLMK_TYPE_IQ4_NL, sizeof(llmk_block_iq4_nl), fill_iq4_nl, llmk_r8_ref_iq4_nl, 0},
+    };
+    enum { NT = sizeof types / sizeof types[0] };
 #if !defined(__x86_64__)
     have_avx2 = 0;
 #else
@@ -391,19 +421,23 @@ int main(void) {
     else fprintf(stderr, "test_a16: no AVX-512 VNNI, its r8 kernel not tested here\n");
 #endif
     if (have_avx2) test_largest_sums();
+    for (int t = 0; t < NT; t++) {
+        CHECK(llmk_a16_supports(types[t].type));
+        CHECK_EQ_INT(llmk_kernels()->gemm_rows_a16[types[t].type] == types[t].ref, 1);
+    }
     /* blocks with 40x outliers (coarse steps for the other elements) */
-    for (int rep = 0; rep < 8; rep++) {
-        test_dots(&q41, have_avx2, 40.0f);
-        test_dots(&q80, have_avx2, 40.0f);
-    }
-    fprintf(stderr, "test_a16: 40x outliers: worst relative error q4_1 %.2g, q8_0 %.2g\n", worst_rel[0], worst_rel[1]);
+    for (int rep = 0; rep < 8; rep++)
+        for (int t = 0; t < NT; t++) test_dots(&types[t], have_avx2, 40.0f);
+    fprintf(stderr, "test_a16: 40x outliers: worst relative error");
+    for (int t = 0; t < NT; t++) fprintf(stderr, " %s %.2g", types[t].name, types[t].worst_rel), types[t].worst_rel = 0;
     /* milder data (4x outliers): the relative error stays below 1e-4 */
-    worst_rel[0] = worst_rel[1] = 0;
-    for (int rep = 0; rep < 8; rep++) {
-        test_dots(&q41, have_avx2, 4.0f);
-        test_dots(&q80, have_avx2, 4.0f);
+    for (int rep = 0; rep < 8; rep++)
+        for (int t = 0; t < NT; t++) test_dots(&types[t], have_avx2, 4.0f);
+    fprintf(stderr, "\ntest_a16: 4x outliers: worst relative error");
+    for (int t = 0; t < NT; t++) {
+        fprintf(stderr, " %s %.2g", types[t].name, types[t].worst_rel);
+        CHECK(types[t].worst_rel < 1e-4);
     }
-    fprintf(stderr, "test_a16: 4x outliers: worst relative error q4_1 %.2g, q8_0 %.2g\n", worst_rel[0], worst_rel[1]);
-    CHECK(worst_rel[0] < 1e-4 && worst_rel[1] < 1e-4);
+    fprintf(stderr, "\n");
     return check_summary("a16");
 }

@@ -57,4 +57,7 @@ int llmk_a16_quantize_row_ref(const float *x, int64_t k, int64_t e0, int64_t e1,
     return bad;
 }
 
-int llmk_a16_supports(uint32_t wtype) { return wtype == LLMK_TYPE_Q4_1 || wtype == LLMK_TYPE_Q8_0; }
+int llmk_a16_supports(uint32_t wtype) {
+    return wtype == LLMK_TYPE_Q4_0 || wtype == LLMK_TYPE_Q4_1 || wtype == LLMK_TYPE_Q5_0 || wtype == LLMK_TYPE_Q8_0 ||
+           wtype == LLMK_TYPE_IQ4_NL;
+}

@@ -45,6 +45,9 @@ static void ref_table(struct llmk_kernels *k) {
     k->act_quant[LLMK_ACT_A16] = llmk_a16_quantize_row_ref, k->act_block[LLMK_ACT_A16] = LLMK_QK;
     k->gemm_rows_a16[LLMK_TYPE_Q4_1] = llmk_r8_ref_q4_1;
     k->gemm_rows_a16[LLMK_TYPE_Q8_0] = llmk_r8_ref_q8_0;
+    k->gemm_rows_a16[LLMK_TYPE_Q4_0] = llmk_r8_ref_q4_0;
+    k->gemm_rows_a16[LLMK_TYPE_Q5_0] = llmk_r8_ref_q5_0;
+    k->gemm_rows_a16[LLMK_TYPE_IQ4_NL] = llmk_r8_ref_iq4_nl;
     k->f32_dot = llmk_f32_dot;
     k->rmsnorm = llmk_f32_rmsnorm_ref;
     k->rope = llmk_f32_rope_ref;

@@ -17,16 +17,76 @@
 
 static void put_u16(unsigned char *p, uint16_t v) { memcpy(p, &v, sizeof v); }
 
-/* One Q4_1 record from the 8 GGUF blocks src[r] (NULL: a padding row). */
-static void pack_q4_1(unsigned char *dst, const llmk_block_q4_1 *const src[8]) {
+uint32_t llmk_r8_layout(uint32_t type) {
+    switch (type) {
+    case LLMK_TYPE_Q4_0:
+    case LLMK_TYPE_Q4_1: return LLMK_TYPE_Q4_1;
+    case LLMK_TYPE_Q5_0:
+    case LLMK_TYPE_IQ4_NL:
+    case LLMK_TYPE_Q8_0: return LLMK_TYPE_Q8_0;
+    default: return 0;
+    }
+}
+
+/* One GGUF block of a supported type as the layout's fields: the f16 scale
+ * d, the f16 min m (Q4_1 layout) and the 32 integer weights v (nibbles
+ * 0..15 in the Q4_1 layout, int8 in the Q8_0 one). Q4_0's offset of -8
+ * becomes the min -8 d: exact in f16 unless it overflows (|d| > 8188), and
+ * then the reference sees the same infinity. */
+struct r8_block {
+    uint16_t d, m;
+    int v[LLMK_QK];
+};
+
+static int nibble(const uint8_t *qs, int j) { return j < 16 ? qs[j] & 0x0f : qs[j - 16] >> 4; }
+
+static void read_block(uint32_t type, const unsigned char *src, struct r8_block *o) {
+    switch (type) {
+    case LLMK_TYPE_Q4_0: {
+        llmk_block_q4_0 b;
+        memcpy(&b, src, sizeof b);
+        o->d = llmk_ld_u16(&b.d), o->m = llmk_fp32_to_fp16(-8.0f * llmk_fp16_to_fp32(o->d));
+        for (int j = 0; j < LLMK_QK; j++) o->v[j] = nibble(b.qs, j);
+        break;
+    }
+    case LLMK_TYPE_Q4_1: {
+        llmk_block_q4_1 b;
+        memcpy(&b, src, sizeof b);
+        o->d = llmk_ld_u16(&b.d), o->m = llmk_ld_u16(&b.m);
+        for (int j = 0; j < LLMK_QK; j++) o->v[j] = nibble(b.qs, j);
+        break;
+    }
+    case LLMK_TYPE_Q5_0: {
+        llmk_block_q5_0 b;
+        memcpy(&b, src, sizeof b);
+        o->d = llmk_ld_u16(&b.d), o->m = 0;
+        for (int j = 0; j < LLMK_QK; j++) o->v[j] = (nibble(b.qs, j) | ((b.qh[j >> 3] >> (j & 7)) & 1) << 4) - 16;
+        break;
+    }
+    case LLMK_TYPE_IQ4_NL: {
+        llmk_block_iq4_nl b;
+        memcpy(&b, src, sizeof b);
+        o->d = llmk_ld_u16(&b.d), o->m = 0;
+        for (int j = 0; j < LLMK_QK; j++) o->v[j] = llmk_iq4nl_values[nibble(b.qs, j)];
+        break;
+    }
+    default: { /* Q8_0 */
+        llmk_block_q8_0 b;
+        memcpy(&b, src, sizeof b);
+        o->d = llmk_ld_u16(&b.d), o->m = 0;
+        for (int j = 0; j < LLMK_QK; j++) o->v[j] = b.qs[j];
+    }
+    }
+}
+
+/* One Q4_1-layout record from 8 blocks (NULL: a padding row). */
+static void pack_q4_1(unsigned char *dst, const struct r8_block *const src[8]) {
     memset(dst, 0, 160);
     for (int r = 0; r < 8; r++) {
         if (!src[r]) continue;
-        put_u16(dst + 2 * r, llmk_ld_u16(&src[r]->d));
-        put_u16(dst + 16 + 2 * r, llmk_ld_u16(&src[r]->m));
-        /* GGUF Q4_1: element j < 16 is the low nibble of qs[j], j >= 16 the high nibble of qs[j - 16] */
-        unsigned v[32];
-        for (int j = 0; j < 16; j++) v[j] = src[r]->qs[j] & 0x0f, v[j + 16] = src[r]->qs[j] >> 4;
+        put_u16(dst + 2 * r, src[r]->d);
+        put_u16(dst + 16 + 2 * r, src[r]->m);
+        const int *v = src[r]->v;
         for (int c = 0; c < 4; c++)
             for (int e = 0; e < 2; e++) /* lane 2r + e: nibble s holds element 8c + 2s + e */
                 put_u16(dst + 32 + 32 * c + 2 * (2 * r + e),
@@ -34,14 +94,16 @@ static void pack_q4_1(unsigned char *dst, const llmk_block_q4_1 *const src[8]) {
     }
 }
 
-static void pack_q8_0(unsigned char *dst, const llmk_block_q8_0 *const src[8]) {
+static void pack_q8_0(unsigned char *dst, const struct r8_block *const src[8]) {
     memset(dst, 0, 272);
     for (int r = 0; r < 8; r++) {
         if (!src[r]) continue;
-        for (int j = 0; j < LLMK_QK; j++) dst[16 * (j / 2) + 2 * r + j % 2] = (unsigned char)src[r]->qs[j];
-        put_u16(dst + 256 + 2 * r, llmk_ld_u16(&src[r]->d));
+        for (int j = 0; j < LLMK_QK; j++) dst[16 * (j / 2) + 2 * r + j % 2] = (unsigned char)(int8_t)src[r]->v[j];
+        put_u16(dst + 256 + 2 * r, src[r]->d);
     }
 }
+
+static size_t record_bytes(uint32_t type) { return llmk_r8_layout(type) == LLMK_TYPE_Q4_1 ? 160 : 272; }
 
 /* Repacked weights are streamed whole every token: on 4 KB pages SmolLM2's
  * 96 MB are 24k TLB misses per token. Buffers of 2 MB and more get 2 MB
@@ -61,22 +123,22 @@ int llmk_r8_size(const llmk_tensor_info *t, size_t *bytes) {
         return llmk_fail(LLMK_INVALID_ARGUMENT, "r8: tensor %s is %s with rows of %llu", t->name,
                          llmk_type_name(t->type) ? llmk_type_name(t->type) : "?", (unsigned long long)t->ne[0]);
     uint64_t b, groups = (t->ne[1] + 7) / 8, nb = t->ne[0] / LLMK_QK;
-    if (!llmk_mul_u64(groups * nb, t->type == LLMK_TYPE_Q4_1 ? 160 : 272, &b) || b > SIZE_MAX / 2)
+    if (!llmk_mul_u64(groups * nb, record_bytes(t->type), &b) || b > SIZE_MAX / 2)
         return llmk_fail(LLMK_DIMENSION_OVERFLOW, "r8: tensor %s too large", t->name);
     *bytes = ((size_t)b + 63) / 64 * 64;
     return LLMK_OK;
 }
 
 size_t llmk_r8_view_bytes(const llmk_tensor_info *t, int64_t g0, int64_t g1) {
-    size_t rec = t->type == LLMK_TYPE_Q4_1 ? 160 : 272;
+    size_t rec = record_bytes(t->type);
     return ((size_t)(g1 - g0) * (size_t)(t->ne[0] / LLMK_QK) * rec + 63) / 64 * 64;
 }
 
 void llmk_r8_place_view(const llmk_tensor_info *t, struct llmk_r8 *w, unsigned char *data, int64_t g0, int64_t g1) {
     memset(w, 0, sizeof *w);
-    w->type = t->type;
+    w->type = llmk_r8_layout(t->type);
     w->k = (int64_t)t->ne[0], w->n = (int64_t)t->ne[1], w->nb = w->k / LLMK_QK;
-    w->block_bytes = t->type == LLMK_TYPE_Q4_1 ? 160 : 272;
+    w->block_bytes = record_bytes(t->type);
     w->data = data;
     w->g0 = g0, w->g1 = g1;
 }
@@ -100,19 +162,23 @@ int llmk_r8_alloc(const llmk_tensor_info *t, struct llmk_r8 *w) {
 int64_t llmk_r8_groups(const struct llmk_r8 *w) { return (w->n + 7) / 8; }
 
 void llmk_r8_pack(const llmk_tensor_info *t, struct llmk_r8 *w, int64_t g0, int64_t g1) {
-    size_t sb = t->type == LLMK_TYPE_Q4_1 ? sizeof(llmk_block_q4_1) : sizeof(llmk_block_q8_0);
+    size_t sb = llmk_type_block_bytes(t->type);
     const unsigned char *src = t->data;
     LLMK_CHECK(g0 >= w->g0 && g1 <= w->g1);
+    struct r8_block blk[8];
     for (int64_t g = g0; g < g1; g++)
         for (int64_t b = 0; b < w->nb; b++) {
-            const void *blk[8];
+            const struct r8_block *p[8];
             for (int r = 0; r < 8; r++) {
                 int64_t row = g * 8 + r;
-                blk[r] = row < w->n ? src + ((size_t)row * (size_t)w->nb + (size_t)b) * sb : NULL;
+                p[r] = NULL;
+                if (row >= w->n) continue;
+                read_block(t->type, src + ((size_t)row * (size_t)w->nb + (size_t)b) * sb, &blk[r]);
+                p[r] = &blk[r];
             }
             unsigned char *dst = w->data + ((size_t)(g - w->g0) * (size_t)w->nb + (size_t)b) * w->block_bytes;
-            if (t->type == LLMK_TYPE_Q4_1) pack_q4_1(dst, (const llmk_block_q4_1 *const *)blk);
-            else pack_q8_0(dst, (const llmk_block_q8_0 *const *)blk);
+            if (w->type == LLMK_TYPE_Q4_1) pack_q4_1(dst, p);
+            else pack_q8_0(dst, p);
         }
 }
 
@@ -130,52 +196,42 @@ void llmk_r8_free(struct llmk_r8 *w) {
 
 /* ---- scalar reference ------------------------------------------------------ */
 
-/* Activation row: int16 q[k], then f32 d[nb], then f32 s[nb] (a16.h). */
-static float ref_row_q4_1(int64_t k, const unsigned char *w, const unsigned char *a) {
+/* Activation row: int16 q[k], then f32 d[nb], then f32 s[nb] (a16.h). The
+ * arithmetic of r8.h on the blocks as read_block gives them. */
+static float ref_row(uint32_t type, int64_t k, const unsigned char *w, const unsigned char *a) {
     int64_t nb = k / LLMK_QK;
+    size_t sb = llmk_type_block_bytes(type);
+    int min = llmk_r8_layout(type) == LLMK_TYPE_Q4_1;
     const int16_t *q = (const int16_t *)a;
     const float *da = (const float *)(a + (size_t)k * 2), *sa = da + nb;
     float acc = 0;
     for (int64_t b = 0; b < nb; b++) {
-        llmk_block_q4_1 wb;
-        memcpy(&wb, w + (size_t)b * sizeof wb, sizeof wb);
+        struct r8_block wb;
+        read_block(type, w + (size_t)b * sb, &wb);
         const int16_t *qb = q + b * LLMK_QK;
         int32_t n = 0;
-        for (int j = 0; j < LLMK_QK / 2; j++) n += (int32_t)(wb.qs[j] & 0x0f) * qb[j] + (int32_t)(wb.qs[j] >> 4) * qb[j + 16];
+        for (int j = 0; j < LLMK_QK; j++) n += (int32_t)wb.v[j] * qb[j];
         acc = fmaf((float)n, llmk_fp16_to_fp32(wb.d) * da[b], acc);
-        acc = fmaf(llmk_fp16_to_fp32(wb.m), sa[b], acc);
+        if (min) acc = fmaf(llmk_fp16_to_fp32(wb.m), sa[b], acc);
     }
     return acc;
 }
 
-static float ref_row_q8_0(int64_t k, const unsigned char *w, const unsigned char *a) {
-    int64_t nb = k / LLMK_QK;
-    const int16_t *q = (const int16_t *)a;
-    const float *da = (const float *)(a + (size_t)k * 2);
-    float acc = 0;
-    for (int64_t b = 0; b < nb; b++) {
-        llmk_block_q8_0 wb;
-        memcpy(&wb, w + (size_t)b * sizeof wb, sizeof wb);
-        const int16_t *qb = q + b * LLMK_QK;
-        int32_t n = 0;
-        for (int j = 0; j < LLMK_QK; j++) n += (int32_t)wb.qs[j] * qb[j];
-        acc = fmaf((float)n, llmk_fp16_to_fp32(wb.d) * da[b], acc);
+static void ref_rows(uint32_t type, int64_t k, const void *w, size_t ws, int64_t r0, int64_t r1, const void *act,
+                     size_t as, int64_t m, float *y, size_t ys) {
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t r = r0; r < r1; r++)
+            y[(size_t)i * ys + (size_t)r] = ref_row(type, k, (const unsigned char *)w + (size_t)r * ws,
+                                                    (const unsigned char *)act + (size_t)i * as);
+}
+
+#define R8_REF(name, TYPE)                                                                                      \
+    void llmk_r8_ref_##name(int64_t k, const void *w, size_t ws, int64_t r0, int64_t r1, const void *act,      \
+                            size_t as, int64_t m, float *y, size_t ys) {                                       \
+        ref_rows(TYPE, k, w, ws, r0, r1, act, as, m, y, ys);                                                   \
     }
-    return acc;
-}
-
-void llmk_r8_ref_q4_1(int64_t k, const void *w, size_t ws, int64_t r0, int64_t r1, const void *act, size_t as,
-                      int64_t m, float *y, size_t ys) {
-    for (int64_t i = 0; i < m; i++)
-        for (int64_t r = r0; r < r1; r++)
-            y[(size_t)i * ys + (size_t)r] =
-                ref_row_q4_1(k, (const unsigned char *)w + (size_t)r * ws, (const unsigned char *)act + (size_t)i * as);
-}
-
-void llmk_r8_ref_q8_0(int64_t k, const void *w, size_t ws, int64_t r0, int64_t r1, const void *act, size_t as,
-                      int64_t m, float *y, size_t ys) {
-    for (int64_t i = 0; i < m; i++)
-        for (int64_t r = r0; r < r1; r++)
-            y[(size_t)i * ys + (size_t)r] =
-                ref_row_q8_0(k, (const unsigned char *)w + (size_t)r * ws, (const unsigned char *)act + (size_t)i * as);
-}
+R8_REF(q4_0, LLMK_TYPE_Q4_0)
+R8_REF(q4_1, LLMK_TYPE_Q4_1)
+R8_REF(q5_0, LLMK_TYPE_Q5_0)
+R8_REF(q8_0, LLMK_TYPE_Q8_0)
+R8_REF(iq4_nl, LLMK_TYPE_IQ4_NL)

@@ -46,7 +46,13 @@ struct llmk_r8 {
     int owned;            /* data is this struct's (llmk_r8_alloc), else a caller's arena */
 };
 
-/* Repack a Q4_1 or Q8_0 tensor (the types llmk_a16_supports names) (ne = {k, n}, k a multiple of 32); allocates. */
+/* The record layout a weight type is repacked into: LLMK_TYPE_Q4_1 for
+ * Q4_0 and Q4_1 (Q4_0's offset -8 as the min -8 d), LLMK_TYPE_Q8_0 for Q8_0,
+ * Q5_0 (q - 16) and IQ4_NL (its grid values), which are all int8; 0 for a
+ * type without one. struct llmk_r8's type is the layout. */
+uint32_t llmk_r8_layout(uint32_t type);
+
+/* Repack a tensor of a type llmk_r8_layout knows (the types llmk_a16_supports names) (ne = {k, n}, k a multiple of 32); allocates. */
 int llmk_r8_repack(const llmk_tensor_info *t, struct llmk_r8 *out);
 void llmk_r8_free(struct llmk_r8 *w);
 /* The same in steps, so the packing can be split across threads and all of
@@ -85,6 +91,12 @@ void llmk_r8_ref_q4_1(int64_t k, const void *w, size_t w_stride, int64_t r0, int
                       size_t a_stride, int64_t m, float *y, size_t y_stride);
 void llmk_r8_ref_q8_0(int64_t k, const void *w, size_t w_stride, int64_t r0, int64_t r1, const void *act,
                       size_t a_stride, int64_t m, float *y, size_t y_stride);
+void llmk_r8_ref_q4_0(int64_t k, const void *w, size_t w_stride, int64_t r0, int64_t r1, const void *act,
+                      size_t a_stride, int64_t m, float *y, size_t y_stride);
+void llmk_r8_ref_q5_0(int64_t k, const void *w, size_t w_stride, int64_t r0, int64_t r1, const void *act,
+                      size_t a_stride, int64_t m, float *y, size_t y_stride);
+void llmk_r8_ref_iq4_nl(int64_t k, const void *w, size_t w_stride, int64_t r0, int64_t r1, const void *act,
+                        size_t a_stride, int64_t m, float *y, size_t y_stride);
 
 /* AVX2 + FMA + F16C (src/kernels/r8_avx2.c); only when llmk_cpu_detect()
  * reports LLMK_CPU_AVX2. */

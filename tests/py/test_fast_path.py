@@ -183,3 +183,37 @@ def test_kv_q8_0_run_and_bench():
     res = json.loads(run("bench", "-m", str(MODEL), "-p", "16", "-n", "8", "-r", "1", "-t", "2", "--kv-type", "q8_0",
                          "--json"))
     assert [o["n_gen"] for o in res] == [0, 8] and all(o["avg_ts"] > 0 for o in res)
+
+
+@pytest.fixture(scope="module")
+def mixed_model(tmp_path_factory):
+    """The default model re-quantized to the other types the int16-activation
+    kernels take (issue 19): Q4_0 (in Q4_1's repacked layout), Q5_0 and
+    IQ4_NL (in Q8_0's). IQ4_NL only for attn_k/attn_v: llmk's IQ4_NL
+    quantizer is slow (~65 s for the whole model)."""
+    out = tmp_path_factory.mktemp("mixed") / "mixed.gguf"
+    run("quantize", str(MODEL), str(out), "q4_0", "--tensor-type", "attn_q=q5_0", "--tensor-type", "attn_k=iq4_nl",
+        "--tensor-type", "attn_v=iq4_nl")
+    return out
+
+
+def test_fast_matches_f32_other_a16_types(mixed_model):
+    """The same acceptance as test_fast_matches_f32 on Q4_0/Q5_0/IQ4_NL weights.
+    Measured: 202/202, KL ~1e-7; through 8-bit activations (LLMK_ACT=q8, the
+    route these types took before) 195-197/202 and KL ~4e-3, which fails."""
+    m = str(mixed_model)
+    agree = total = 0
+    kls = []
+    for t in TEXTS:
+        ids = json.loads(run("tokenize", "-m", m, "--special", t))[:160]
+        ref, fast = [np.frombuffer(run("logits", "-m", m, "--ids", ",".join(map(str, ids)), "--path", p, "-t", "2",
+                                       "--kv-type", "f32"), dtype="<f4").reshape(len(ids), -1).astype(np.float64)
+                     for p in ("f32", "fast")]
+        lp, lq = log_softmax(ref), log_softmax(fast)
+        kls.extend((np.exp(lp) * (lp - lq)).sum(axis=1))
+        agree += int((ref.argmax(axis=1) == fast.argmax(axis=1)).sum())
+        total += len(ids)
+    kl = np.array(kls)
+    print(f"\nq4_0/q5_0/iq4_nl fast vs f32: argmax agree {agree}/{total}, KL mean {kl.mean():.3g}")
+    assert agree >= 0.99 * total
+    assert kl.mean() <= 1e-3

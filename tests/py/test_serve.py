@@ -106,6 +106,19 @@ def metrics(srv, headers=None):
     return out
 
 
+def settled(srv, cond=lambda m: True, timeout=20):
+    """Metrics once no sequence runs or waits and cond holds: the engine
+    thread publishes its figures after each step, so an answer can arrive a
+    step before the figures that show its sequence gone."""
+    deadline = time.time() + timeout
+    while True:
+        m = metrics(srv)
+        if m["llmk_sequences_running"] == 0 and m["llmk_sequences_queued"] == 0 and cond(m):
+            return m
+        assert time.time() < deadline, m
+        time.sleep(0.05)
+
+
 def run_ids(*args):
     r = subprocess.run([BIN, "run", "-m", MODEL, "--print-ids", *map(str, args)], capture_output=True, timeout=300)
     assert r.returncode == 0, r.stderr
@@ -264,8 +277,7 @@ def test_greedy_among_15_concurrent(srv):
     with concurrent.futures.ThreadPoolExecutor(15) as ex:
         got = dict(zip(prompts, ex.map(one, prompts)))
     assert got == want
-    m = metrics(srv)
-    assert m["llmk_sequences_running"] == 0 and m["llmk_sequences_queued"] == 0
+    m = settled(srv)
     assert m["llmk_kv_blocks_used"] == 0
     assert m["llmk_kv_blocks_free"] + m["llmk_kv_blocks_cached"] == m["llmk_kv_blocks_total"] > 0
     assert m['llmk_requests_total{status="200"}'] >= 15
@@ -318,13 +330,7 @@ def test_client_gone_mid_stream_frees_its_sequence(srv):
     conn.sock.shutdown(socket.SHUT_RDWR)  # the client is gone (close alone waits for the response's file)
     r.close()
     conn.close()
-    deadline = time.time() + 20
-    while True:
-        m = metrics(srv)
-        if m["llmk_sequences_running"] == 0 and m["llmk_requests_cancelled_total"] > before:
-            break
-        assert time.time() < deadline, m
-        time.sleep(0.1)
+    m = settled(srv, lambda m: m["llmk_requests_cancelled_total"] > before)
     assert m["llmk_kv_blocks_used"] == 0
     assert m["llmk_generated_tokens_total"] < 900 * 2  # it did not run to the end
 

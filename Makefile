@@ -11,6 +11,9 @@ BASE    := -std=c11 -D_GNU_SOURCE -fPIC -fvisibility=hidden -g -Iinclude $(WARN)
 OPT     ?= -O2
 CFLAGS_ALL = $(BASE) $(OPT) $(EXTRA_CFLAGS)
 LDLIBS  := -lpcre2-8 -lcjson -lpthread -lm
+# The HTTP server (llmk serve) is the command's, not the library's: only the
+# llmk binary links libmicrohttpd.
+APP_LDLIBS := -lmicrohttpd
 
 # ISA-specific files are named *_avx2.c, *_avx512.c, *_neon.c and get their
 # flags here; everything else is built for the baseline ISA so one binary runs
@@ -56,7 +59,7 @@ $(BUILD)/libllmk.so: $(LIB_OBJ)
 	$(CC) -shared -o $@ $^ $(LDLIBS) $(EXTRA_LDFLAGS)
 
 $(BUILD)/llmk: $(APP_OBJ) $(BUILD)/libllmk.a
-	$(CC) -o $@ $(APP_OBJ) $(BUILD)/libllmk.a $(LDLIBS) $(EXTRA_LDFLAGS)
+	$(CC) -o $@ $(APP_OBJ) $(BUILD)/libllmk.a $(APP_LDLIBS) $(LDLIBS) $(EXTRA_LDFLAGS)
 
 $(BUILD)/tests/%: tests/%.c tests/check.h $(BUILD)/libllmk.a
 	@mkdir -p $(dir $@)
@@ -94,7 +97,7 @@ check-clang:
 # arm64 build check: the library (NEON kernels, no x86 files) and the llmk
 # binary, with Debian's cross compiler and arm64 libraries (dpkg
 # --add-architecture arm64; apt install gcc-aarch64-linux-gnu
-# libpcre2-dev:arm64 libcjson-dev:arm64); not in CI.
+# libpcre2-dev:arm64 libcjson-dev:arm64 libmicrohttpd-dev:arm64); not in CI.
 check-arm64:
 	@if command -v aarch64-linux-gnu-gcc >/dev/null; then \
 	  $(MAKE) BUILD=build/arm64 CC=aarch64-linux-gnu-gcc ARCH=aarch64 build/arm64/libllmk.a build/arm64/llmk && \

@@ -97,6 +97,7 @@ uint32_t cli_kv_type_or_default(uint32_t kv_type, int path);
     X(run, "generate text from a prompt")                                                 \
     X(chat, "interactive chat using the model's template")                                \
     X(batch, "offline generation for many prompts (JSON lines in, JSON lines out)")        \
+    X(serve, "OpenAI-compatible HTTP server on the batching engine")                      \
     X(info, "describe a model file (or --system: CPU features and codecs)")               \
     X(logits, "write teacher-forced logits as f32 rows")                                  \
     X(tokenize, "text to token ids")                                                      \

@@ -96,7 +96,8 @@ int cli_opts_parse(struct cli_cmd *c, int argc, char **argv) {
             cli_opts_help(c, stdout);
             return CLI_EXIT_OK;
         }
-        const struct cli_opt *o = is_long ? find_row(c, a, len, 0) : len == 2 ? find_row(c, NULL, 0, a[1]) : NULL;
+        /* a single-dash name longer than one letter (llama-server's -np) is a row's whole name */
+        const struct cli_opt *o = is_long || len > 2 ? find_row(c, a, len, 0) : find_row(c, NULL, 0, a[1]);
         if (!o) return cli_usage_error(c->name, "unknown option '%.*s'", (int)len, a);
         if (o->kind == CLI_OPT_FLAG) {
             if (eq) return cli_usage_error(c->name, "%s takes no value (got '%s')", flag, a);

@@ -5,7 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(make gcc clang libpcre2-dev libcjson-dev python3-venv)
+# libmicrohttpd: the HTTP server of `llmk serve` (linked into the command only,
+# not libllmk); nginx: the two-replica proxy test of the server.
+packages=(make gcc clang libpcre2-dev libcjson-dev libmicrohttpd-dev nginx python3-venv)
 missing=()
 for p in "${packages[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -43,6 +43,9 @@ OPTIONS = {
                    "--kv-type", "--save-logits", "--kl-base", "--allow-long-ctx"],
     "bench": ["-m", "--model", "-p", "-n", "-d", "-t", "--threads", "-r", "-B", "--path", "--kv-type", "-b", "--json",
               "--phases", "--allow-long-ctx"],
+    "serve": ["-m", "--model", "--host", "--port", "--parallel", "-c", "--ctx", "--ctx-size", "-t", "--threads",
+              "--kv-type", "--kv-blocks", "--step-tokens", "--max-queue", "--api-key", "--alias", "--chat-template",
+              "--timeout", "--max-body", "--drain-timeout"],
 }
 COMMANDS = list(OPTIONS)
 TAKE_CTX = ["run", "chat", "perplexity", "plan"]

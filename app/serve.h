@@ -97,6 +97,7 @@ struct serve_job {
     int refs;             /* under mu */
     enum job_state state; /* under mu */
     bool cancel;          /* under mu: client gone, timeout or shutdown */
+    bool cancel_counted;  /* under mu: counted in the metrics' cancelled requests */
     int refuse_http;      /* with JOB_REFUSED */
     char refuse_msg[320];
     struct serve_req req;

@@ -324,6 +324,16 @@ static void end_choice_locked(struct serve_choice *c, enum llmk_finish fin, int 
     c->eng_ended = true;
 }
 
+/* Counts job j once among the cancelled requests, by whichever path ends
+ * it first (apply_cancels before a step, on_event during one); j->mu held. */
+static void count_cancel_locked(struct server *s, struct serve_job *j) {
+    if (j->cancel_counted) return;
+    j->cancel_counted = true;
+    pthread_mutex_lock(&s->mu);
+    s->met.cancelled++;
+    pthread_mutex_unlock(&s->mu);
+}
+
 static int on_event(void *user, const llmk_token_event *ev) {
     struct server *s = user;
     struct serve_choice *c = ev->user;
@@ -349,6 +359,7 @@ static int on_event(void *user, const llmk_token_event *ev) {
     }
     if (ev->finish != LLMK_FINISH_NONE) end_choice_locked(c, ev->finish, ev->status, ev->message);
     else if (stop) end_choice_locked(c, LLMK_FINISH_LENGTH, LLMK_OK, NULL); /* the return below ends it */
+    if (j->cancel && ev->finish == LLMK_FINISH_NONE) count_cancel_locked(s, j);
     pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
     return stop && ev->finish == LLMK_FINISH_NONE;
@@ -406,13 +417,11 @@ static void apply_cancels(struct server *s, struct serve_job *list, bool all) {
             end_choice_locked(c, LLMK_FINISH_LENGTH, LLMK_OK, NULL);
             n += cancel;
         }
-        if (n) pthread_cond_broadcast(&j->cv);
-        pthread_mutex_unlock(&j->mu);
         if (n) {
-            pthread_mutex_lock(&s->mu);
-            s->met.cancelled++;
-            pthread_mutex_unlock(&s->mu);
+            count_cancel_locked(s, j);
+            pthread_cond_broadcast(&j->cv);
         }
+        pthread_mutex_unlock(&j->mu);
     }
 }
 

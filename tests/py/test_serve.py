@@ -321,8 +321,10 @@ def test_bad_requests(srv, client):
 def test_client_gone_mid_stream_frees_its_sequence(srv):
     before = metrics(srv)["llmk_requests_cancelled_total"]
     conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+    # end-of-generation banned: the request can only end by the client leaving (or its 900 tokens)
     conn.request("POST", "/v1/completions", json.dumps({"prompt": "Once upon a time", "max_tokens": 900,
-                                                        "stream": True, "temperature": 1.0}),
+                                                        "stream": True, "temperature": 1.0,
+                                                        "logit_bias": {"0": -100, "2": -100}}),
                  {"Content-Type": "application/json"})
     r = conn.getresponse()
     assert r.status == 200 and r.getheader("Content-Type") == "text/event-stream"

@@ -65,6 +65,7 @@ struct serve_choice {
     llmk_sampler *smp;
     bool eng_ended;
     double t_last;
+    int32_t cached;       /* prompt tokens the engine took from the prefix cache */
     /* under job->mu: written by the engine thread. tokens[] never moves, so a
      * reader may use tokens[0 .. n_tokens) after unlocking. */
     int32_t *tokens, n_tokens, cap;

@@ -422,8 +422,9 @@ static void add_usage(cJSON *root, const struct serve_job *j) {
     cJSON_AddNumberToObject(u, "prompt_tokens", (double)j->req.n_prompt);
     cJSON_AddNumberToObject(u, "completion_tokens", (double)gen);
     cJSON_AddNumberToObject(u, "total_tokens", (double)j->req.n_prompt + (double)gen);
-    /* per-request prefix-cache hits are not reported by the engine (docs/serve.md) */
-    cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "prompt_tokens_details"), "cached_tokens", 0);
+    /* the prompt is counted once: its first choice's prefix-cache hit */
+    cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "prompt_tokens_details"), "cached_tokens",
+                            (double)j->ch[0].cached);
 }
 
 static cJSON *head(const struct serve_job *j, bool chunk) {

@@ -352,6 +352,7 @@ static int on_event(void *user, const llmk_token_event *ev) {
     struct serve_lp lp[1 + SERVE_MAX_TOP_LOGPROBS + 1];
     if (k >= 0 && ev->logits) logprobs(ev->logits, s->n_vocab, ev->token, k, lp);
     pthread_mutex_lock(&j->mu);
+    c->cached = ev->cached_tokens;
     bool stop = j->cancel || c->stop_req;
     if (ev->finish != LLMK_FINISH_ERROR && c->n_tokens < c->cap) {
         if (k >= 0) memcpy(c->lps + (size_t)c->n_tokens * (size_t)(1 + k), lp, (size_t)(1 + k) * sizeof *lp);

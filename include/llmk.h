@@ -647,6 +647,7 @@ typedef struct llmk_token_event {
     const float *logits;  /* n_vocab floats the token was chosen from, valid during the callback; NULL on error */
     const char *message;  /* with LLMK_FINISH_ERROR, the failure's detail (what llmk_last_error() said);
                              valid during the callback; "" otherwise */
+    int32_t cached_tokens; /* prompt tokens its first admission took from the prefix cache */
 } llmk_token_event;
 /* Called on the driving thread for every event, in step order. A nonzero
  * return ends that request at once (as llmk_engine_cancel). */

@@ -29,6 +29,7 @@ struct req {
     int32_t n_prompt, n_tok, max_gen, n_stop;
     int32_t seq;            /* context sequence while running, else -1 */
     int32_t n_done;         /* tokens whose K/V the sequence holds */
+    int32_t n_cached;       /* prompt tokens the first admission found in the prefix cache */
     bool preempted;         /* waiting to be recomputed */
     bool ended;             /* cancelled during a step: removed when the step ends */
     struct llmk_sampler *sampler;
@@ -240,6 +241,7 @@ static void admit(llmk_engine *e) {
         r->seq = s, r->n_done = cached;
         e->run[e->n_run++] = r;
         e->st.cached_tokens += cached;
+        if (!r->preempted) r->n_cached = cached < r->n_prompt ? cached : r->n_prompt;
         if (r->preempted) e->st.recomputed_tokens += r->n_tok - cached;
         else e->st.prompt_tokens += r->n_prompt;
         r->preempted = false;
@@ -301,7 +303,7 @@ static void preempt_one(llmk_engine *e) {
 static void keep_error(llmk_engine *e) { snprintf(e->err, sizeof e->err, "%s", llmk_last_error()); }
 
 static int emit(llmk_engine *e, struct req *r, llmk_engine_callback cb, void *user, llmk_token_event *ev) {
-    ev->request = r->id, ev->user = r->user;
+    ev->request = r->id, ev->user = r->user, ev->cached_tokens = r->n_cached;
     ev->message = ev->finish == LLMK_FINISH_ERROR ? e->err : "";
     return cb ? cb(user, ev) : 0;
 }

@@ -158,6 +158,16 @@ def test_health_and_models(srv, client):
     assert [m.id for m in models.data] == [MODEL.name]
 
 
+def test_cached_tokens_count_the_prefix_cache(srv, client):
+    # ~300 tokens: the second request finds the first one's two full KV blocks
+    prompt = "The lighthouse keeper climbed the spiral stairs every evening and lit the lamp. " * 20
+    first = client.completions.create(model=MODEL.name, prompt=prompt, max_tokens=2, temperature=0)
+    again = client.completions.create(model=MODEL.name, prompt=prompt + "Then", max_tokens=2, temperature=0)
+    assert first.usage.prompt_tokens > 256 and again.usage.prompt_tokens > 256
+    assert again.usage.prompt_tokens_details.cached_tokens == 256, again.usage
+    assert first.usage.prompt_tokens_details.cached_tokens in (0, 256)  # 256 if an earlier test sent it
+
+
 def test_completion_matches_run(srv, client):
     for p in PROMPTS[:3]:
         ids = run_ids("--temp", 0, "-n", N, "-p", p)
@@ -169,7 +179,7 @@ def test_completion_matches_run(srv, client):
         assert c.finish_reason == ("stop" if ids[-1] in EOG else "length")
         assert r.usage.completion_tokens == len(ids)
         assert r.usage.total_tokens == r.usage.prompt_tokens + len(ids)
-        assert r.usage.prompt_tokens_details.cached_tokens == 0
+        assert r.usage.prompt_tokens_details.cached_tokens == 0  # shorter than one KV block
         text = subprocess.run([BIN, "run", "-m", str(MODEL), "--temp", "0", "-n", str(N), "-p", p],
                               capture_output=True, text=True, timeout=300).stdout
         assert c.text == text[:-1], p  # run ends its output with a newline

@@ -143,7 +143,20 @@ struct bench_facts {
     long llc;                      /* last-level cache bytes, 0 when unknown */
     int nth;
     double ppm, pps, tgm, tgs;
+    uint64_t peak_rss; /* bytes, VmHWM; 0 when the OS does not say */
 };
+
+/* The process's peak resident set (Linux /proc/self/status VmHWM), bytes. */
+static uint64_t peak_rss_bytes(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return 0;
+    char line[256];
+    unsigned long long kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %llu kB", &kb) == 1) break;
+    fclose(f);
+    return (uint64_t)kb * 1024;
+}
 
 static void model_facts(const llmk_model *m, struct bench_facts *f) {
     const llmk_gguf *g = llmk_model_gguf(m);
@@ -181,9 +194,10 @@ static void print_results(const struct bench_opts *o, const struct bench_facts *
             if (np + ng == 0) continue;
             printf("%s\n  {\"model_filename\": \"%s\", \"model_size\": %llu, \"model_n_params\": %llu, \"path\": \"%s\", "
                    "\"n_threads\": %d, \"n_prompt\": %ld, \"n_gen\": %ld, \"n_depth\": %ld, \"avg_ts\": %.3f, "
-                   "\"stddev_ts\": %.3f",
+                   "\"stddev_ts\": %.3f, \"peak_rss_bytes\": %llu",
                    first ? "" : ",", mname, (unsigned long long)f->size, (unsigned long long)f->params, pname, f->nth,
-                   np, ng, o->depth, k == 0 ? f->ppm : f->tgm, k == 0 ? f->pps : f->tgs);
+                   np, ng, o->depth, k == 0 ? f->ppm : f->tgm, k == 0 ? f->pps : f->tgs,
+                   (unsigned long long)f->peak_rss);
             if (k == 1)
                 printf(", \"weight_bytes_per_token\": %llu, \"effective_gbs\": %.2f, \"machine_read_gbs\": %.2f, "
                        "\"llc_bytes\": %ld",
@@ -218,6 +232,8 @@ static void print_results(const struct bench_opts *o, const struct bench_facts *
             printf("the weights fit in this CPU's %.0f MB last-level cache: the decode can read them from "
                    "there, faster than from memory\n", (double)f->llc / 1e6);
     }
+    if (f->peak_rss)
+        printf("peak RSS %.1f MB (model file %.1f MB)\n", (double)f->peak_rss / 1e6, (double)f->size / 1e6);
 }
 
 /* --phases: the decode (and the prefill, with -p) once more in profiling
@@ -311,7 +327,7 @@ int cmd_bench(int argc, char **argv) {
         }
     }
     if (st != LLMK_OK) goto done;
-    struct bench_facts f = {.nth = nth};
+    struct bench_facts f = {.nth = nth, .peak_rss = peak_rss_bytes()};
     model_facts(m, &f);
     if (llmk_memory_read_bandwidth(nth, 0, &f.bw) != LLMK_OK) f.bw = 0; /* the report shows 0: not measured */
     f.llc = sysconf(_SC_LEVEL3_CACHE_SIZE); /* <= 0 where the OS does not say */

@@ -888,3 +888,17 @@ const llmk_tensor_info *llmk_gguf_find_tensor(const llmk_gguf *g, const char *na
     int64_t k = index_find(&g->tensor_index, name, tensor_name, g);
     return k < 0 ? NULL : &g->tensors[k];
 }
+
+/* Drops the pages wholly inside [p, p + n) from this process's memory when
+ * they belong to the file mapping: they are read-only copies of the file,
+ * so a later access reads them again (never zeroes, as it would for
+ * anonymous memory: a buffer-backed reader is left alone). */
+void llmk_gguf_release_range(const llmk_gguf *g, const void *p, uint64_t n) {
+    if (!g || !g->map || !p || n == 0) return;
+    uintptr_t lo = (uintptr_t)p, hi = lo + n, base = (uintptr_t)g->map, end = base + g->size;
+    if (lo < base || hi > end || hi < lo) return;
+    long ps = sysconf(_SC_PAGESIZE);
+    if (ps <= 0) return;
+    uintptr_t a = (lo + (uintptr_t)ps - 1) / (uintptr_t)ps * (uintptr_t)ps, b = hi / (uintptr_t)ps * (uintptr_t)ps;
+    if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);
+}

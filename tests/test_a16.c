@@ -93,6 +93,15 @@ static void fill_q5_0(unsigned char *w, int64_t nb, int extreme) {
         memcpy(w + b * sizeof blk, &blk, sizeof blk);
     }
 }
+static void fill_q5_1(unsigned char *w, int64_t nb, int extreme) {
+    for (int64_t b = 0; b < nb; b++) {
+        llmk_block_q5_1 blk;
+        blk.d = w_scale(extreme), blk.m = w_scale(extreme);
+        for (int j = 0; j < 4; j++) blk.qh[j] = (uint8_t)rnd();
+        for (int j = 0; j < 16; j++) blk.qs[j] = (uint8_t)rnd();
+        memcpy(w + b * sizeof blk, &blk, sizeof blk);
+    }
+}
 static void fill_iq4_nl(unsigned char *w, int64_t nb, int extreme) {
     for (int64_t b = 0; b < nb; b++) {
         llmk_block_iq4_nl blk;
@@ -404,13 +413,15 @@ int main(void) {
     test_quantize_avx2(have_avx2);
     test_nonfinite(have_avx2);
     test_exact();
-    /* Q4_0 shares Q4_1's record layout, Q5_0 and IQ4_NL Q8_0's (r8.h) */
+    /* Q4_0 shares Q4_1's record layout, Q5_0 and IQ4_NL Q8_0's, Q5_1 is a Q8S (r8.h) */
     struct wtype types[] = {
         {"q4_1", LLMK_TYPE_Q4_1, sizeof(llmk_block_q4_1), fill_q4_1, llmk_r8_ref_q4_1, 0},
         {"q8_0", LLMK_TYPE_Q8_0, sizeof(llmk_block_q8_0), fill_q8_0, llmk_r8_ref_q8_0, 0},
         {"q4_0", LLMK_TYPE_Q4_0, sizeof(llmk_block_q4_0), fill_q4_0, llmk_r8_ref_q4_0, 0},
         {"q5_0", LLMK_TYPE_Q5_0, sizeof(llmk_block_q5_0), fill_q5_0, llmk_r8_ref_q5_0, 0},
         {"iq4_nl", LLMK_TYPE_IQ4_NL, sizeof(llmk_block_iq4_nl), fill_iq4_nl, llmk_r8_ref_iq4_nl, 0},
+        /* the Q8S record: f32 scales per 16, an f32 offset */
+        {"q5_1", LLMK_TYPE_Q5_1, sizeof(llmk_block_q5_1), fill_q5_1, llmk_r8_ref_q5_1, 0},
     };
     enum { NT = sizeof types / sizeof types[0] };
 #if !defined(__x86_64__)

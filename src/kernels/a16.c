@@ -1,5 +1,6 @@
 /* 16-bit activations: quantization (see a16.h for the layout). */
 #include "kernels/a16.h"
+#include "kernels/r8.h"
 
 #include "codec/blocks.h"
 #include "codec/half.h"
@@ -57,7 +58,4 @@ int llmk_a16_quantize_row_ref(const float *x, int64_t k, int64_t e0, int64_t e1,
     return bad;
 }
 
-int llmk_a16_supports(uint32_t wtype) {
-    return wtype == LLMK_TYPE_Q4_0 || wtype == LLMK_TYPE_Q4_1 || wtype == LLMK_TYPE_Q5_0 || wtype == LLMK_TYPE_Q8_0 ||
-           wtype == LLMK_TYPE_IQ4_NL;
-}
+int llmk_a16_supports(uint32_t wtype) { return llmk_r8_layout(wtype) >= 0; }

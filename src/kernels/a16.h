@@ -34,8 +34,7 @@ size_t llmk_a16_row_bytes(int64_t k);
 int llmk_a16_quantize_row_ref(const float *x, int64_t k, int64_t e0, int64_t e1, void *dst);
 int llmk_a16_quantize_row_avx2(const float *x, int64_t k, int64_t e0, int64_t e1, void *dst);
 
-/* Whether a weight type has A16 kernels (Q4_0, Q4_1, Q5_0, Q8_0, IQ4_NL: the
- * types r8.h repacks). */
+/* Whether a weight type has A16 kernels: the types r8.h repacks. */
 int llmk_a16_supports(uint32_t wtype);
 
 #endif

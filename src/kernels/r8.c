@@ -17,14 +17,15 @@
 
 static void put_u16(unsigned char *p, uint16_t v) { memcpy(p, &v, sizeof v); }
 
-uint32_t llmk_r8_layout(uint32_t type) {
+int llmk_r8_layout(uint32_t type) {
     switch (type) {
     case LLMK_TYPE_Q4_0:
-    case LLMK_TYPE_Q4_1: return LLMK_TYPE_Q4_1;
+    case LLMK_TYPE_Q4_1: return LLMK_R8_Q4_1;
     case LLMK_TYPE_Q5_0:
     case LLMK_TYPE_IQ4_NL:
-    case LLMK_TYPE_Q8_0: return LLMK_TYPE_Q8_0;
-    default: return 0;
+    case LLMK_TYPE_Q8_0: return LLMK_R8_Q8_0;
+    case LLMK_TYPE_Q5_1: return LLMK_R8_Q8S;
+    default: return -1;
     }
 }
 
@@ -103,7 +104,38 @@ static void pack_q8_0(unsigned char *dst, const struct r8_block *const src[8]) {
     }
 }
 
-static size_t record_bytes(uint32_t type) { return llmk_r8_layout(type) == LLMK_TYPE_Q4_1 ? 160 : 272; }
+/* 32 weights as Q8S holds them: weight j = s[j / 16] * v[j] + m, exactly. */
+struct r8_q8s {
+    int8_t v[LLMK_QK];
+    float s[2], m;
+};
+
+/* Weights [32 b, 32 b + 32) of a row (its GGUF bytes at row). */
+static void read_q8s(uint32_t type, const unsigned char *row, int64_t b, struct r8_q8s *o) {
+    llmk_block_q5_1 q;
+    memcpy(&q, row + (size_t)b * sizeof q, sizeof q);
+    o->s[0] = o->s[1] = llmk_fp16_to_fp32(llmk_ld_u16(&q.d)), o->m = llmk_fp16_to_fp32(llmk_ld_u16(&q.m));
+    for (int j = 0; j < LLMK_QK; j++) o->v[j] = (int8_t)(nibble(q.qs, j) | ((q.qh[j >> 3] >> (j & 7)) & 1) << 4);
+    (void)type;
+}
+
+static void put_f32(unsigned char *p, float v) { memcpy(p, &v, sizeof v); }
+
+static void pack_q8s(unsigned char *dst, const struct r8_q8s *const src[8]) {
+    memset(dst, 0, 352);
+    for (int r = 0; r < 8; r++) {
+        if (!src[r]) continue;
+        for (int j = 0; j < LLMK_QK; j++) dst[16 * (j / 2) + 2 * r + j % 2] = (unsigned char)src[r]->v[j];
+        put_f32(dst + 256 + 4 * r, src[r]->s[0]);
+        put_f32(dst + 288 + 4 * r, src[r]->s[1]);
+        put_f32(dst + 320 + 4 * r, src[r]->m);
+    }
+}
+
+static size_t record_bytes(uint32_t type) {
+    int l = llmk_r8_layout(type);
+    return l == LLMK_R8_Q4_1 ? 160 : l == LLMK_R8_Q8S ? 352 : 272;
+}
 
 /* Repacked weights are streamed whole every token: on 4 KB pages SmolLM2's
  * 96 MB are 24k TLB misses per token. Buffers of 2 MB and more get 2 MB
@@ -119,7 +151,8 @@ void *llmk_r8_buffer(size_t bytes) {
 }
 
 int llmk_r8_size(const llmk_tensor_info *t, size_t *bytes) {
-    if (!llmk_a16_supports(t->type) || t->ne[0] % LLMK_QK != 0 || t->ne[0] == 0)
+    if (!llmk_a16_supports(t->type) || t->ne[0] % LLMK_QK != 0 || t->ne[0] == 0 ||
+        t->ne[0] % llmk_type_block_elems(t->type) != 0)
         return llmk_fail(LLMK_INVALID_ARGUMENT, "r8: tensor %s is %s with rows of %llu", t->name,
                          llmk_type_name(t->type) ? llmk_type_name(t->type) : "?", (unsigned long long)t->ne[0]);
     uint64_t b, groups = (t->ne[1] + 7) / 8, nb = t->ne[0] / LLMK_QK;
@@ -136,7 +169,7 @@ size_t llmk_r8_view_bytes(const llmk_tensor_info *t, int64_t g0, int64_t g1) {
 
 void llmk_r8_place_view(const llmk_tensor_info *t, struct llmk_r8 *w, unsigned char *data, int64_t g0, int64_t g1) {
     memset(w, 0, sizeof *w);
-    w->type = llmk_r8_layout(t->type);
+    w->type = t->type, w->layout = llmk_r8_layout(t->type);
     w->k = (int64_t)t->ne[0], w->n = (int64_t)t->ne[1], w->nb = w->k / LLMK_QK;
     w->block_bytes = record_bytes(t->type);
     w->data = data;
@@ -161,25 +194,31 @@ int llmk_r8_alloc(const llmk_tensor_info *t, struct llmk_r8 *w) {
 
 int64_t llmk_r8_groups(const struct llmk_r8 *w) { return (w->n + 7) / 8; }
 
-void llmk_r8_pack(const llmk_tensor_info *t, struct llmk_r8 *w, int64_t g0, int64_t g1) {
-    size_t sb = llmk_type_block_bytes(t->type);
+/* Group g's block b: the 8 rows' records from their GGUF bytes. */
+static void pack_record(const llmk_tensor_info *t, const struct llmk_r8 *w, int64_t g, int64_t b, unsigned char *dst) {
+    size_t rowb = (size_t)(t->n_bytes / t->ne[1]), sb = llmk_type_block_bytes(t->type);
     const unsigned char *src = t->data;
-    LLMK_CHECK(g0 >= w->g0 && g1 <= w->g1);
     struct r8_block blk[8];
+    struct r8_q8s q8s[8];
+    const void *p[8];
+    for (int r = 0; r < 8; r++) {
+        int64_t row = g * 8 + r;
+        p[r] = NULL;
+        if (row >= w->n) continue;
+        const unsigned char *rp = src + (size_t)row * rowb;
+        if (w->layout == LLMK_R8_Q8S) read_q8s(t->type, rp, b, &q8s[r]), p[r] = &q8s[r];
+        else read_block(t->type, rp + (size_t)b * sb, &blk[r]), p[r] = &blk[r];
+    }
+    if (w->layout == LLMK_R8_Q4_1) pack_q4_1(dst, (const struct r8_block *const *)p);
+    else if (w->layout == LLMK_R8_Q8_0) pack_q8_0(dst, (const struct r8_block *const *)p);
+    else pack_q8s(dst, (const struct r8_q8s *const *)p);
+}
+
+void llmk_r8_pack(const llmk_tensor_info *t, struct llmk_r8 *w, int64_t g0, int64_t g1) {
+    LLMK_CHECK(g0 >= w->g0 && g1 <= w->g1);
     for (int64_t g = g0; g < g1; g++)
-        for (int64_t b = 0; b < w->nb; b++) {
-            const struct r8_block *p[8];
-            for (int r = 0; r < 8; r++) {
-                int64_t row = g * 8 + r;
-                p[r] = NULL;
-                if (row >= w->n) continue;
-                read_block(t->type, src + ((size_t)row * (size_t)w->nb + (size_t)b) * sb, &blk[r]);
-                p[r] = &blk[r];
-            }
-            unsigned char *dst = w->data + ((size_t)(g - w->g0) * (size_t)w->nb + (size_t)b) * w->block_bytes;
-            if (w->type == LLMK_TYPE_Q4_1) pack_q4_1(dst, p);
-            else pack_q8_0(dst, p);
-        }
+        for (int64_t b = 0; b < w->nb; b++)
+            pack_record(t, w, g, b, w->data + ((size_t)(g - w->g0) * (size_t)w->nb + (size_t)b) * w->block_bytes);
 }
 
 int llmk_r8_repack(const llmk_tensor_info *t, struct llmk_r8 *w) {
@@ -201,7 +240,7 @@ void llmk_r8_free(struct llmk_r8 *w) {
 static float ref_row(uint32_t type, int64_t k, const unsigned char *w, const unsigned char *a) {
     int64_t nb = k / LLMK_QK;
     size_t sb = llmk_type_block_bytes(type);
-    int min = llmk_r8_layout(type) == LLMK_TYPE_Q4_1;
+    int min = llmk_r8_layout(type) == LLMK_R8_Q4_1;
     const int16_t *q = (const int16_t *)a;
     const float *da = (const float *)(a + (size_t)k * 2), *sa = da + nb;
     float acc = 0;
@@ -215,6 +254,33 @@ static float ref_row(uint32_t type, int64_t k, const unsigned char *w, const uns
         if (min) acc = fmaf(llmk_fp16_to_fp32(wb.m), sa[b], acc);
     }
     return acc;
+}
+
+/* Q8S's arithmetic (r8.h) on the weights as read_q8s gives them. */
+static float ref_row_q8s(uint32_t type, int64_t k, const unsigned char *w, const unsigned char *a) {
+    int64_t nb = k / LLMK_QK;
+    const int16_t *q = (const int16_t *)a;
+    const float *da = (const float *)(a + (size_t)k * 2), *sa = da + nb;
+    float acc = 0;
+    for (int64_t b = 0; b < nb; b++) {
+        struct r8_q8s wb;
+        read_q8s(type, w, b, &wb);
+        const int16_t *qb = q + b * LLMK_QK;
+        int32_t n[2] = {0, 0};
+        for (int j = 0; j < LLMK_QK; j++) n[j / 16] += (int32_t)wb.v[j] * qb[j];
+        acc = fmaf((float)n[0], wb.s[0] * da[b], acc);
+        acc = fmaf((float)n[1], wb.s[1] * da[b], acc);
+        acc = fmaf(wb.m, sa[b], acc);
+    }
+    return acc;
+}
+
+void llmk_r8_ref_q8s(uint32_t type, int64_t k, const void *w, size_t ws, int64_t r0, int64_t r1, const void *act,
+                     size_t as, int64_t m, float *y, size_t ys) {
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t r = r0; r < r1; r++)
+            y[(size_t)i * ys + (size_t)r] = ref_row_q8s(type, k, (const unsigned char *)w + (size_t)r * ws,
+                                                        (const unsigned char *)act + (size_t)i * as);
 }
 
 static void ref_rows(uint32_t type, int64_t k, const void *w, size_t ws, int64_t r0, int64_t r1, const void *act,
@@ -235,3 +301,10 @@ R8_REF(q4_1, LLMK_TYPE_Q4_1)
 R8_REF(q5_0, LLMK_TYPE_Q5_0)
 R8_REF(q8_0, LLMK_TYPE_Q8_0)
 R8_REF(iq4_nl, LLMK_TYPE_IQ4_NL)
+
+#define R8_REF_Q8S(name, TYPE)                                                                                  \
+    void llmk_r8_ref_##name(int64_t k, const void *w, size_t ws, int64_t r0, int64_t r1, const void *act,      \
+                            size_t as, int64_t m, float *y, size_t ys) {                                       \
+        llmk_r8_ref_q8s(TYPE, k, w, ws, r0, r1, act, as, m, y, ys);                                            \
+    }
+R8_REF_Q8S(q5_1, LLMK_TYPE_Q5_1)

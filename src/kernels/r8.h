@@ -10,12 +10,16 @@
  * one 128-bit load.
  *
  * Layout: rows in groups of 8 (the last group zero-padded), each group a run
- * of nb blocks (nb = k / 32), each block one record:
+ * of nb blocks (nb = k / 32), each block one record in one of three forms:
  *   Q4_1 (160 bytes): f16 d[8], f16 m[8], then 4 chunks of 32 bytes; chunk c
  *     read as 16 little-endian u16 lanes L: nibble s (bits 4s..4s+3) of lane
  *     L is the weight of row L / 2, element 8c + 2s + L % 2.
  *   Q8_0 (272 bytes): 16 pairs of 16 bytes, pair p: byte 2r + e is row r's
  *     element 2p + e; then f16 d[8].
+ *   Q8S (352 bytes): Q8_0's 256 bytes of int8 pairs, then f32 s0[8] (the
+ *     scale of elements 0..15), f32 s1[8] (16..31), f32 m[8]: the K-quants,
+ *     Q5_1, IQ4_XS and MXFP4, whose 32 weights are small integers times a
+ *     per-16 scale plus a per-32 offset (r8_read.h), all exact in f32.
  * So every unpacked 256-bit register holds (row r: elements j, j+1) in its
  * 32-bit lane r, ready for a madd with the broadcast activations (a_j, a_j+1).
  *
@@ -23,9 +27,12 @@
  * independent of how rows are grouped, so results never depend on M, the
  * partition or the thread count): for weight row r and activation row i,
  *   acc = 0; for each block b in order:
- *     n_b = sum_j qw_j * qa_j, exact in int32; f_b = (float)n_b (nearest even)
- *     acc = fmaf(f_b, dw_b * da_b, acc)
- *     Q4_1 only: acc = fmaf(mw_b, sa_b, acc)
+ *     Q4_1, Q8_0: n_b = sum_j qw_j * qa_j, exact in int32; f_b = (float)n_b
+ *       (nearest even); acc = fmaf(f_b, dw_b * da_b, acc)
+ *       Q4_1 only: acc = fmaf(mw_b, sa_b, acc)
+ *     Q8S: n0, n1 the sums over elements 0..15 and 16..31;
+ *       acc = fmaf((float)n0, s0_b * da_b, acc);
+ *       acc = fmaf((float)n1, s1_b * da_b, acc); acc = fmaf(m_b, sa_b, acc)
  *   y = acc. */
 #ifndef LLMK_KERNELS_R8_H
 #define LLMK_KERNELS_R8_H
@@ -37,8 +44,12 @@
 
 enum { LLMK_R8_ROWS = 8 };
 
+/* The record forms (the kernels' compile-time layout parameter). */
+enum llmk_r8_layout { LLMK_R8_Q8_0 = 0, LLMK_R8_Q4_1 = 1, LLMK_R8_Q8S = 2 };
+
 struct llmk_r8 {
-    uint32_t type;        /* LLMK_TYPE_Q4_1 or LLMK_TYPE_Q8_0 */
+    uint32_t type;        /* the weights' GGUF type */
+    int layout;           /* enum llmk_r8_layout */
     int64_t n, k, nb;     /* rows, elements per row, blocks per row */
     size_t block_bytes;   /* bytes of one 8-row block record */
     unsigned char *data;  /* groups [g0, g1): [g1 - g0][nb][block_bytes], 64-byte aligned */
@@ -46,11 +57,11 @@ struct llmk_r8 {
     int owned;            /* data is this struct's (llmk_r8_alloc), else a caller's arena */
 };
 
-/* The record layout a weight type is repacked into: LLMK_TYPE_Q4_1 for
- * Q4_0 and Q4_1 (Q4_0's offset -8 as the min -8 d), LLMK_TYPE_Q8_0 for Q8_0,
- * Q5_0 (q - 16) and IQ4_NL (its grid values), which are all int8; 0 for a
- * type without one. struct llmk_r8's type is the layout. */
-uint32_t llmk_r8_layout(uint32_t type);
+/* The record form a weight type is repacked into: Q4_1 for Q4_0 and Q4_1
+ * (Q4_0's offset -8 as the min -8 d); Q8_0 for Q8_0, Q5_0 (q - 16) and
+ * IQ4_NL (its grid values), which are int8 with one f16 scale; Q8S for the
+ * types r8_read.h reads; -1 for a type without one. */
+int llmk_r8_layout(uint32_t type);
 
 /* Repack a tensor of a type llmk_r8_layout knows (the types llmk_a16_supports names) (ne = {k, n}, k a multiple of 32); allocates. */
 int llmk_r8_repack(const llmk_tensor_info *t, struct llmk_r8 *out);
@@ -97,6 +108,12 @@ void llmk_r8_ref_q5_0(int64_t k, const void *w, size_t w_stride, int64_t r0, int
                       size_t a_stride, int64_t m, float *y, size_t y_stride);
 void llmk_r8_ref_iq4_nl(int64_t k, const void *w, size_t w_stride, int64_t r0, int64_t r1, const void *act,
                         size_t a_stride, int64_t m, float *y, size_t y_stride);
+void llmk_r8_ref_q5_1(int64_t k, const void *w, size_t w_stride, int64_t r0, int64_t r1, const void *act,
+                      size_t a_stride, int64_t m, float *y, size_t y_stride);
+/* The Q8S types: the same arithmetic from the GGUF rows of any type
+ * llmk_r8_layout maps to Q8S. */
+void llmk_r8_ref_q8s(uint32_t type, int64_t k, const void *w, size_t w_stride, int64_t r0, int64_t r1,
+                     const void *act, size_t a_stride, int64_t m, float *y, size_t y_stride);
 
 /* AVX2 + FMA + F16C (src/kernels/r8_avx2.c); only when llmk_cpu_detect()
  * reports LLMK_CPU_AVX2. */

@@ -75,10 +75,47 @@ INLINE void block_q8_0(int NA, const unsigned char *rec, const int16_t *const *q
         acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(n[i]), _mm256_mul_ps(dw, _mm256_broadcast_ss(d[i] + b)), acc[i]);
 }
 
+/* Q8S: Q8_0's products summed apart for elements 0..15 and 16..31, each
+ * half scaled by its f32 scale, then the f32 offset. */
+INLINE void block_q8s(int NA, const unsigned char *rec, const int16_t *const *q, const float *const *d, int64_t b,
+                      int64_t nb, __m256 *acc) {
+    __m256i n[2][4];
+    _Pragma("GCC unroll 8")
+    for (int i = 0; i < NA; i++) n[0][i] = n[1][i] = _mm256_setzero_si256();
+    _Pragma("GCC unroll 8")
+    for (int p = 0; p < 16; p += 2) {
+        __m256i w0 = _mm256_cvtepi8_epi16(_mm_load_si128((const __m128i *)(rec + 16 * p)));
+        __m256i w1 = _mm256_cvtepi8_epi16(_mm_load_si128((const __m128i *)(rec + 16 * p + 16)));
+        _Pragma("GCC unroll 8")
+        for (int i = 0; i < NA; i++) {
+            const int16_t *qa = q[i] + b * LLMK_QK + 2 * p;
+            n[p / 8][i] = _mm256_add_epi32(n[p / 8][i], _mm256_add_epi32(_mm256_madd_epi16(w0, bcast32(qa)),
+                                                                         _mm256_madd_epi16(w1, bcast32(qa + 2))));
+        }
+    }
+    __m256 s0 = _mm256_load_ps((const float *)(rec + 256)), s1 = _mm256_load_ps((const float *)(rec + 288));
+    __m256 mw = _mm256_load_ps((const float *)(rec + 320));
+    _Pragma("GCC unroll 8")
+    for (int i = 0; i < NA; i++) {
+        __m256 da = _mm256_broadcast_ss(d[i] + b);
+        acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(n[0][i]), _mm256_mul_ps(s0, da), acc[i]);
+        acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(n[1][i]), _mm256_mul_ps(s1, da), acc[i]);
+        acc[i] = _mm256_fmadd_ps(mw, _mm256_broadcast_ss(d[i] + nb + b), acc[i]);
+    }
+}
+
+/* One record of layout L x activation rows, into acc. */
+INLINE void block_any(int NA, int L, const unsigned char *rec, const int16_t *const *q, const float *const *d,
+                      int64_t b, int64_t nb, __m256 *acc) {
+    if (L == LLMK_R8_Q4_1) block_q4_1(NA, rec, q, d, b, nb, acc);
+    else if (L == LLMK_R8_Q8S) block_q8s(NA, rec, q, d, b, nb, acc);
+    else block_q8_0(NA, rec, q, d, b, acc);
+}
+
 /* The eight rows of group g x activation rows a[0..NA): 8 results per row. */
-INLINE void tile(int NA, int Q41, const unsigned char *rec, int64_t nb, int64_t k, const unsigned char *const *a,
+INLINE void tile(int NA, int L, const unsigned char *rec, int64_t nb, int64_t k, const unsigned char *const *a,
                  __m256 *out) {
-    const int rb = Q41 ? 160 : 272;
+    const int rb = R8_RECORD_BYTES(L);
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     const int16_t *q[4];
     const float *d[4];
@@ -86,8 +123,7 @@ INLINE void tile(int NA, int Q41, const unsigned char *rec, int64_t nb, int64_t 
     for (int i = 0; i < NA; i++) split_act(a[i], k, &q[i], &d[i]);
     for (int64_t b = 0; b < nb; b++, rec += rb) {
         prefetch_rec(rec, rb);
-        if (Q41) block_q4_1(NA, rec, q, d, b, nb, acc);
-        else block_q8_0(NA, rec, q, d, b, acc);
+        block_any(NA, L, rec, q, d, b, nb, acc);
     }
     _Pragma("GCC unroll 8")
     for (int i = 0; i < NA; i++) out[i] = acc[i];
@@ -98,9 +134,9 @@ INLINE void tile(int NA, int Q41, const unsigned char *rec, int64_t nb, int64_t 
  * Why: from DRAM, a thread reading 4 distant streams in small steps kept
  * more misses in flight than one sequential stream (2 threads: 21-26 vs
  * 17-19 GB/s). */
-INLINE void streams(int NS, int Q41, const unsigned char *const *rec, int64_t nb, int64_t k, const unsigned char *a,
+INLINE void streams(int NS, int L, const unsigned char *const *rec, int64_t nb, int64_t k, const unsigned char *a,
                     __m256 *out) {
-    const size_t rb = Q41 ? 160 : 272;
+    const size_t rb = R8_RECORD_BYTES(L);
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     const int16_t *q;
     const float *d;
@@ -110,8 +146,7 @@ INLINE void streams(int NS, int Q41, const unsigned char *const *rec, int64_t nb
         for (int s = 0; s < NS; s++) {
             const unsigned char *r = rec[s] + (size_t)b * rb;
             prefetch_rec(r, (int)rb);
-            if (Q41) block_q4_1(1, r, &q, &d, b, nb, &acc[s]);
-            else block_q8_0(1, r, &q, &d, b, &acc[s]);
+            block_any(1, L, r, &q, &d, b, nb, &acc[s]);
         }
     }
     _Pragma("GCC unroll 4")
@@ -121,7 +156,7 @@ INLINE void streams(int NS, int Q41, const unsigned char *const *rec, int64_t nb
 /* One activation row x groups [g0, g1), cut into NSTREAM contiguous runs
  * read side by side. */
 enum { NSTREAM = LLMK_R8_RUNS };
-INLINE void rows_streams(int Q41, const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1, const unsigned char *a,
+INLINE void rows_streams(int L, const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1, const unsigned char *a,
                          float *y) {
     int64_t len = (g1 - g0 + NSTREAM - 1) / NSTREAM;
     size_t gb = (size_t)w->nb * w->block_bytes;
@@ -134,10 +169,10 @@ INLINE void rows_streams(int Q41, const struct llmk_r8 *w, int64_t g0, int64_t g
         }
         __m256 out[NSTREAM];
         switch (ns) {
-        case 4: streams(4, Q41, rec, w->nb, w->k, a, out); break;
-        case 3: streams(3, Q41, rec, w->nb, w->k, a, out); break;
-        case 2: streams(2, Q41, rec, w->nb, w->k, a, out); break;
-        default: streams(1, Q41, rec, w->nb, w->k, a, out); break;
+        case 4: streams(4, L, rec, w->nb, w->k, a, out); break;
+        case 3: streams(3, L, rec, w->nb, w->k, a, out); break;
+        case 2: streams(2, L, rec, w->nb, w->k, a, out); break;
+        default: streams(1, L, rec, w->nb, w->k, a, out); break;
         }
         for (int s = 0; s < ns; s++) store_group(y, g0 + s * len + i, r1, out[s]);
     }
@@ -145,12 +180,12 @@ INLINE void rows_streams(int Q41, const struct llmk_r8 *w, int64_t g0, int64_t g
 
 /* NA activation rows x groups [g0, g1): full groups stored directly, a
  * partial last group (rows past r1) through a buffer. */
-INLINE void rows_na(int NA, int Q41, const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1,
+INLINE void rows_na(int NA, int L, const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1,
                     const unsigned char *const *a, float *y, size_t ys) {
     for (int64_t g = g0; g < g1; g++) {
         const unsigned char *rec = w->data + (size_t)(g - w->g0) * (size_t)w->nb * w->block_bytes;
         __m256 out[4];
-        tile(NA, Q41, rec, w->nb, w->k, a, out);
+        tile(NA, L, rec, w->nb, w->k, a, out);
         _Pragma("GCC unroll 8")
         for (int i = 0; i < NA; i++) store_group(y + (size_t)i * ys, g, r1, out[i]);
     }

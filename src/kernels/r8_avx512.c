@@ -94,11 +94,48 @@ INLINE void block_q8_0(int NA, const unsigned char *ra, const unsigned char *rb,
         acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(n[i]), _mm512_mul_ps(dw, _mm512_set1_ps(d[i][b])), acc[i]);
 }
 
+/* Q8S: Q8_0's products, elements 0..15 and 16..31 summed apart, each half
+ * with its f32 scales, then the f32 offsets. */
+INLINE __m512 f32_pair(const unsigned char *a, const unsigned char *b, int off) {
+    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_load_ps((const float *)(a + off))),
+                              _mm256_load_ps((const float *)(b + off)), 1);
+}
+
+INLINE void block_q8s(int NA, const unsigned char *ra, const unsigned char *rb, const int16_t *const *q,
+                      const float *const *d, int64_t b, int64_t nb, __m512 *acc) {
+    __m512i n[2][R8_NA_MAX];
+    _Pragma("GCC unroll 8")
+    for (int i = 0; i < NA; i++) n[0][i] = n[1][i] = _mm512_setzero_si512();
+    _Pragma("GCC unroll 16")
+    for (int p = 0; p < 16; p++) {
+        __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_load_si128((const __m128i *)(ra + 16 * p))),
+                                            _mm_load_si128((const __m128i *)(rb + 16 * p)), 1);
+        __m512i w = _mm512_cvtepi8_epi16(h);
+        _Pragma("GCC unroll 8")
+        for (int i = 0; i < NA; i++) n[p / 8][i] = _mm512_dpwssd_epi32(n[p / 8][i], w, bcast32(q[i] + b * LLMK_QK + 2 * p));
+    }
+    __m512 s0 = f32_pair(ra, rb, 256), s1 = f32_pair(ra, rb, 288), mw = f32_pair(ra, rb, 320);
+    _Pragma("GCC unroll 8")
+    for (int i = 0; i < NA; i++) {
+        __m512 da = _mm512_set1_ps(d[i][b]);
+        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(n[0][i]), _mm512_mul_ps(s0, da), acc[i]);
+        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(n[1][i]), _mm512_mul_ps(s1, da), acc[i]);
+        acc[i] = _mm512_fmadd_ps(mw, _mm512_set1_ps(d[i][nb + b]), acc[i]);
+    }
+}
+
+INLINE void block_any(int NA, int L, const unsigned char *ra, const unsigned char *rb, const int16_t *const *q,
+                      const float *const *d, int64_t b, int64_t nb, __m512 *acc) {
+    if (L == LLMK_R8_Q4_1) block_q4_1(NA, ra, rb, q, d, b, nb, acc);
+    else if (L == LLMK_R8_Q8S) block_q8s(NA, ra, rb, q, d, b, nb, acc);
+    else block_q8_0(NA, ra, rb, q, d, b, acc);
+}
+
 /* Two groups' records (ra, rb: the same one for a group alone) x activation
  * rows a[0..NA). */
-INLINE void tile(int NA, int Q41, const unsigned char *ra, const unsigned char *rb, int64_t nb, int64_t k,
+INLINE void tile(int NA, int L, const unsigned char *ra, const unsigned char *rb, int64_t nb, int64_t k,
                  const unsigned char *const *a, __m512 *out) {
-    const int rs = Q41 ? 160 : 272;
+    const int rs = R8_RECORD_BYTES(L);
     __m512 acc[R8_NA_MAX];
     _Pragma("GCC unroll 8")
     for (int i = 0; i < NA; i++) acc[i] = _mm512_setzero_ps();
@@ -110,8 +147,7 @@ INLINE void tile(int NA, int Q41, const unsigned char *ra, const unsigned char *
     for (int64_t b = 0; b < nb; b++, ra += rs, rb += rs) {
         prefetch_rec(ra, rs);
         if (two) prefetch_rec(rb, rs);
-        if (Q41) block_q4_1(NA, ra, rb, q, d, b, nb, acc);
-        else block_q8_0(NA, ra, rb, q, d, b, acc);
+        block_any(NA, L, ra, rb, q, d, b, nb, acc);
     }
     _Pragma("GCC unroll 8")
     for (int i = 0; i < NA; i++) out[i] = acc[i];
@@ -119,9 +155,9 @@ INLINE void tile(int NA, int Q41, const unsigned char *ra, const unsigned char *
 
 /* One activation row against NP pairs of streams (rec[2p], rec[2p + 1]),
  * interleaved block by block. */
-INLINE void streams(int NP, int Q41, const unsigned char *const *rec, int64_t nb, int64_t k, const unsigned char *a,
+INLINE void streams(int NP, int L, const unsigned char *const *rec, int64_t nb, int64_t k, const unsigned char *a,
                     __m512 *out) {
-    const size_t rs = Q41 ? 160 : 272;
+    const size_t rs = R8_RECORD_BYTES(L);
     __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
     const int16_t *q;
     const float *d;
@@ -132,8 +168,7 @@ INLINE void streams(int NP, int Q41, const unsigned char *const *rec, int64_t nb
             const unsigned char *ra = rec[2 * p] + (size_t)b * rs, *rb = rec[2 * p + 1] + (size_t)b * rs;
             prefetch_rec(ra, (int)rs);
             if (rb != ra) prefetch_rec(rb, (int)rs);
-            if (Q41) block_q4_1(1, ra, rb, &q, &d, b, nb, &acc[p]);
-            else block_q8_0(1, ra, rb, &q, &d, b, &acc[p]);
+            block_any(1, L, ra, rb, &q, &d, b, nb, &acc[p]);
         }
     }
     _Pragma("GCC unroll 2")
@@ -147,7 +182,7 @@ INLINE __m256 hi8(__m512 v) { return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm
  * LLMK_R8_RUNS contiguous runs side by side (r8.h). */
 enum { NSTREAM = LLMK_R8_RUNS };
 _Static_assert(NSTREAM == 4, "the decode walk pairs runs 0+1 and 2+3");
-INLINE void rows_streams(int Q41, const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1, const unsigned char *a,
+INLINE void rows_streams(int L, const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1, const unsigned char *a,
                          float *y) {
     int64_t len = (g1 - g0 + NSTREAM - 1) / NSTREAM;
     size_t gb = (size_t)w->nb * w->block_bytes;
@@ -160,21 +195,21 @@ INLINE void rows_streams(int Q41, const struct llmk_r8 *w, int64_t g0, int64_t g
         }
         if (ns % 2) rec[ns] = rec[ns - 1];
         __m512 out[2];
-        if (ns > 2) streams(2, Q41, rec, w->nb, w->k, a, out);
-        else streams(1, Q41, rec, w->nb, w->k, a, out);
+        if (ns > 2) streams(2, L, rec, w->nb, w->k, a, out);
+        else streams(1, L, rec, w->nb, w->k, a, out);
         for (int s = 0; s < ns; s++) store_group(y, g0 + s * len + i, r1, s % 2 ? hi8(out[s / 2]) : lo8(out[s / 2]));
     }
 }
 
 /* NA activation rows x groups [g0, g1), two groups at a time. */
-INLINE void rows_na(int NA, int Q41, const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1,
+INLINE void rows_na(int NA, int L, const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1,
                     const unsigned char *const *a, float *y, size_t ys) {
     size_t gb = (size_t)w->nb * w->block_bytes;
     for (int64_t g = g0; g < g1; g += 2) {
         const unsigned char *ra = w->data + (size_t)(g - w->g0) * gb;
         const unsigned char *rb = g + 1 < g1 ? ra + gb : ra;
         __m512 out[R8_NA_MAX];
-        tile(NA, Q41, ra, rb, w->nb, w->k, a, out);
+        tile(NA, L, ra, rb, w->nb, w->k, a, out);
         _Pragma("GCC unroll 8")
         for (int i = 0; i < NA; i++) {
             store_group(y + (size_t)i * ys, g, r1, lo8(out[i]));

@@ -1,10 +1,11 @@
 /* The entry of the r8 kernel files (r8_avx2.c, r8_avx512.c), compiled into
  * each with that file's ISA flags. Before including, a file defines
- *   rows_streams(Q41, w, g0, g1, r1, a, y): one activation row x groups [g0, g1)
- *   rows_na(NA, Q41, w, g0, g1, r1, a, y, ys): NA <= R8_NA_MAX activation rows x groups
- * as always-inline functions, and may set R8_NA_MAX (default 4: the AVX2
- * file's 16 registers); r8_mm calls them with constant NA and Q41 so that
- * each combination is compiled on its own. */
+ *   rows_streams(L, w, g0, g1, r1, a, y): one activation row x groups [g0, g1)
+ *   rows_na(NA, L, w, g0, g1, r1, a, y, ys): NA <= R8_NA_MAX activation rows x groups
+ * as always-inline functions (L: the record form, enum llmk_r8_layout), and
+ * may set R8_NA_MAX (default 4: the AVX2 file's 16 registers); r8_mm calls
+ * them with constant NA and L so that each combination is compiled on its
+ * own. */
 #ifndef LLMK_KERNELS_R8_ENTRY_H
 #define LLMK_KERNELS_R8_ENTRY_H
 
@@ -14,12 +15,13 @@
 #define R8_NA_MAX 4 /* activation rows per pass over a group (rows_na's NA) */
 #endif
 
-static void r8_rows(int q41, int na, const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1,
+static void r8_rows(int layout, int na, const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1,
                     const unsigned char *const *a, float *y, size_t ys) {
 #define R8_NA(N)                                                           \
     case N:                                                                \
-        if (q41) rows_na(N, 1, w, g0, g1, r1, a, y, ys);                   \
-        else rows_na(N, 0, w, g0, g1, r1, a, y, ys);                       \
+        if (layout == LLMK_R8_Q4_1) rows_na(N, LLMK_R8_Q4_1, w, g0, g1, r1, a, y, ys); \
+        else if (layout == LLMK_R8_Q8S) rows_na(N, LLMK_R8_Q8S, w, g0, g1, r1, a, y, ys); \
+        else rows_na(N, LLMK_R8_Q8_0, w, g0, g1, r1, a, y, ys);            \
         break;
     switch (na) {
 #if R8_NA_MAX >= 8
@@ -46,17 +48,17 @@ static void r8_mm(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *a
     if (r1 <= r0 || m <= 0) return;
     int64_t g0 = r0 / 8, g1 = (r1 + 7) / 8;
     const unsigned char *ab = act;
-    int q41 = w->type == LLMK_TYPE_Q4_1;
     if (m == 1) {
-        if (q41) rows_streams(1, w, g0, g1, r1, ab, y);
-        else rows_streams(0, w, g0, g1, r1, ab, y);
+        if (w->layout == LLMK_R8_Q4_1) rows_streams(LLMK_R8_Q4_1, w, g0, g1, r1, ab, y);
+        else if (w->layout == LLMK_R8_Q8S) rows_streams(LLMK_R8_Q8S, w, g0, g1, r1, ab, y);
+        else rows_streams(LLMK_R8_Q8_0, w, g0, g1, r1, ab, y);
         return;
     }
     for (int64_t i = 0; i < m; i += R8_NA_MAX) {
         int na = m - i < R8_NA_MAX ? (int)(m - i) : R8_NA_MAX;
         const unsigned char *a[R8_NA_MAX];
         for (int j = 0; j < R8_NA_MAX; j++) a[j] = ab + (size_t)(i + (j < na ? j : 0)) * as;
-        r8_rows(q41, na, w, g0, g1, r1, a, y + (size_t)i * ys, ys);
+        r8_rows(w->layout, na, w, g0, g1, r1, a, y + (size_t)i * ys, ys);
     }
 }
 

@@ -21,6 +21,9 @@ INLINE void prefetch_rec(const unsigned char *rec, int bytes) {
     for (int o = 0; o < bytes; o += 64) _mm_prefetch((const char *)rec + PF_AHEAD + o, _MM_HINT_T0);
 }
 
+/* Bytes of one record of layout L (r8.h). */
+#define R8_RECORD_BYTES(L) ((L) == LLMK_R8_Q4_1 ? 160 : (L) == LLMK_R8_Q8S ? 352 : 272)
+
 /* An a16 activation row's parts: int16 q[k], then the f32 scales. */
 INLINE void split_act(const unsigned char *a, int64_t k, const int16_t **q, const float **d) {
     *q = (const int16_t *)a;

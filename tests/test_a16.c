@@ -19,6 +19,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -110,6 +111,32 @@ static void fill_iq4_nl(unsigned char *w, int64_t nb, int extreme) {
         memcpy(w + b * sizeof blk, &blk, sizeof blk);
     }
 }
+
+/* A 256-element type's row: random bytes, then finite f16 scales (and
+ * MXFP4's exponent in a range whose weights stay finite); nb counts 32s. */
+static void fill_super(uint32_t type, unsigned char *w, int64_t nb, int extreme) {
+    size_t bs = llmk_type_block_bytes(type), n = (size_t)(nb * LLMK_QK / (int64_t)llmk_type_block_elems(type));
+    for (size_t i = 0; i < n * bs; i++) w[i] = (unsigned char)rnd();
+    for (size_t i = 0; i < n; i++) {
+        unsigned char *b = w + i * bs;
+        uint16_t d0 = w_scale(extreme), d1 = w_scale(extreme);
+        switch (type) {
+        case LLMK_TYPE_Q3_K: memcpy(b + offsetof(llmk_block_q3_k, d), &d0, 2); break;
+        case LLMK_TYPE_Q6_K: memcpy(b + offsetof(llmk_block_q6_k, d), &d0, 2); break;
+        case LLMK_TYPE_MXFP4: b[0] = (uint8_t)(100 + rnd() % 40); break;
+        case LLMK_TYPE_IQ4_XS: memcpy(b, &d0, 2); break;
+        default: memcpy(b, &d0, 2), memcpy(b + 2, &d1, 2); /* Q4_K, Q5_K: d, dmin */
+        }
+    }
+}
+#define FILL_SUPER(name, TYPE) \
+    static void fill_##name(unsigned char *w, int64_t nb, int extreme) { fill_super(TYPE, w, nb, extreme); }
+FILL_SUPER(q3_k, LLMK_TYPE_Q3_K)
+FILL_SUPER(q4_k, LLMK_TYPE_Q4_K)
+FILL_SUPER(q5_k, LLMK_TYPE_Q5_K)
+FILL_SUPER(q6_k, LLMK_TYPE_Q6_K)
+FILL_SUPER(iq4_xs, LLMK_TYPE_IQ4_XS)
+FILL_SUPER(mxfp4, LLMK_TYPE_MXFP4)
 
 static const int64_t ks[] = {32, 64, 96, 224, 256, 288, 544, 576, 608, 1536, 2080};
 
@@ -274,7 +301,8 @@ static void test_dots(struct wtype *t, int have_avx2, float outlier) {
         for (int extreme = 0; extreme < 2; extreme++) {
             /* up to 17 groups: one activation row reads them as 4 streams of uneven length */
             int64_t nrows = 1 + rnd() % 133, m = 1 + rnd() % 9;
-            size_t ws = (size_t)nb * t->bs, rb = llmk_a16_row_bytes(k), as = rb + 8 * (rnd() % 3);
+            if (k % (int64_t)llmk_type_block_elems(t->type)) continue; /* rows of whole blocks only */
+            size_t ws = (size_t)(k / (int64_t)llmk_type_block_elems(t->type)) * t->bs, rb = llmk_a16_row_bytes(k), as = rb + 8 * (rnd() % 3);
             unsigned char *w = malloc(ws * (size_t)nrows), *a = malloc(as * (size_t)m);
             float *x = malloc((size_t)k * m * sizeof *x);
             float *y_ref = malloc((size_t)nrows * m * sizeof(float)), *y_fast = malloc((size_t)nrows * m * sizeof(float));
@@ -422,6 +450,12 @@ int main(void) {
         {"iq4_nl", LLMK_TYPE_IQ4_NL, sizeof(llmk_block_iq4_nl), fill_iq4_nl, llmk_r8_ref_iq4_nl, 0},
         /* the Q8S record: f32 scales per 16, an f32 offset */
         {"q5_1", LLMK_TYPE_Q5_1, sizeof(llmk_block_q5_1), fill_q5_1, llmk_r8_ref_q5_1, 0},
+        {"q3_k", LLMK_TYPE_Q3_K, sizeof(llmk_block_q3_k), fill_q3_k, llmk_r8_ref_q3_k, 0},
+        {"q4_k", LLMK_TYPE_Q4_K, sizeof(llmk_block_q4_k), fill_q4_k, llmk_r8_ref_q4_k, 0},
+        {"q5_k", LLMK_TYPE_Q5_K, sizeof(llmk_block_q5_k), fill_q5_k, llmk_r8_ref_q5_k, 0},
+        {"q6_k", LLMK_TYPE_Q6_K, sizeof(llmk_block_q6_k), fill_q6_k, llmk_r8_ref_q6_k, 0},
+        {"iq4_xs", LLMK_TYPE_IQ4_XS, sizeof(llmk_block_iq4_xs), fill_iq4_xs, llmk_r8_ref_iq4_xs, 0},
+        {"mxfp4", LLMK_TYPE_MXFP4, sizeof(llmk_block_mxfp4), fill_mxfp4, llmk_r8_ref_mxfp4, 0},
     };
     enum { NT = sizeof types / sizeof types[0] };
 #if !defined(__x86_64__)

@@ -49,6 +49,12 @@ static void ref_table(struct llmk_kernels *k) {
     k->gemm_rows_a16[LLMK_TYPE_Q5_0] = llmk_r8_ref_q5_0;
     k->gemm_rows_a16[LLMK_TYPE_IQ4_NL] = llmk_r8_ref_iq4_nl;
     k->gemm_rows_a16[LLMK_TYPE_Q5_1] = llmk_r8_ref_q5_1;
+    k->gemm_rows_a16[LLMK_TYPE_Q3_K] = llmk_r8_ref_q3_k;
+    k->gemm_rows_a16[LLMK_TYPE_Q4_K] = llmk_r8_ref_q4_k;
+    k->gemm_rows_a16[LLMK_TYPE_Q5_K] = llmk_r8_ref_q5_k;
+    k->gemm_rows_a16[LLMK_TYPE_Q6_K] = llmk_r8_ref_q6_k;
+    k->gemm_rows_a16[LLMK_TYPE_IQ4_XS] = llmk_r8_ref_iq4_xs;
+    k->gemm_rows_a16[LLMK_TYPE_MXFP4] = llmk_r8_ref_mxfp4;
     k->f32_dot = llmk_f32_dot;
     k->rmsnorm = llmk_f32_rmsnorm_ref;
     k->rope = llmk_f32_rope_ref;

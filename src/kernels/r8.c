@@ -7,6 +7,7 @@
 #include "codec/half.h"
 #include "internal.h"
 #include "kernels/a16.h"
+#include "kernels/r8_read.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -24,8 +25,7 @@ int llmk_r8_layout(uint32_t type) {
     case LLMK_TYPE_Q5_0:
     case LLMK_TYPE_IQ4_NL:
     case LLMK_TYPE_Q8_0: return LLMK_R8_Q8_0;
-    case LLMK_TYPE_Q5_1: return LLMK_R8_Q8S;
-    default: return -1;
+    default: return llmk_r8_read_supports(type) ? LLMK_R8_Q8S : -1;
     }
 }
 
@@ -104,24 +104,17 @@ static void pack_q8_0(unsigned char *dst, const struct r8_block *const src[8]) {
     }
 }
 
-/* 32 weights as Q8S holds them: weight j = s[j / 16] * v[j] + m, exactly. */
-struct r8_q8s {
-    int8_t v[LLMK_QK];
-    float s[2], m;
-};
-
-/* Weights [32 b, 32 b + 32) of a row (its GGUF bytes at row). */
-static void read_q8s(uint32_t type, const unsigned char *row, int64_t b, struct r8_q8s *o) {
-    llmk_block_q5_1 q;
-    memcpy(&q, row + (size_t)b * sizeof q, sizeof q);
-    o->s[0] = o->s[1] = llmk_fp16_to_fp32(llmk_ld_u16(&q.d)), o->m = llmk_fp16_to_fp32(llmk_ld_u16(&q.m));
-    for (int j = 0; j < LLMK_QK; j++) o->v[j] = (int8_t)(nibble(q.qs, j) | ((q.qh[j >> 3] >> (j & 7)) & 1) << 4);
-    (void)type;
+/* Weights [32 b, 32 b + 32) of a row (its GGUF bytes at row), as Q8S holds
+ * them: weight j = s[j / 16] * v[j] + m, exactly (r8_read.h). */
+static void read_q8s(uint32_t type, const unsigned char *row, int64_t b, struct llmk_r8_sub *o) {
+    uint32_t be = llmk_type_block_elems(type), sb = llmk_type_block_bytes(type);
+    int64_t per = be / LLMK_QK; /* 32-element parts per GGUF block: 1 or 8 */
+    llmk_r8_read_sub(type, row + (size_t)(b / per) * sb, (int)(b % per), o);
 }
 
 static void put_f32(unsigned char *p, float v) { memcpy(p, &v, sizeof v); }
 
-static void pack_q8s(unsigned char *dst, const struct r8_q8s *const src[8]) {
+static void pack_q8s(unsigned char *dst, const struct llmk_r8_sub *const src[8]) {
     memset(dst, 0, 352);
     for (int r = 0; r < 8; r++) {
         if (!src[r]) continue;
@@ -199,7 +192,7 @@ static void pack_record(const llmk_tensor_info *t, const struct llmk_r8 *w, int6
     size_t rowb = (size_t)(t->n_bytes / t->ne[1]), sb = llmk_type_block_bytes(t->type);
     const unsigned char *src = t->data;
     struct r8_block blk[8];
-    struct r8_q8s q8s[8];
+    struct llmk_r8_sub q8s[8];
     const void *p[8];
     for (int r = 0; r < 8; r++) {
         int64_t row = g * 8 + r;
@@ -211,7 +204,7 @@ static void pack_record(const llmk_tensor_info *t, const struct llmk_r8 *w, int6
     }
     if (w->layout == LLMK_R8_Q4_1) pack_q4_1(dst, (const struct r8_block *const *)p);
     else if (w->layout == LLMK_R8_Q8_0) pack_q8_0(dst, (const struct r8_block *const *)p);
-    else pack_q8s(dst, (const struct r8_q8s *const *)p);
+    else pack_q8s(dst, (const struct llmk_r8_sub *const *)p);
 }
 
 void llmk_r8_pack(const llmk_tensor_info *t, struct llmk_r8 *w, int64_t g0, int64_t g1) {
@@ -263,7 +256,7 @@ static float ref_row_q8s(uint32_t type, int64_t k, const unsigned char *w, const
     const float *da = (const float *)(a + (size_t)k * 2), *sa = da + nb;
     float acc = 0;
     for (int64_t b = 0; b < nb; b++) {
-        struct r8_q8s wb;
+        struct llmk_r8_sub wb;
         read_q8s(type, w, b, &wb);
         const int16_t *qb = q + b * LLMK_QK;
         int32_t n[2] = {0, 0};
@@ -308,3 +301,9 @@ R8_REF(iq4_nl, LLMK_TYPE_IQ4_NL)
         llmk_r8_ref_q8s(TYPE, k, w, ws, r0, r1, act, as, m, y, ys);                                            \
     }
 R8_REF_Q8S(q5_1, LLMK_TYPE_Q5_1)
+R8_REF_Q8S(q3_k, LLMK_TYPE_Q3_K)
+R8_REF_Q8S(q4_k, LLMK_TYPE_Q4_K)
+R8_REF_Q8S(q5_k, LLMK_TYPE_Q5_K)
+R8_REF_Q8S(q6_k, LLMK_TYPE_Q6_K)
+R8_REF_Q8S(iq4_xs, LLMK_TYPE_IQ4_XS)
+R8_REF_Q8S(mxfp4, LLMK_TYPE_MXFP4)

@@ -108,8 +108,17 @@ void llmk_r8_ref_q5_0(int64_t k, const void *w, size_t w_stride, int64_t r0, int
                       size_t a_stride, int64_t m, float *y, size_t y_stride);
 void llmk_r8_ref_iq4_nl(int64_t k, const void *w, size_t w_stride, int64_t r0, int64_t r1, const void *act,
                         size_t a_stride, int64_t m, float *y, size_t y_stride);
-void llmk_r8_ref_q5_1(int64_t k, const void *w, size_t w_stride, int64_t r0, int64_t r1, const void *act,
-                      size_t a_stride, int64_t m, float *y, size_t y_stride);
+#define LLMK_R8_REF_DECL(name)                                                                             \
+    void llmk_r8_ref_##name(int64_t k, const void *w, size_t w_stride, int64_t r0, int64_t r1, const void *act, \
+                            size_t a_stride, int64_t m, float *y, size_t y_stride);
+LLMK_R8_REF_DECL(q5_1)
+LLMK_R8_REF_DECL(q3_k)
+LLMK_R8_REF_DECL(q4_k)
+LLMK_R8_REF_DECL(q5_k)
+LLMK_R8_REF_DECL(q6_k)
+LLMK_R8_REF_DECL(iq4_xs)
+LLMK_R8_REF_DECL(mxfp4)
+#undef LLMK_R8_REF_DECL
 /* The Q8S types: the same arithmetic from the GGUF rows of any type
  * llmk_r8_layout maps to Q8S. */
 void llmk_r8_ref_q8s(uint32_t type, int64_t k, const void *w, size_t w_stride, int64_t r0, int64_t r1,

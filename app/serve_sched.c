@@ -324,11 +324,17 @@ static void end_choice_locked(struct serve_choice *c, enum llmk_finish fin, int 
     c->eng_ended = true;
 }
 
-/* Counts job j once among the cancelled requests, by whichever path ends
- * it first (apply_cancels before a step, on_event during one); j->mu held. */
-static void count_cancel_locked(struct server *s, struct serve_job *j) {
-    if (j->cancel_counted) return;
+/* Whether job j is now to be counted among the cancelled requests: once,
+ * by whichever path ends it first (apply_cancels before a step, on_event
+ * during one). j->mu held; the caller counts after unlocking it (the two
+ * locks are never nested). */
+static bool take_cancel_count_locked(struct serve_job *j) {
+    if (j->cancel_counted) return false;
     j->cancel_counted = true;
+    return true;
+}
+
+static void count_cancel(struct server *s) {
     pthread_mutex_lock(&s->mu);
     s->met.cancelled++;
     pthread_mutex_unlock(&s->mu);
@@ -360,9 +366,10 @@ static int on_event(void *user, const llmk_token_event *ev) {
     }
     if (ev->finish != LLMK_FINISH_NONE) end_choice_locked(c, ev->finish, ev->status, ev->message);
     else if (stop) end_choice_locked(c, LLMK_FINISH_LENGTH, LLMK_OK, NULL); /* the return below ends it */
-    if (j->cancel && ev->finish == LLMK_FINISH_NONE) count_cancel_locked(s, j);
+    bool count = j->cancel && ev->finish == LLMK_FINISH_NONE && take_cancel_count_locked(j);
     pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
+    if (count) count_cancel(s);
     return stop && ev->finish == LLMK_FINISH_NONE;
 }
 
@@ -418,11 +425,10 @@ static void apply_cancels(struct server *s, struct serve_job *list, bool all) {
             end_choice_locked(c, LLMK_FINISH_LENGTH, LLMK_OK, NULL);
             n += cancel;
         }
-        if (n) {
-            count_cancel_locked(s, j);
-            pthread_cond_broadcast(&j->cv);
-        }
+        bool count = n && take_cancel_count_locked(j);
+        if (n) pthread_cond_broadcast(&j->cv);
         pthread_mutex_unlock(&j->mu);
+        if (count) count_cancel(s);
     }
 }
 

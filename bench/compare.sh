@@ -12,13 +12,18 @@
 # generated tokens each (default 128 and 128 with -B), S_PP and S_TG side by
 # side per B, and llmk's S_TG(B)/S_TG(1).
 #
+# With -T TYPES, the same comparison on each type's file, made once by
+# llama.cpp's llama-quantize from an f32 copy of the model (cached under
+# build/bench-types), then one table of every type's ratios.
+#
 #   bench/compare.sh [-m MODEL] [-t THREADS] [-p 512] [-n 128] [-d 0] [-r 3]
 #   bench/compare.sh -B 1,4,16 [-m MODEL] [-t THREADS] [-p 128] [-n 128]
+#   bench/compare.sh -T Q4_0,Q4_K_M,Q5_K_M,Q6_K,Q8_0,IQ4_NL [-m MODEL] [-t THREADS] [-r 3]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 MODEL="${LLMK_MODELS:-$HOME/.cache/llmk}/SmolLM2-135M-Instruct.Q4_1.gguf"
-THREADS=2 NP="" NG="" REPS=3 DEPTH=0 BATCH=""
+THREADS=2 NP="" NG="" REPS=3 DEPTH=0 BATCH="" TYPES=""
 while [ $# -gt 0 ]; do
     case "$1" in
         -m) MODEL="$2"; shift 2 ;;
@@ -28,7 +33,8 @@ while [ $# -gt 0 ]; do
         -r) REPS="$2"; shift 2 ;;
         -d) DEPTH="$2"; shift 2 ;;
         -B) BATCH="$2"; shift 2 ;;
-        -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+        -T) TYPES="$2"; shift 2 ;;
+        -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
         *) echo "compare.sh: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -41,6 +47,12 @@ if [ -n "$BATCH" ]; then
     if [ "$DEPTH" != 0 ]; then
         echo "compare.sh: -d does not apply to -B (llama-batched-bench has no depth)" >&2; exit 2
     fi
+fi
+if [ -n "$TYPES" ]; then
+    if ! [[ "$TYPES" =~ ^[A-Za-z0-9_]+(,[A-Za-z0-9_]+)*$ ]]; then
+        echo "compare.sh: -T takes a list of llama-quantize types, as Q4_0,Q4_K_M" >&2; exit 2
+    fi
+    [ -z "$BATCH" ] || { echo "compare.sh: -T and -B do not go together" >&2; exit 2; }
 fi
 NP="${NP:-512}" NG="${NG:-128}"
 
@@ -83,29 +95,35 @@ if [ -n "$BATCH" ]; then
     exit 0
 fi
 
-"$VENV/bin/python" bench/llamacpp_bench.py -m "$MODEL" -p "$NP" -n "$NG" -t "$THREADS" -r "$REPS" -d "$DEPTH" > "$OUT/llamacpp.json"
-"$LLMK_BIN" bench -m "$MODEL" -p "$NP" -n "$NG" -t "$THREADS" -r "$REPS" -d "$DEPTH" --json > "$OUT/llmk.json"
+# compare_one MODEL DIR: both benches on MODEL into DIR, and their table.
+compare_one() {
+    "$VENV/bin/python" bench/llamacpp_bench.py -m "$1" -p "$NP" -n "$NG" -t "$THREADS" -r "$REPS" -d "$DEPTH" \
+        > "$2/llamacpp.json"
+    "$LLMK_BIN" bench -m "$1" -p "$NP" -n "$NG" -t "$THREADS" -r "$REPS" -d "$DEPTH" --json > "$2/llmk.json"
+    python3 bench/compare_table.py one "$2/llmk.json" "$2/llamacpp.json" "$1" "$THREADS"
+}
 
-python3 - "$OUT/llmk.json" "$OUT/llamacpp.json" "$MODEL" "$THREADS" <<'EOF'
-import json, os, sys
-ours, theirs = (json.load(open(p)) for p in sys.argv[1:3])
-key = lambda o: (o["n_prompt"], o["n_gen"])
-t = {key(o): o for o in theirs}
-print(f"model {os.path.basename(sys.argv[3])}, {sys.argv[4]} threads")
-print(f"| {'test':>12} | {'llmk t/s':>18} | {'llama.cpp t/s':>18} | {'ratio':>6} |")
-print(f"| {'-'*12} | {'-'*18} | {'-'*18} | {'-'*6} |")
-for o in ours:
-    name = f"pp{o['n_prompt']}" if o["n_prompt"] else f"tg{o['n_gen']}"
-    if o.get("n_depth"):
-        name += f"@d{o['n_depth']}"
-    l = t.get(key(o))
-    if not l:
-        continue
-    print(f"| {name:>12} | {o['avg_ts']:8.2f} ± {o['stddev_ts']:7.2f} | {l['avg_ts']:8.2f} ± {l['stddev_ts']:7.2f} "
-          f"| {o['avg_ts'] / l['avg_ts']:5.2f}x |")
-for o in ours:
-    if "effective_gbs" in o:
-        llc = o.get("llc_bytes", 0)
-        fit = f" (the weights fit in the {llc / 1e6:.0f} MB last-level cache)" if llc > o["weight_bytes_per_token"] else ""
-        print(f"llmk decode: {o['effective_gbs']:.1f} GB/s of weights, machine reads {o['machine_read_gbs']:.1f} GB/s{fit}")
-EOF
+if [ -z "$TYPES" ]; then
+    compare_one "$MODEL" "$OUT"
+    exit 0
+fi
+
+# -T: each type's file from one f32 copy, by llama-quantize (kept between runs)
+TOOLS="${LLAMACPP_TOOLS:-build/llamacpp-tools}"
+llamacpp_tools_build "$VENV" "$TOOLS"
+TDIR="${LLMK_BENCH_TYPES:-build/bench-types}"
+mkdir -p "$TDIR"
+base="$(basename "$MODEL" .gguf)"
+f32="$TDIR/$base.f32.gguf"
+[ -s "$f32" ] || "$LLMK_BIN" quantize "$MODEL" "$f32" f32 > /dev/null
+for t in ${TYPES//,/ }; do
+    f="$TDIR/$base.$t.gguf"
+    if [ ! -s "$f" ] || [ "$f" -ot "$f32" ]; then
+        "$TOOLS/bin/llama-quantize" "$f32" "$f" "$t" > "$OUT/quantize.$t.log" 2>&1 ||
+            { echo "compare.sh: llama-quantize to $t failed (see $OUT/quantize.$t.log)" >&2; cat "$OUT/quantize.$t.log" >&2; exit 1; }
+    fi
+    mkdir -p "$OUT/$t"
+    compare_one "$f" "$OUT/$t"
+    echo
+done
+python3 bench/compare_table.py types "$OUT" "$THREADS" ${TYPES//,/ }

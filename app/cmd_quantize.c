@@ -4,6 +4,7 @@
  * docs/codecs.md. */
 #include "cli.h"
 #include "opts.h"
+#include "quant_policy.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -14,61 +15,18 @@
 static const char *CMD = "quantize";
 
 static const char USAGE[] =
-    "usage: llmk quantize IN.gguf OUT.gguf TYPE [--pure] [--tensor-type NAME=TYPE]...\n"
+    "usage: llmk quantize IN.gguf OUT.gguf TYPE [--pure] [--tensor-type NAME=TYPE]... [--allow-requantize] [-v]\n"
     "\n"
     "TYPE (case-insensitive) is a codec (f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k\n"
     "q3_k q4_k q5_k q6_k iq4_nl iq4_xs mxfp4) or a preset: q2_k, q3_k_s, q3_k_m,\n"
-    "q4_k_s, q4_k_m, q5_k_s, q5_k_m, q6_k, q8_0 ...\n"
-    "Defaults (without --pure):\n"
-    "  - 1-D tensors (norms, biases) stay f32;\n"
-    "  - *_M presets: token_embd/output get q6_k, attn_v and ffn_down one K-step\n"
-    "    higher (q3_k->q4_k, q4_k->q5_k, q5_k->q6_k); *_S: output gets q6_k;\n"
-    "  - rows not whole blocks of the chosen codec fall back: q2_k/q3_k->q4_0,\n"
-    "    q4_k->q5_0, q5_k->q5_1, q6_k->q8_0, iq4_xs->iq4_nl, then f16.\n";
-
-/* llama_ftype numbers written to general.file_type (format facts). */
-static const struct preset {
-    const char *name;
-    uint32_t type;
-    int mix; /* 0 none, 1 _S, 2 _M */
-    uint32_t ftype;
-} presets[] = {
-    {"f32", LLMK_TYPE_F32, 0, 0},      {"f16", LLMK_TYPE_F16, 0, 1},      {"bf16", LLMK_TYPE_BF16, 0, 32},
-    {"q4_0", LLMK_TYPE_Q4_0, 0, 2},    {"q4_1", LLMK_TYPE_Q4_1, 0, 3},    {"q8_0", LLMK_TYPE_Q8_0, 0, 7},
-    {"q5_0", LLMK_TYPE_Q5_0, 0, 8},    {"q5_1", LLMK_TYPE_Q5_1, 0, 9},    {"q2_k", LLMK_TYPE_Q2_K, 0, 10},
-    {"q3_k", LLMK_TYPE_Q3_K, 2, 12},   {"q3_k_s", LLMK_TYPE_Q3_K, 1, 11}, {"q3_k_m", LLMK_TYPE_Q3_K, 2, 12},
-    {"q4_k", LLMK_TYPE_Q4_K, 2, 15},   {"q4_k_s", LLMK_TYPE_Q4_K, 1, 14}, {"q4_k_m", LLMK_TYPE_Q4_K, 2, 15},
-    {"q5_k", LLMK_TYPE_Q5_K, 2, 17},   {"q5_k_s", LLMK_TYPE_Q5_K, 1, 16}, {"q5_k_m", LLMK_TYPE_Q5_K, 2, 17},
-    {"q6_k", LLMK_TYPE_Q6_K, 0, 18},   {"iq4_nl", LLMK_TYPE_IQ4_NL, 0, 25}, {"iq4_xs", LLMK_TYPE_IQ4_XS, 0, 30},
-    {"mxfp4", LLMK_TYPE_MXFP4, 0, 38},
-};
-
-static uint32_t fallback(uint32_t t) {
-    switch (t) {
-    case LLMK_TYPE_Q2_K: case LLMK_TYPE_Q3_K: return LLMK_TYPE_Q4_0;
-    case LLMK_TYPE_Q4_K: return LLMK_TYPE_Q5_0;
-    case LLMK_TYPE_Q5_K: return LLMK_TYPE_Q5_1;
-    case LLMK_TYPE_Q6_K: case LLMK_TYPE_Q8_K: return LLMK_TYPE_Q8_0;
-    case LLMK_TYPE_IQ4_XS: return LLMK_TYPE_IQ4_NL;
-    default: return LLMK_TYPE_F16;
-    }
-}
-
-static uint32_t bump(uint32_t t) {
-    switch (t) {
-    case LLMK_TYPE_Q2_K: return LLMK_TYPE_Q3_K;
-    case LLMK_TYPE_Q3_K: return LLMK_TYPE_Q4_K;
-    case LLMK_TYPE_Q4_K: return LLMK_TYPE_Q5_K;
-    case LLMK_TYPE_Q5_K: return LLMK_TYPE_Q6_K;
-    default: return t;
-    }
-}
-
-/* A codec whose blocks tile a row of ne0 elements: t itself or its fallbacks. */
-static uint32_t fit_rows(uint32_t t, uint64_t ne0) {
-    while (ne0 % llmk_type_block_elems(t) != 0) t = fallback(t);
-    return t;
-}
+    "q3_k_l, q4_k_s, q4_k_m, q5_k_s, q5_k_m, q6_k, q8_0 ...\n"
+    "Without --pure, each tensor gets the type llama-quantize gives it for the\n"
+    "same preset: 1-D tensors stay f32; the output (or token_embd when the model\n"
+    "ties them) gets q6_k; the presets give attn_v, attn_output and ffn_down more\n"
+    "bits in some layers; rows that are not whole blocks fall back (q2_k/q3_k->\n"
+    "q4_0, q4_k->q5_0, q5_k->q5_1, q6_k->q8_0, iq4_xs->iq4_nl, then f16).\n"
+    "A quantized input is re-quantized only with --allow-requantize (it compounds\n"
+    "the error); f32, f16 and bf16 outputs need no flag.\n";
 
 struct override {
     const char *pat; /* pat[0 .. len): the NAME of --tensor-type NAME=TYPE */
@@ -91,18 +49,13 @@ static int is_codec(uint32_t t) {
     return 0;
 }
 
-static uint32_t choose_type(const llmk_tensor_info *ti, const struct preset *p, int pure,
-                            const struct override *ov, int n_ov) {
+static uint32_t choose_type(const llmk_tensor_info *ti, struct quant_policy *q, int pure, const struct override *ov,
+                            int n_ov) {
     for (int i = 0; i < n_ov; i++)
-        if (contains(ti->name, ov[i].pat, ov[i].len)) return fit_rows(ov[i].type, ti->ne[0]);
+        if (contains(ti->name, ov[i].pat, ov[i].len)) return quant_fit_rows(ov[i].type, ti->ne[0]);
     if (ti->n_dims < 2) return LLMK_TYPE_F32;
-    if (pure) return ti->ne[0] % llmk_type_block_elems(p->type) ? LLMK_TYPE_F16 : p->type;
-    uint32_t t = p->type;
-    int is_embd = strstr(ti->name, "token_embd") != NULL, is_out = strcmp(ti->name, "output.weight") == 0;
-    if (p->mix == 2 && (is_embd || is_out)) t = LLMK_TYPE_Q6_K;
-    if (p->mix == 1 && is_out) t = LLMK_TYPE_Q6_K;
-    if (p->mix == 2 && (strstr(ti->name, "attn_v.weight") || strstr(ti->name, "ffn_down.weight"))) t = bump(t);
-    return fit_rows(t, ti->ne[0]);
+    if (pure) return ti->ne[0] % llmk_type_block_elems(q->p->type) ? LLMK_TYPE_F16 : q->p->type;
+    return quant_policy_choose(q, ti);
 }
 
 /* Convert rows [lo, hi) of one tensor, on the pool (dst NULL: check only).
@@ -191,6 +144,53 @@ static int convert(llmk_pool *pool, struct conv_job *j, uint32_t t) {
     return st;
 }
 
+/* Every tensor's type, in file order (the presets' counters run in that
+ * order), before anything is converted: a quantized input is refused here,
+ * naming its first quantized tensor, unless requant. */
+static int choose_all(const llmk_gguf *g, const struct quant_preset *p, bool pure, bool requant,
+                      const struct override *ov, int n_ov, uint32_t *types) {
+    struct quant_policy q;
+    quant_policy_init(&q, p, g);
+    for (size_t i = 0; i < llmk_gguf_n_tensors(g); i++) {
+        const llmk_tensor_info *ti = llmk_gguf_tensor(g, i);
+        types[i] = choose_type(ti, &q, pure, ov, n_ov);
+        bool from_q = llmk_type_block_elems(ti->type) > 1, to_q = llmk_type_block_elems(types[i]) > 1;
+        if (from_q && to_q && types[i] != ti->type && !requant)
+            return cli_fail(LLMK_INVALID_ARGUMENT,
+                            "quantize: tensor %s is already %s: quantizing it again to %s compounds the error; "
+                            "start from an f32/f16/bf16 file, or pass --allow-requantize",
+                            ti->name, llmk_type_name(ti->type), llmk_type_name(types[i]));
+    }
+    return LLMK_OK;
+}
+
+/* One line per output type: tensors and bytes (instead of a line per tensor). */
+static void print_summary(const llmk_gguf *g, const uint32_t *types, const uint64_t *bytes) {
+    uint64_t n[LLMK_TYPE_COUNT_] = {0}, b[LLMK_TYPE_COUNT_] = {0};
+    for (size_t i = 0; i < llmk_gguf_n_tensors(g); i++)
+        if (types[i] < LLMK_TYPE_COUNT_) n[types[i]]++, b[types[i]] += bytes[i];
+    printf("%-8s %8s %10s\n", "type", "tensors", "MiB");
+    for (uint32_t t = 0; t < LLMK_TYPE_COUNT_; t++)
+        if (n[t]) printf("%-8s %8llu %10.2f\n", llmk_type_name(t), (unsigned long long)n[t], (double)b[t] / 1048576.0);
+}
+
+/* --dry-run: the choices and the sizes they would have, nothing written. */
+static void dry_run(const llmk_gguf *g, const uint32_t *types, bool verbose) {
+    size_t nt = llmk_gguf_n_tensors(g);
+    uint64_t *b = calloc(nt ? nt : 1, sizeof *b), in = 0, out = 0;
+    for (size_t i = 0; i < nt; i++) {
+        const llmk_tensor_info *ti = llmk_gguf_tensor(g, i);
+        uint64_t rb = 0;
+        if (llmk_row_bytes(types[i], ti->ne[0], &rb) == LLMK_OK && b) b[i] = rb * (ti->n_elements / ti->ne[0]);
+        in += ti->n_bytes, out += b ? b[i] : 0;
+        if (verbose) printf("%-40s %-7s -> %-7s\n", ti->name, llmk_type_name(ti->type), llmk_type_name(types[i]));
+    }
+    if (b) print_summary(g, types, b);
+    printf("dry run: %zu tensors, %.2f MiB -> %.2f MiB; nothing written\n", nt, (double)in / 1048576.0,
+           (double)out / 1048576.0);
+    free(b);
+}
+
 /* --tensor-type NAME=TYPE, collected in order (the first match wins). */
 struct overrides {
     struct override ov[64];
@@ -212,11 +212,15 @@ static int opt_tensor_type(const char *cmd, const char *flag, const char *v, voi
 
 int cmd_quantize(int argc, char **argv) {
     const char *pos[3];
-    bool pure = false;
+    bool pure = false, requant = false, verbose = false, dry = false;
     struct overrides ovs = {.n = 0};
     const struct cli_opt table[] = {
         CLI_FLAG("--pure", 0, &pure, "every tensor of 2+ dims gets TYPE (f16 if its rows cannot hold TYPE's "
                  "blocks); 1-D stay f32"),
+        CLI_FLAG("--allow-requantize", 0, &requant, "quantize tensors that are already quantized (as llama-quantize)"),
+        CLI_FLAG("--verbose", 'v', &verbose, "one line per tensor before the summary"),
+        CLI_FLAG("--dry-run", 0, &dry, "choose every tensor's type and print them (with -v) and the summary; "
+                 "convert and write nothing"),
         CLI_REPEAT("--tensor-type", 0, opt_tensor_type, &ovs, "NAME=T",
                    "tensors whose name contains NAME get codec T (the first match wins)"),
     };
@@ -232,14 +236,14 @@ int cmd_quantize(int argc, char **argv) {
     llmk_gguf_writer *wr = NULL;
     llmk_pool *pool = NULL;
     void **bufs = NULL;
+    uint32_t *types = NULL;
+    uint64_t *out_b = NULL;
     size_t nt = 0;
     if (npos != 3) {
         rc = cli_usage_error(CMD, "expected IN.gguf OUT.gguf TYPE");
         goto out;
     }
-    const struct preset *p = NULL;
-    for (size_t i = 0; i < CLI_LEN(presets); i++)
-        if (!strcasecmp(presets[i].name, pos[2])) p = &presets[i];
+    const struct quant_preset *p = quant_preset_find(pos[2]);
     if (!p) {
         rc = cli_usage_error(CMD, "unknown type or preset '%s'", pos[2]);
         goto out;
@@ -262,14 +266,21 @@ int cmd_quantize(int argc, char **argv) {
     if (st != LLMK_OK) goto fail;
     nt = llmk_gguf_n_tensors(g);
     bufs = calloc(nt ? nt : 1, sizeof *bufs);
-    if (!bufs) {
+    types = calloc(nt ? nt : 1, sizeof *types);
+    out_b = calloc(nt ? nt : 1, sizeof *out_b);
+    if (!bufs || !types || !out_b) {
         st = cli_fail(LLMK_OUT_OF_MEMORY, "quantize: %zu tensor pointers", nt);
         goto fail;
+    }
+    if ((st = choose_all(g, p, pure, requant, ov, n_ov, types)) != LLMK_OK) goto fail;
+    if (dry) {
+        dry_run(g, types, verbose);
+        goto out;
     }
     uint64_t in_bytes = 0, out_bytes = 0;
     for (size_t i = 0; i < nt; i++) {
         const llmk_tensor_info *ti = llmk_gguf_tensor(g, i);
-        uint32_t t = choose_type(ti, p, pure, ov, n_ov);
+        uint32_t t = types[i];
         uint64_t src_rb, dst_rb, bytes;
         st = llmk_row_bytes(ti->type, ti->ne[0], &src_rb);
         if (st == LLMK_OK) st = llmk_row_bytes(t, ti->ne[0], &dst_rb);
@@ -289,8 +300,8 @@ int cmd_quantize(int argc, char **argv) {
         const void *data = bufs[i] ? bufs[i] : ti->data;
         st = llmk_gguf_writer_add_tensor(wr, ti->name, t, ti->n_dims, ti->ne, data, bytes);
         if (st != LLMK_OK) goto fail;
-        in_bytes += ti->n_bytes, out_bytes += bytes;
-        printf("%-40s %-7s -> %-7s\n", ti->name, llmk_type_name(ti->type), llmk_type_name(t));
+        in_bytes += ti->n_bytes, out_bytes += bytes, out_b[i] = bytes;
+        if (verbose) printf("%-40s %-7s -> %-7s\n", ti->name, llmk_type_name(ti->type), llmk_type_name(t));
     }
     llmk_outfile *of;
     if ((st = cli_outfile_open(pos[1], &pos[0], 1, &of)) != LLMK_OK) goto fail;
@@ -299,6 +310,7 @@ int cmd_quantize(int argc, char **argv) {
         goto fail;
     }
     if ((st = cli_outfile_commit(of)) != LLMK_OK) goto fail;
+    print_summary(g, types, out_b);
     printf("%s: %zu tensors, %.2f MiB -> %.2f MiB (%s)\n", pos[1], nt, (double)in_bytes / 1048576.0,
            (double)out_bytes / 1048576.0, p->name);
     goto out;
@@ -307,7 +319,7 @@ fail:
 out:
     if (bufs)
         for (size_t i = 0; i < nt; i++) free(bufs[i]);
-    free(bufs);
+    free(bufs), free(types), free(out_b);
     llmk_pool_free(pool);
     llmk_gguf_writer_free(wr);
     llmk_gguf_close(g);

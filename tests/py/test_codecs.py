@@ -212,12 +212,15 @@ def test_quantize_f32_is_exact_dequantization(src_gguf, tmp_path):
 
 def test_quantize_q4_k_m_policy_and_quality(src_gguf, tmp_path):
     out = tmp_path / "q4km.gguf"
-    res = _run(src_gguf, out, "q4_k_m")
+    res = _run(src_gguf, out, "q4_k_m", "--allow-requantize")  # blk.0.q41 is q4_1
     assert res.returncode == 0, res.stderr
     _, src = _tensors(src_gguf)
     rd, dst = _tensors(out)
+    # llama-quantize's rules: with one layer, layer 0 is in the last eighth
+    # (use_more_bits), so attn_v and ffn_down get q6_k; token_embd is the
+    # output here (no output.weight): q6_k
     want = {"token_embd.weight": T.Q6_K, "blk.0.attn_norm.weight": T.F32,
-            "blk.0.attn_v.weight": T.Q5_K, "blk.0.ffn_down.weight": T.Q5_K,
+            "blk.0.attn_v.weight": T.Q6_K, "blk.0.ffn_down.weight": T.Q6_K,
             "blk.0.attn_q.weight": T.Q4_K, "blk.0.odd.weight": T.Q5_0,
             "blk.0.q41.weight": T.Q5_0}
     for name, ty in want.items():
@@ -231,7 +234,7 @@ def test_quantize_q4_k_m_policy_and_quality(src_gguf, tmp_path):
 
 def test_quantize_pure_and_overrides(src_gguf, tmp_path):
     out = tmp_path / "pure.gguf"
-    res = _run(src_gguf, out, "Q4_K_M", "--pure", "--tensor-type", "attn_q=q8_0")
+    res = _run(src_gguf, out, "Q4_K_M", "--pure", "--tensor-type", "attn_q=q8_0", "--allow-requantize")
     assert res.returncode == 0, res.stderr
     _, dst = _tensors(out)
     assert dst["blk.0.attn_q.weight"].tensor_type == T.Q8_0

@@ -197,7 +197,7 @@ def mixed_model(tmp_path_factory):
     types = ["attn_q=q5_0", "attn_k=iq4_nl", "attn_v=iq4_nl", "attn_output=q5_1", "ffn_up=q5_1",
              "blk.1.ffn_down=q4_k", "blk.2.ffn_down=q5_k", "blk.3.ffn_down=q3_k", "blk.4.ffn_down=iq4_xs",
              "blk.5.ffn_down=mxfp4", "ffn_down=q6_k"]
-    run("quantize", str(MODEL), str(out), "q4_0", *[a for t in types for a in ("--tensor-type", t)])
+    run("quantize", str(MODEL), str(out), "q4_0", "--allow-requantize", *[a for t in types for a in ("--tensor-type", t)])
     return out
 
 

@@ -110,7 +110,7 @@ def quants(base):
     res = {}
     for q in ("q8_0", "q6_k", "q4_k_m"):
         g = base["dir"] / f"{q}.gguf"
-        r = run("quantize", MODEL, g, q)
+        r = run("quantize", MODEL, g, q, "--allow-requantize")
         assert r.returncode == 0, r.stderr
         save = ["--save-logits", base["dir"] / "q8_0.logp"] if q == "q8_0" else []
         r = pp("-m", g, "-f", TEXT, "-t", "2", "--kl-base", base["file"], *save)

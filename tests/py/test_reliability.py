@@ -90,7 +90,7 @@ def spellings(m):
 
 
 WRITERS = {
-    "quantize": lambda m, out: ["quantize", m, out, "q8_0"],
+    "quantize": lambda m, out: ["quantize", m, out, "q8_0", "--allow-requantize"],
     "logits": lambda m, out: ["logits", "-m", m, "--ids", "1,2,3", "--out", out],
     "perplexity": lambda m, out: ["perplexity", "-m", m, "-f", TEXT, "--ctx", 64, "--chunks", 1,
                                   "--save-logits", out],
@@ -161,7 +161,7 @@ def full_device(tmp_path):
 
 @needs_model
 def test_failed_quantize_never_removes_a_device(model_copy, full_device):
-    r = run("quantize", model_copy, full_device, "q8_0")
+    r = run("quantize", model_copy, full_device, "q8_0", "--allow-requantize")
     fails(r, "llmk_io_error", str(full_device))
     assert stat.S_ISCHR(os.stat(full_device).st_mode)
 
@@ -173,7 +173,7 @@ def test_outputs_replace_through_links_and_keep_permissions(model_copy, tmp_path
     target.chmod(0o640)
     link = tmp_path / "link.gguf"
     link.symlink_to(target)
-    r = run("quantize", model_copy, link, "q8_0")
+    r = run("quantize", model_copy, link, "q8_0", "--allow-requantize")
     assert r.returncode == 0, r.stderr
     assert link.is_symlink() and target.stat().st_size > 1000
     assert (target.stat().st_mode & 0o777) == 0o640
@@ -194,7 +194,7 @@ def test_chat_survives_its_model_being_requantized(model_copy, tmp_path):
         p.stdin.write(b"Hello\n")
         p.stdin.flush()
         first = p.stdout.readline()
-        q = run("quantize", other, model_copy, "q8_0")
+        q = run("quantize", other, model_copy, "q8_0", "--allow-requantize")
         assert q.returncode == 0, q.stderr
         rest, err = p.communicate(input=b"And again\n", timeout=120)
     finally:
@@ -345,7 +345,7 @@ def test_closed_stdout_never_writes_into_an_output(model_copy, tmp_path):
     """With fd 1 closed, the next file opened would take its number; printf
     must not land in the quantized file."""
     out = tmp_path / "o.gguf"
-    r = subprocess.run([BIN, "quantize", str(model_copy), str(out), "q8_0"], stdin=subprocess.DEVNULL,
+    r = subprocess.run([BIN, "quantize", str(model_copy), str(out), "q8_0", "--allow-requantize"], stdin=subprocess.DEVNULL,
                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=lambda: os.close(1),
                        timeout=300)
     fails(r, "llmk_io_error", "standard output")

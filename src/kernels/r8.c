@@ -10,6 +10,7 @@
 #include "kernels/r8_read.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #if defined(__linux__)
@@ -268,42 +269,32 @@ static float ref_row_q8s(uint32_t type, int64_t k, const unsigned char *w, const
     return acc;
 }
 
-void llmk_r8_ref_q8s(uint32_t type, int64_t k, const void *w, size_t ws, int64_t r0, int64_t r1, const void *act,
-                     size_t as, int64_t m, float *y, size_t ys) {
+/* Every type's reference: the arithmetic of its record form (r8.h). */
+void llmk_r8_ref(uint32_t type, int64_t k, const void *w, size_t ws, int64_t r0, int64_t r1, const void *act,
+                 size_t as, int64_t m, float *y, size_t ys) {
+    bool q8s = llmk_r8_layout(type) == LLMK_R8_Q8S;
     for (int64_t i = 0; i < m; i++)
-        for (int64_t r = r0; r < r1; r++)
-            y[(size_t)i * ys + (size_t)r] = ref_row_q8s(type, k, (const unsigned char *)w + (size_t)r * ws,
-                                                        (const unsigned char *)act + (size_t)i * as);
-}
-
-static void ref_rows(uint32_t type, int64_t k, const void *w, size_t ws, int64_t r0, int64_t r1, const void *act,
-                     size_t as, int64_t m, float *y, size_t ys) {
-    for (int64_t i = 0; i < m; i++)
-        for (int64_t r = r0; r < r1; r++)
-            y[(size_t)i * ys + (size_t)r] = ref_row(type, k, (const unsigned char *)w + (size_t)r * ws,
-                                                    (const unsigned char *)act + (size_t)i * as);
+        for (int64_t r = r0; r < r1; r++) {
+            const unsigned char *wr = (const unsigned char *)w + (size_t)r * ws;
+            const unsigned char *ar = (const unsigned char *)act + (size_t)i * as;
+            y[(size_t)i * ys + (size_t)r] = q8s ? ref_row_q8s(type, k, wr, ar) : ref_row(type, k, wr, ar);
+        }
 }
 
 #define R8_REF(name, TYPE)                                                                                      \
     void llmk_r8_ref_##name(int64_t k, const void *w, size_t ws, int64_t r0, int64_t r1, const void *act,      \
                             size_t as, int64_t m, float *y, size_t ys) {                                       \
-        ref_rows(TYPE, k, w, ws, r0, r1, act, as, m, y, ys);                                                   \
+        llmk_r8_ref(TYPE, k, w, ws, r0, r1, act, as, m, y, ys);                                                \
     }
 R8_REF(q4_0, LLMK_TYPE_Q4_0)
 R8_REF(q4_1, LLMK_TYPE_Q4_1)
 R8_REF(q5_0, LLMK_TYPE_Q5_0)
 R8_REF(q8_0, LLMK_TYPE_Q8_0)
 R8_REF(iq4_nl, LLMK_TYPE_IQ4_NL)
-
-#define R8_REF_Q8S(name, TYPE)                                                                                  \
-    void llmk_r8_ref_##name(int64_t k, const void *w, size_t ws, int64_t r0, int64_t r1, const void *act,      \
-                            size_t as, int64_t m, float *y, size_t ys) {                                       \
-        llmk_r8_ref_q8s(TYPE, k, w, ws, r0, r1, act, as, m, y, ys);                                            \
-    }
-R8_REF_Q8S(q5_1, LLMK_TYPE_Q5_1)
-R8_REF_Q8S(q3_k, LLMK_TYPE_Q3_K)
-R8_REF_Q8S(q4_k, LLMK_TYPE_Q4_K)
-R8_REF_Q8S(q5_k, LLMK_TYPE_Q5_K)
-R8_REF_Q8S(q6_k, LLMK_TYPE_Q6_K)
-R8_REF_Q8S(iq4_xs, LLMK_TYPE_IQ4_XS)
-R8_REF_Q8S(mxfp4, LLMK_TYPE_MXFP4)
+R8_REF(q5_1, LLMK_TYPE_Q5_1)
+R8_REF(q3_k, LLMK_TYPE_Q3_K)
+R8_REF(q4_k, LLMK_TYPE_Q4_K)
+R8_REF(q5_k, LLMK_TYPE_Q5_K)
+R8_REF(q6_k, LLMK_TYPE_Q6_K)
+R8_REF(iq4_xs, LLMK_TYPE_IQ4_XS)
+R8_REF(mxfp4, LLMK_TYPE_MXFP4)

@@ -119,10 +119,9 @@ LLMK_R8_REF_DECL(q6_k)
 LLMK_R8_REF_DECL(iq4_xs)
 LLMK_R8_REF_DECL(mxfp4)
 #undef LLMK_R8_REF_DECL
-/* The Q8S types: the same arithmetic from the GGUF rows of any type
- * llmk_r8_layout maps to Q8S. */
-void llmk_r8_ref_q8s(uint32_t type, int64_t k, const void *w, size_t w_stride, int64_t r0, int64_t r1,
-                     const void *act, size_t a_stride, int64_t m, float *y, size_t y_stride);
+/* Any type llmk_r8_layout knows: the per-type functions above are this. */
+void llmk_r8_ref(uint32_t type, int64_t k, const void *w, size_t w_stride, int64_t r0, int64_t r1, const void *act,
+                 size_t a_stride, int64_t m, float *y, size_t y_stride);
 
 /* AVX2 + FMA + F16C (src/kernels/r8_avx2.c); only when llmk_cpu_detect()
  * reports LLMK_CPU_AVX2. */

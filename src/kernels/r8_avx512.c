@@ -112,7 +112,8 @@ INLINE void block_q8s(int NA, const unsigned char *ra, const unsigned char *rb, 
                                             _mm_load_si128((const __m128i *)(rb + 16 * p)), 1);
         __m512i w = _mm512_cvtepi8_epi16(h);
         _Pragma("GCC unroll 8")
-        for (int i = 0; i < NA; i++) n[p / 8][i] = _mm512_dpwssd_epi32(n[p / 8][i], w, bcast32(q[i] + b * LLMK_QK + 2 * p));
+        for (int i = 0; i < NA; i++)
+            n[p / 8][i] = _mm512_dpwssd_epi32(n[p / 8][i], w, bcast32(q[i] + b * LLMK_QK + 2 * p));
     }
     __m512 s0 = f32_pair(ra, rb, 256), s1 = f32_pair(ra, rb, 288), mw = f32_pair(ra, rb, 320);
     _Pragma("GCC unroll 8")

@@ -141,6 +141,7 @@ struct server {
     bool engine_stop;
     struct serve_job *queue, *queue_tail;
     int n_queued, n_jobs;
+    int n_conns; /* open HTTP connections (MHD's connection notifications) */
     uint64_t next_id;
     struct serve_metrics met;
 };

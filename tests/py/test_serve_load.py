@@ -59,7 +59,8 @@ def plan(total, seed):
 def stream(port, path, body, hang_up):
     """One streaming request: ("gone", None) for a client that hung up, else
     (status, events) with the `data:` payloads read to the end."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    # a request queued behind the others waits for its first byte: minutes under ASan on a busy machine
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
     try:
         conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
         if hang_up == 0:
@@ -165,7 +166,7 @@ def load(srv, clients, total, seed):
     for t in threads + [watcher]:
         t.start()
     for t in threads:
-        t.join(timeout=300)
+        t.join(timeout=900)
     elapsed = time.time() - t0
     done.set()
     watcher.join()

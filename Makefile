@@ -65,6 +65,14 @@ $(BUILD)/tests/%: tests/%.c tests/check.h $(BUILD)/libllmk.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Isrc -Itests -o $@ $< $(BUILD)/libllmk.a $(LDLIBS) $(EXTRA_LDFLAGS)
 
+# The fuzz corpora's replay also runs llmk serve's request parser
+# (fuzz/fuzz_serve.c): the command's objects it needs are linked in.
+SERVE_PARSE_OBJ := $(addprefix $(BUILD)/obj/app/,serve_api.o gen_opts.o cli.o)
+$(BUILD)/tests/test_fuzz_corpus: tests/test_fuzz_corpus.c tests/check.h $(wildcard fuzz/*.c fuzz/*.h) \
+		$(SERVE_PARSE_OBJ) $(BUILD)/libllmk.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Isrc -Itests -o $@ $< $(SERVE_PARSE_OBJ) $(BUILD)/libllmk.a $(LDLIBS) $(EXTRA_LDFLAGS)
+
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libllmk.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Isrc -o $@ $< $(BUILD)/libllmk.a $(LDLIBS) $(EXTRA_LDFLAGS)

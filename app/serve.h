@@ -141,6 +141,7 @@ struct server {
     bool engine_stop;
     struct serve_job *queue, *queue_tail;
     int n_queued, n_jobs;
+    int n_conns; /* open HTTP connections (MHD's connection notifications) */
     uint64_t next_id;
     struct serve_metrics met;
 };
@@ -172,7 +173,10 @@ void metrics_count(struct server *s, int http);
 char *metrics_text(struct server *s);
 
 /* serve_api.c. Parse a request body: 200, or the HTTP status with an
- * OpenAI error object in *err_json (malloc'd). */
+ * OpenAI error object in *err_json (malloc'd). It reads s's model_id, n_ctx,
+ * n_vocab, tok, m and o.chat_template only; with tok NULL (no model: the
+ * request fuzzer, fuzz/fuzz_serve.c) a byte is a token and messages render
+ * as ChatML. */
 int api_parse(struct server *s, bool chat, const char *body, size_t len, struct serve_req *out, char **err_json);
 char *api_error(const char *message, const char *type, const char *param, const char *code);
 char *api_models(const struct server *s);

@@ -91,9 +91,20 @@ static int boolean(struct parse *p, const char *key, bool *out) {
     return 0;
 }
 
+/* Without a tokenizer (fuzz/fuzz_serve.c parses bodies with no model loaded)
+ * each byte is one token, so a prompt's length still meets the context and
+ * its ids the vocabulary's bounds. */
+static int bytes_as_tokens(struct parse *p, const char *param, const char *text, size_t len) {
+    if (!(p->r->prompt = malloc((len + 1) * sizeof *p->r->prompt))) return bad(p, param, "out of memory");
+    for (size_t i = 0; i < len; i++) p->r->prompt[i] = (int32_t)((unsigned char)text[i] % p->s->n_vocab);
+    p->r->n_prompt = len;
+    return 0;
+}
+
 static int tokenize(struct parse *p, const char *param, const char *text, bool add_bos, bool special) {
     const llmk_tokenizer *t = p->s->tok;
     size_t len = strlen(text), cap = len + 8, n = 0;
+    if (!t) return bytes_as_tokens(p, param, text, len);
     for (int pass = 0; pass < 2; pass++) {
         int32_t *v = malloc(cap * sizeof *v);
         if (!v) return bad(p, param, "the prompt of %zu bytes is too large", len);
@@ -138,7 +149,22 @@ static int content(struct parse *p, const cJSON *c, size_t i, const char **out, 
     return 0;
 }
 
-/* "messages" through the model's chat template (as llmk chat / batch). */
+/* The messages as the model's chat template renders them (as llmk chat /
+ * batch); with no model (the request fuzzer), as ChatML renders them. */
+static int render_chat(const struct parse *p, const llmk_chat_message *msgs, size_t n, char **text,
+                       bool *add_bos) {
+    if (p->s->tok)
+        return gen_chat_messages(llmk_model_gguf(p->s->m), p->s->tok, p->s->o.chat_template, msgs, n, text, add_bos);
+    llmk_chat_template *tp = NULL;
+    int st = llmk_chat_template_init("chatml", NULL, 0, "<s>", "</s>", &tp);
+    size_t len = 0;
+    if (st == LLMK_OK) st = llmk_chat_render(tp, msgs, n, true, text, &len);
+    llmk_chat_template_free(tp);
+    *add_bos = false;
+    return st;
+}
+
+/* "messages" through the chat template. */
 static int chat_prompt(struct parse *p) {
     const cJSON *m = field(p, "messages");
     if (!m) return bad(p, "messages", "'messages' is required");
@@ -167,9 +193,8 @@ static int chat_prompt(struct parse *p) {
         rc = content(p, cJSON_GetObjectItemCaseSensitive(it, "content"), i, &msgs[i].content, &owned[i]);
         i++;
     }
-    bool add_bos = llmk_tokenizer_add_bos(p->s->tok);
-    if (!rc && gen_chat_messages(llmk_model_gguf(p->s->m), p->s->tok, p->s->o.chat_template, msgs, n, &text,
-                                 &add_bos) != LLMK_OK)
+    bool add_bos = false;
+    if (!rc && render_chat(p, msgs, n, &text, &add_bos) != LLMK_OK)
         rc = bad(p, "messages", "chat template: %s", llmk_last_error());
     if (!rc) rc = tokenize(p, "messages", text, add_bos, true); /* the template's own markers */
     for (size_t k = 0; owned && k < n; k++) free(owned[k]);
@@ -183,7 +208,8 @@ static int completion_prompt(struct parse *p) {
     if (!v) return bad(p, "prompt", "'prompt' is required");
     if (cJSON_IsArray(v) && cJSON_GetArraySize(v) == 1 && !cJSON_IsNumber(cJSON_GetArrayItem(v, 0)))
         v = cJSON_GetArrayItem(v, 0);
-    if (cJSON_IsString(v)) return tokenize(p, "prompt", v->valuestring, llmk_tokenizer_add_bos(p->s->tok), false);
+    if (cJSON_IsString(v))
+        return tokenize(p, "prompt", v->valuestring, p->s->tok && llmk_tokenizer_add_bos(p->s->tok), false);
     if (!cJSON_IsArray(v))
         return bad(p, "prompt", "'prompt' must be a string, a list of one string or a list of token ids, got %s",
                    kind(v));

@@ -322,6 +322,17 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **ptr, enum M
     *ptr = NULL;
 }
 
+/* Counts open connections for /metrics: a client that hangs up, or a
+ * stream that ends, must leave no connection (and no thread) behind. */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_ctx,
+                          enum MHD_ConnectionNotificationCode toe) {
+    (void)c, (void)socket_ctx;
+    struct server *s = cls;
+    pthread_mutex_lock(&s->mu);
+    s->n_conns += toe == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1;
+    pthread_mutex_unlock(&s->mu);
+}
+
 /* ---- the daemon ----------------------------------------------------------------------- */
 
 int http_start(struct server *s, struct MHD_Daemon **d, int *port, char *why, size_t why_cap) {
@@ -339,7 +350,8 @@ int http_start(struct server *s, struct MHD_Daemon **d, int *port, char *why, si
      * limit is --timeout, checked while it generates */
     unsigned idle = (unsigned)(s->o.timeout_s > 0 ? s->o.timeout_s + 30 : 0);
     *d = MHD_start_daemon(flags, (uint16_t)s->o.port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-                          MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_CONNECTION_LIMIT,
+                          MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+                          MHD_OPTION_CONNECTION_LIMIT,
                           (unsigned)CONN_LIMIT, MHD_OPTION_CONNECTION_TIMEOUT, idle, MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!*d) {

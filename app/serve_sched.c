@@ -261,7 +261,7 @@ char *metrics_text(struct server *s) {
     if (!p) return NULL;
     pthread_mutex_lock(&s->mu);
     struct serve_metrics m = s->met;
-    int queued = s->n_queued;
+    int queued = s->n_queued, conns = s->n_conns;
     pthread_mutex_unlock(&s->mu);
     int n = snprintf(p, cap, "# HELP llmk_requests_total HTTP requests answered, by status code.\n"
                              "# TYPE llmk_requests_total counter\n");
@@ -288,6 +288,7 @@ char *metrics_text(struct server *s) {
         m.kv.n_cached);
     ROW("llmk_kv_blocks_free", "gauge", "KV blocks free.", "%d", m.kv.n_free);
     ROW("llmk_kv_blocks_total", "gauge", "KV blocks in the pool.", "%d", m.kv.n_blocks);
+    ROW("llmk_http_connections_open", "gauge", "HTTP connections open (this scrape's included).", "%d", conns);
 #undef ROW
     n += hist_text(p + n, cap - (size_t)n, "llmk_time_to_first_token_seconds",
                    "From a request's arrival to its first token.", m.ttft, m.ttft_sum, TTFT_LE);

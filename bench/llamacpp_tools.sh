@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# llama.cpp's own command-line tools, llama-batched-bench and llama-quantize,
-# built from the llama-cpp-python sdist of the version installed in the bench
-# venv (its vendor/llama.cpp), so they run the same llama.cpp as
+# llama.cpp's own command-line tools, llama-batched-bench, llama-quantize and
+# llama-server (bench/serve_bench.py's opponent), built from the
+# llama-cpp-python sdist of the version installed in the bench venv (its
+# vendor/llama.cpp), so they run the same llama.cpp as
 # bench/llamacpp_bench.py, with the same ISA flags (no AMX, see
 # llamacpp_isa_args). Static binaries land in build/llamacpp-tools/bin
 # (git-ignored); a second run reuses them unless the version or the CMake
@@ -40,11 +41,12 @@ llamacpp_isa_args() {
     echo "$a"
 }
 
-# llamacpp_tools_build VENV DIR: builds DIR/bin/llama-batched-bench and
-# DIR/bin/llama-quantize (unless already there for this version and these
-# flags); progress on stderr.
+# llamacpp_tools_build VENV DIR: builds DIR/bin/llama-batched-bench,
+# DIR/bin/llama-quantize and DIR/bin/llama-server (unless already there for
+# this version and these flags); progress on stderr.
 llamacpp_tools_build() {
-    local venv="$1" dir="$2" ver isa stamp src bld t
+    local venv="$1" dir="$2" ver isa stamp src bld t have=1
+    local tools=(llama-batched-bench llama-quantize llama-server)
     ver="${LLAMACPP_VERSION:-}"
     if [ -z "$ver" ]; then
         if [ ! -x "$venv/bin/pip" ]; then
@@ -59,8 +61,8 @@ llamacpp_tools_build() {
     fi
     isa="${LLAMACPP_CMAKE_ARGS:-$(llamacpp_isa_args)}"
     stamp="llama-cpp-python $ver; $isa"
-    if [ -x "$dir/bin/llama-batched-bench" ] && [ -x "$dir/bin/llama-quantize" ] \
-        && [ "$(cat "$dir/bin/STAMP" 2>/dev/null)" = "$stamp" ]; then
+    for t in "${tools[@]}"; do [ -x "$dir/bin/$t" ] || have=0; done
+    if [ "$have" = 1 ] && [ "$(cat "$dir/bin/STAMP" 2>/dev/null)" = "$stamp" ]; then
         return 0
     fi
     for t in cmake c++; do
@@ -81,18 +83,18 @@ llamacpp_tools_build() {
         rm -f "$dir/src/llama_cpp_python-$ver.tar.gz"
     fi
     bld="$dir/cmake-$ver"
-    echo "llamacpp_tools: building llama-batched-bench and llama-quantize ($ver: $isa)" >&2
+    echo "llamacpp_tools: building ${tools[*]} ($ver: $isa)" >&2
     # shellcheck disable=SC2086  # $isa is a list of -D flags
     cmake -S "$src/vendor/llama.cpp" -B "$bld" -DCMAKE_BUILD_TYPE=Release \
         -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_COMMON=ON -DLLAMA_BUILD_TOOLS=ON \
-        -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF \
+        -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=ON \
         -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF $isa >"$dir/cmake-configure.log" 2>&1 \
         || { echo "llamacpp_tools: cmake configure failed, see $dir/cmake-configure.log" >&2; return 1; }
-    cmake --build "$bld" --target llama-batched-bench llama-quantize -j "$(nproc)" \
+    cmake --build "$bld" --target "${tools[@]}" -j "$(nproc)" \
         >"$dir/cmake-build.log" 2>&1 \
         || { echo "llamacpp_tools: build failed, see $dir/cmake-build.log" >&2; return 1; }
     mkdir -p "$dir/bin"
-    for t in llama-batched-bench llama-quantize; do
+    for t in "${tools[@]}"; do
         install -m 755 "$bld/bin/$t" "$dir/bin/$t"
     done
     echo "$stamp" > "$dir/bin/STAMP"

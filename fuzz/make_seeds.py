@@ -6,8 +6,9 @@
   fuzz/corpus/tokenizer/valid_*     tokenizer target: vocabulary GGUF + text
   fuzz/corpus/model/valid_*         model target: small llama / qwen2 / qwen3 models that load
   fuzz/corpus/chat/valid_*          chat target: template (text or GGUF) + messages JSON
+  fuzz/corpus/serve/{valid,bad}_*   serve target: OpenAI request bodies llmk serve accepts / refuses
 
-Input layouts are documented at the top of fuzz/fuzz_{tokenizer,model,chat}.c. Files named
+Input layouts are documented at the top of fuzz/fuzz_{tokenizer,model,chat,serve}.c. Files named
 valid_* must go all the way through their target (tests/test_fuzz_corpus.c checks it); other
 generated names (bad_*) are refusals worth keeping; inputs the fuzzer found are named found_<sha1>.
 Run from anywhere: .venv/bin/python fuzz/make_seeds.py
@@ -390,9 +391,57 @@ def write_chat_seeds():
     put("chat", "bad_message_shape", chat_input(NAMES["chatml"], b"", b'[{"role":"user","content":7}]'))
 
 
+def write_serve_seeds():
+    """Request bodies, flags byte first (bit 0: chat). Valid ones fit fuzz_serve.c's
+    context of 256 one-byte tokens; each bad one stops at a different check."""
+    def body(chat, b):
+        return bytes([1 if chat else 0]) + (b if isinstance(b, bytes) else json.dumps(b).encode())
+    msgs = [{"role": "system", "content": "Be terse."}, {"role": "user", "content": "Hi"}]
+    valid = {
+        "completion": (False, {"prompt": "Hello", "max_tokens": 8}),
+        "completion_all": (False, {"model": "fuzz.gguf", "prompt": ["Once"], "max_tokens": 4, "temperature": 0.7,
+                                   "top_p": 0.9, "top_k": 40, "min_p": 0.05, "seed": -3, "stop": ["\n", "."],
+                                   "presence_penalty": 0.5, "frequency_penalty": -0.5, "logit_bias": {"7": -100},
+                                   "n": 3, "logprobs": 2, "stream": True, "stream_options": {"include_usage": True},
+                                   "return_token_ids": True, "echo": False, "user": "ignored"}),
+        "completion_ids": (False, {"prompt": [1, 2, 299], "max_tokens": None}),
+        "completion_nested_ids": (False, {"prompt": [[5, 6]], "stop": "x"}),
+        "chat": (True, {"messages": msgs, "max_tokens": 4}),
+        "chat_parts": (True, {"messages": [{"role": "developer", "content": [{"type": "text", "text": "a"},
+                                                                             {"type": "text", "text": "b"}]},
+                                           {"role": "user", "content": None}],
+                              "max_completion_tokens": 2, "logprobs": True, "top_logprobs": 5}),
+        "chat_unicode": (True, b'{"messages":[{"role":"user","content":"\u00e9 \ud83d\ude00"}],"n":2}'),
+    }
+    for name, (chat, b) in valid.items():
+        put("serve", f"valid_{name}", body(chat, b))
+    bad = {
+        "json": (False, b'{"prompt": "x",'),
+        "not_object": (False, b"[1, 2]"),
+        "model": (False, {"model": "gpt-4", "prompt": "x"}),
+        "model_type": (False, {"model": 3, "prompt": "x"}),
+        "no_prompt": (False, {"max_tokens": 3}),
+        "token_id": (False, {"prompt": [300]}),
+        "long_prompt": (False, {"prompt": "x" * 256}),
+        "temperature": (False, {"prompt": "x", "temperature": "hot"}),
+        "max_tokens": (False, {"prompt": "x", "max_tokens": 0}),
+        "logit_bias": (False, {"prompt": "x", "logit_bias": {"abc": 1}}),
+        "stop": (False, {"prompt": "x", "stop": [""]}),
+        "too_many_stops": (False, {"prompt": "x", "stop": ["s"] * 17}),
+        "echo": (False, {"prompt": "x", "echo": True}),
+        "empty_messages": (True, {"messages": []}),
+        "role": (True, {"messages": [{"role": "robot", "content": "x"}]}),
+        "part": (True, {"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}),
+        "top_logprobs": (True, {"messages": msgs, "top_logprobs": 2}),
+    }
+    for name, (chat, b) in bad.items():
+        put("serve", f"bad_{name}", body(chat, b))
+
+
 if __name__ == "__main__":
     write_gguf_seed("valid_ggufpy_tensors", "llama", True)
     write_gguf_seed("valid_ggufpy_meta_only", "qwen2", False)
     write_tokenizer_seeds()
     write_model_seeds()
     write_chat_seeds()
+    write_serve_seeds()

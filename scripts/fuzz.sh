@@ -7,6 +7,7 @@
 #   tokenizer  vocabulary GGUF + text: load, encode, streaming decode
 #   model      GGUF model image: llmk_model_load_memory, then a tiny eval
 #   chat       template (text or GGUF) + messages JSON: parse, recognise, render
+#   serve      llmk serve's request parser: an HTTP body -> a checked request
 # Each starts from fuzz/corpus/<name>; new inputs go to build/fuzz/corpus/<name>
 # (minimise interesting ones into fuzz/corpus/<name> with -merge=1 to keep them
 # in the replay that `make test` runs). A crash, leak, hang or sanitizer report
@@ -15,7 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${LLMK_FUZZ_SECONDS:-60}
-targets=${LLMK_FUZZ_TARGETS:-gguf tokenizer model chat}
+targets=${LLMK_FUZZ_TARGETS:-gguf tokenizer model chat serve}
 targets=${targets//,/ }
 out=build/fuzz
 san=(-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer)
@@ -55,6 +56,8 @@ for t in $targets; do
         link=()
     else
         srcs=("fuzz/fuzz_$t.c")
+        # the server's parser is the command's code, not the library's
+        [ "$t" = serve ] && srcs+=(app/serve_api.c app/gen_opts.c app/cli.c)
         link=("${lib[@]}" "${libs[@]}")
     fi
     mkdir -p "$out/corpus/$t"

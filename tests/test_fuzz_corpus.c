@@ -1,15 +1,20 @@
-/* Replays the tokenizer, model and chat fuzz corpora (fuzz/corpus/{tokenizer,
- * model,chat}, run from the repo root) through the very target functions
- * libFuzzer runs (the three target files are compiled in below), so every
+/* Replays the tokenizer, model, chat and serve fuzz corpora
+ * (fuzz/corpus/{tokenizer,model,chat,serve}, run from the repo root) through
+ * the very target functions libFuzzer runs (the target files are compiled in
+ * below; the serve target's parser, app/serve_api.c, is linked in by the
+ * Makefile's rule for this test), so every
  * input the fuzzer once kept, and every reproducer of a fixed bug, runs
  * again in the optimised and the ASan+UBSan builds. A target stops the
  * program on a broken property; here each file must also not crash, and
  * files named valid_* (the seeds written by fuzz/make_seeds.py) must go the
  * whole way: the vocabulary loads and the text encodes, the model loads, the
- * messages render. Each file is read into an exactly-sized buffer. */
+ * messages render, the request is accepted; for the serve corpus, files
+ * named bad_* must be refused (each seeds one of the parser's checks). Each
+ * file is read into an exactly-sized buffer. */
 #define LLMK_FUZZ_NO_ENTRY
 #include "../fuzz/fuzz_chat.c"
 #include "../fuzz/fuzz_model.c"
+#include "../fuzz/fuzz_serve.c"
 #include "../fuzz/fuzz_tokenizer.c"
 
 #include "check.h"
@@ -20,17 +25,19 @@ static const struct {
     const char *dir;
     int (*one)(const uint8_t *, size_t);
     int min_valid; /* seeds make_seeds.py writes; fewer means the corpus lost some */
+    bool bad_refused; /* bad_* files must not go through */
 } corpora[] = {
-    {"fuzz/corpus/tokenizer", fuzz_tokenizer_one, 8},
-    {"fuzz/corpus/model", fuzz_model_one, 3},
-    {"fuzz/corpus/chat", fuzz_chat_one, 8},
+    {"fuzz/corpus/tokenizer", fuzz_tokenizer_one, 8, false},
+    {"fuzz/corpus/model", fuzz_model_one, 3, false},
+    {"fuzz/corpus/chat", fuzz_chat_one, 8, false},
+    {"fuzz/corpus/serve", fuzz_serve_one, 7, true},
 };
 
 static int cmp_names(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static void replay(const char *dir, int (*one)(const uint8_t *, size_t), int min_valid) {
+static void replay(const char *dir, int (*one)(const uint8_t *, size_t), int min_valid, bool bad_refused) {
     DIR *d = opendir(dir);
     if (!d) {
         fprintf(stderr, "test_fuzz_corpus: %s not found (run from the repo root)\n", dir);
@@ -70,6 +77,10 @@ static void replay(const char *dir, int (*one)(const uint8_t *, size_t), int min
                             "stopped early\n", path);
                 CHECK(went_through);
             }
+            if (bad_refused && strncmp(names[i], "bad_", 4) == 0) {
+                if (went_through) fprintf(stderr, "%s: a seed that must be refused went through\n", path);
+                CHECK(!went_through);
+            }
             free(buf);
         }
         free(names[i]);
@@ -81,6 +92,6 @@ static void replay(const char *dir, int (*one)(const uint8_t *, size_t), int min
 
 int main(void) {
     for (size_t i = 0; i < sizeof corpora / sizeof corpora[0]; i++)
-        replay(corpora[i].dir, corpora[i].one, corpora[i].min_valid);
+        replay(corpora[i].dir, corpora[i].one, corpora[i].min_valid, corpora[i].bad_refused);
     return check_summary("test_fuzz_corpus");
 }

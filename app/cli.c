@@ -127,6 +127,15 @@ int cli_read_file(const char *path, char **out, size_t *len) {
     return LLMK_OK;
 }
 
+size_t cli_json_nul_escape(const char *json, size_t len) {
+    for (size_t i = 0; i + 1 < len; i++) {
+        if (json[i] != '\\') continue;
+        if (json[i + 1] == 'u' && i + 6 <= len && !memcmp(json + i + 2, "0000", 4)) return i;
+        i++; /* the escaped character */
+    }
+    return len;
+}
+
 static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
 int cli_parse_ids(const char *cmd, const char *flag, const char *s, int32_t **ids, size_t *n) {

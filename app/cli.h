@@ -43,6 +43,11 @@ static inline void cli_split_range(int64_t n, int ith, int nth, int64_t *lo, int
     *hi = *lo + per + (ith < rem ? 1 : 0);
 }
 
+/* Byte offset of the first \u0000 escape in JSON text, or len when none
+ * ("\\u0000", an escaped backslash, is not one): cJSON's strings end at the
+ * NUL it decodes, so a request carrying one would be cut short silently. */
+size_t cli_json_nul_escape(const char *json, size_t len);
+
 /* Print "llmk <cmd>: <message>" and a hint to use -h; returns CLI_EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...)
 #if defined(__GNUC__)

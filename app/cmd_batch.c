@@ -309,19 +309,8 @@ static int check_keys(const struct batch *b, const struct req *r, const cJSON *j
     return LLMK_OK;
 }
 
-/* Byte offset of a \u0000 escape in JSON text, or len: cJSON's strings end
- * at NUL, so the text would be cut there silently. */
-static size_t nul_escape(const char *s, size_t len) {
-    for (size_t i = 0; i + 1 < len; i++) {
-        if (s[i] != '\\') continue;
-        if (s[i + 1] == 'u' && i + 6 <= len && !memcmp(s + i + 2, "0000", 4)) return i;
-        i++; /* the escaped character */
-    }
-    return len;
-}
-
 static int parse_line(const struct batch *b, struct req *r, const char *text, size_t len) {
-    size_t nul = nul_escape(text, len);
+    size_t nul = cli_json_nul_escape(text, len);
     if (nul < len)
         return bad_line(b, r->line, LLMK_BAD_REQUEST, "\\u0000 (NUL) at byte %zu: a C string cannot hold it", nul);
     const char *end = NULL;

@@ -333,10 +333,13 @@ static int shape(struct parse *p, bool chat) {
 
 int api_parse(struct server *s, bool chat, const char *body, size_t len, struct serve_req *out, char **err) {
     memset(out, 0, sizeof *out);
-    cJSON *root = cJSON_ParseWithLength(body, len);
+    size_t nul = cli_json_nul_escape(body, len);
+    cJSON *root = nul < len ? NULL : cJSON_ParseWithLength(body, len);
     struct parse p = {.s = s, .root = root, .r = out, .err = err};
     int rc = 0;
-    if (!root) rc = bad(&p, NULL, "the body is not valid JSON");
+    if (nul < len) rc = bad(&p, NULL, "\\u0000 (NUL) at byte %zu: a C string cannot hold it, and cutting the text "
+                            "there would change the request", nul);
+    else if (!root) rc = bad(&p, NULL, "the body is not valid JSON");
     else if (!cJSON_IsObject(root)) rc = bad(&p, NULL, "the body must be a JSON object, got %s", kind(root));
     const cJSON *model = root ? field(&p, "model") : NULL;
     if (!rc && model && !cJSON_IsString(model)) rc = bad(&p, "model", "'model' must be a string");

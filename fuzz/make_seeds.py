@@ -433,6 +433,8 @@ def write_serve_seeds():
         "role": (True, {"messages": [{"role": "robot", "content": "x"}]}),
         "part": (True, {"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}),
         "top_logprobs": (True, {"messages": msgs, "top_logprobs": 2}),
+        "nul_prompt": (False, b'{"prompt": "a\\u0000b"}'),  # cJSON would cut the string at the NUL
+        "nul_message": (True, b'{"messages": [{"role": "user", "content": "a\\u0000"}]}'),
     }
     for name, (chat, b) in bad.items():
         put("serve", f"bad_{name}", body(chat, b))

@@ -311,6 +311,10 @@ def test_bad_requests(srv, client):
     error_of(http_req(srv, "POST", "/v1/chat/completions", {"messages": [{"role": "robot", "content": "x"}]}),
              400, "messages")
     error_of(http_req(srv, "POST", "/v1/completions", b"[1, 2]"), 400)
+    # a NUL escape would end the C string early: refused, not cut short (an escaped backslash is fine)
+    e = error_of(http_req(srv, "POST", "/v1/completions", b'{"prompt": "a\\u0000b", "max_tokens": 1}'), 400)
+    assert "NUL" in e["message"], e
+    assert http_req(srv, "POST", "/v1/completions", b'{"prompt": "a\\\\u0000b", "max_tokens": 1}')[0] == 200
     error_of(http_req(srv, "POST", "/v1/completions", {"prompt": "word " * 1100}), 400, "prompt")  # > -c 1024
     with pytest.raises(openai.BadRequestError) as ex:
         client.completions.create(model="", prompt="x", top_p=3)

@@ -20,13 +20,16 @@ int cli_opt_kv_type(const char *cmd, const char *flag, const char *value, void *
 
 /* ---- parsing ---------------------------------------------------------------- */
 
-/* The row whose long name is name[0 .. len) or whose short name is sh. */
+static bool same_name(const char *known, const char *name, size_t len) {
+    return known && strlen(known) == len && !strncmp(known, name, len);
+}
+
+/* The row whose long name or alias is name[0 .. len), or whose short name is sh. */
 static const struct cli_opt *find_row(const struct cli_cmd *c, const char *name, size_t len, char sh) {
     for (size_t s = 0; s < c->n_sections; s++)
         for (size_t i = 0; i < c->sections[s].n; i++) {
             const struct cli_opt *o = &c->sections[s].rows[i];
-            if (name ? o->name && strlen(o->name) == len && !strncmp(o->name, name, len)
-                     : sh && o->short_name == sh)
+            if (name ? same_name(o->name, name, len) || same_name(o->alias, name, len) : sh && o->short_name == sh)
                 return o;
         }
     return NULL;
@@ -123,11 +126,12 @@ static const struct cli_opt help_opt = {.name = "--help", .short_name = 'h', .ki
 /* "  -m, --model FILE"; long-only options line up after the short ones. */
 static int left_part(const struct cli_opt *o, char *buf, size_t cap) {
     const char *mv = o->kind == CLI_OPT_FLAG ? NULL : o->metavar;
-    char names[64];
+    char names[96];
     if (o->short_name && o->name) snprintf(names, sizeof names, "-%c, %s", o->short_name, o->name);
     else if (o->short_name) snprintf(names, sizeof names, "-%c", o->short_name);
     else snprintf(names, sizeof names, "    %s", o->name);
-    return snprintf(buf, cap, "  %s%s%s", names, mv ? " " : "", mv ? mv : "");
+    return snprintf(buf, cap, "  %s%s%s%s%s", names, o->alias ? ", " : "", o->alias ? o->alias : "", mv ? " " : "",
+                    mv ? mv : "");
 }
 
 /* Print text word-wrapped from column col (the cursor is there) to

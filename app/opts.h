@@ -35,6 +35,7 @@ typedef int (*cli_opt_fn)(const char *cmd, const char *flag, const char *value, 
 
 struct cli_opt {
     const char *name; /* "--ctx", or NULL for a short-only option */
+    const char *alias; /* a second name ("--no-chat"; llama.cpp's spelling), or NULL */
     char short_name;  /* 'c' for -c, or 0 */
     enum cli_opt_kind kind;
     union {
@@ -58,6 +59,9 @@ struct cli_opt {
 /* Rows. The dest union's members are typed, so a destination of the wrong
  * type is a compile error (-Werror), not a silent overwrite. */
 #define CLI_FLAG(nm, sh, p, h) {.name = (nm), .short_name = (sh), .kind = CLI_OPT_FLAG, .dest.flag = (p), .help = (h)}
+/* A flag with a second long name (--raw and --no-chat). */
+#define CLI_FLAG2(nm, al, sh, p, h) \
+    {.name = (nm), .alias = (al), .short_name = (sh), .kind = CLI_OPT_FLAG, .dest.flag = (p), .help = (h)}
 #define CLI_LONG(nm, sh, p, lo_, hi_, mv, h) \
     {.name = (nm), .short_name = (sh), .kind = CLI_OPT_LONG, .dest.l = (p), .lo = (lo_), .hi = (hi_), \
      .metavar = (mv), .help = (h)}

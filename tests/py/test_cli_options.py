@@ -26,8 +26,9 @@ SAMPLING = ["--temp", "--top-k", "--top-p", "--min-p", "--typical-p", "--eta", "
 
 # Every spelling each command has always accepted (the tests and docs use them).
 OPTIONS = {
-    "run": ["-m", "--model", "-p", "--prompt", "--prompt-ids", "-n", "--chat", "-t", "--threads", "--path",
-            "--kv-type", "-c", "--ctx", "--allow-long-ctx", "--special", "--print-ids", *SAMPLING],
+    "run": ["-m", "--model", "-p", "--prompt", "--prompt-ids", "-n", "--chat", "--raw", "--no-chat",
+            "--no-display-prompt", "-t", "--threads", "--path", "--kv-type", "-c", "--ctx", "--allow-long-ctx",
+            "--special", "--print-ids", "-v", "--verbose", *SAMPLING],
     "chat": ["-m", "--model", "-n", "-t", "--threads", "-c", "--ctx", "--allow-long-ctx", "--path", "--kv-type",
              "--save", "--messages", "-v", "--verbose", *SAMPLING],
     "info": ["-m", "--model", "--tensors", "--json", "--system", "--program"],
@@ -65,8 +66,9 @@ def usage_error(r, cmd):
     return lines[0][len(f"llmk {cmd}: "):]
 
 
-# An option line of the generated help: "  -m, --model FILE", "      --json", "  -n N".
-OPTION_LINE = re.compile(r"^  (?:(-[A-Za-z0-9])(?:, (--[a-z][a-z0-9-]*))?|    (--[a-z][a-z0-9-]*))(?= |$)")
+# An option line of the generated help: "  -m, --model FILE", "      --json", "  -n N", and with a second name
+# (llama.cpp's spelling) "      --raw, --no-chat".
+OPTION_LINE = re.compile(r"^  ((?:-[A-Za-z0-9]|    --?[a-z][a-z0-9-]*)(?:, --?[a-z][a-z0-9-]*)*)(?= |$)")
 
 
 def listed_options(help_text):
@@ -74,7 +76,7 @@ def listed_options(help_text):
     for line in help_text.splitlines():
         m = OPTION_LINE.match(line)
         if m:
-            names += [n for n in m.groups() if n]
+            names += [n.strip() for n in m.group(1).split(", ")]
     return names
 
 
@@ -191,7 +193,7 @@ def test_equals_form_plan():
 
 @needs_model
 def test_equals_form_run():
-    base = ["-m", MODEL, "-n", 3, "--print-ids"]
+    base = ["-m", MODEL, "--raw", "-n", 3, "--print-ids"]
     spaced = llmk("run", *base, "-p", "Hello", "--temp", 0, "--ctx", 32, "--path", "f32", "-t", 1)
     joined = llmk("run", *base, "--prompt=Hello", "--temp=0", "--ctx=32", "--path=f32", "--threads=1")
     assert spaced.returncode == 0 and joined.returncode == 0, (spaced.stderr, joined.stderr)

@@ -6,6 +6,7 @@
 #include "opts.h"
 
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,8 +14,8 @@
 
 static const char CMD[] = "run";
 static const char USAGE[] =
-    "usage: llmk run [-m MODEL] -p PROMPT [-n N] [--temp T] [--seed S] [-t THREADS] [--raw]\n"
-    "                [--path ref|f32|fast] [--kv-type f32|f16|q8_0] [--ctx N] [--special]\n"
+    "usage: llmk run [-m MODEL] -p PROMPT | -f FILE [-n N] [--temp T] [-s SEED] [-t THREADS] [--raw]\n"
+    "                [--path ref|f32|fast] [--kv-type f32|f16|q8_0] [-c N] [--special] [-cnv]\n"
     "  Streams the model's answer to PROMPT to stdout; a stats line goes to stderr.\n"
     "  When the model has a chat template, PROMPT is one user turn in it and the\n"
     "  answer ends at the end of the turn; --raw continues the text instead (and\n"
@@ -51,22 +52,58 @@ static int choose_token(struct gen_ctx *c, const float *logits, double *logits64
 }
 
 struct run_opts {
-    const char *model, *prompt, *prompt_ids;
+    const char *model, *prompt, *prompt_file, *prompt_ids;
     long n_predict, threads, n_ctx;
     int path;
     uint32_t kv_type;
-    bool print_ids, special, long_ctx, raw, no_display, verbose;
+    bool print_ids, special, long_ctx, raw, conversation, escape, no_display, verbose;
     struct gen_opts go;
+    char *prompt_buf;    /* the prompt read from -f or stdin, or unescaped (-e); else NULL */
     const char *template_name; /* the chat template's family (chatml, ...) when chatting */
+    const char **chat_argv; /* --conversation: the arguments handed on to llmk chat */
+    int chat_argc;
 };
+
+/* --conversation: run's arguments for llmk chat, less the conversation flags
+ * and --chat, with -p TEXT as the system message (as llama-cli -cnv -p). */
+static int conversation_args(struct run_opts *o, const struct cli_cmd *spec, int argc, char **argv) {
+    if (o->prompt_ids || o->prompt_file || o->print_ids || o->raw || o->escape || o->special || o->no_display)
+        return cli_usage_error(CMD, "--conversation runs llmk chat, which takes none of -f, --prompt-ids, "
+                                    "--print-ids, --raw, -e, --special and --no-display-prompt");
+    if (!(o->chat_argv = malloc(((size_t)argc + 2) * sizeof *o->chat_argv))) {
+        fprintf(stderr, "llmk %s: out of memory\n", CMD);
+        return CLI_EXIT_FAIL;
+    }
+    int n = 0;
+    o->chat_argv[n++] = "chat";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-cnv") || !strcmp(a, "--conversation") || !strcmp(a, "-i") || !strcmp(a, "--interactive") ||
+            !strcmp(a, "--chat"))
+            continue;
+        bool value = cli_opts_takes_value(spec, a);
+        if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) a = "--system";
+        else if (!strncmp(a, "--prompt=", 9)) {
+            o->chat_argv[n++] = "--system";
+            a += 9;
+        }
+        o->chat_argv[n++] = a;
+        if (value && i + 1 < argc) o->chat_argv[n++] = argv[++i];
+    }
+    o->chat_argv[n] = NULL;
+    o->chat_argc = n;
+    return CLI_OPTS_GO;
+}
 
 /* The checks between options that the table cannot state. */
 static int check_args(const struct run_opts *o) {
-    if (!o->prompt && !o->prompt_ids) return cli_usage_error(CMD, "-p PROMPT (or --prompt-ids) is required");
-    if (o->prompt && o->prompt_ids) return cli_usage_error(CMD, "-p and --prompt-ids exclude each other");
-    if (o->go.chat && !o->prompt) return cli_usage_error(CMD, "--chat needs -p PROMPT");
+    int sources = !!o->prompt + !!o->prompt_file + !!o->prompt_ids;
+    if (sources == 0) return cli_usage_error(CMD, "-p PROMPT (or -f FILE, or --prompt-ids) is required");
+    if (sources > 1) return cli_usage_error(CMD, "-p, -f and --prompt-ids exclude each other");
+    if (o->go.chat && o->prompt_ids) return cli_usage_error(CMD, "--chat needs -p PROMPT or -f FILE");
     if (o->raw && (o->go.chat || o->go.system || o->go.chat_template))
         return cli_usage_error(CMD, "--raw excludes --chat, --system and --chat-template");
+    if (o->escape && o->prompt_ids) return cli_usage_error(CMD, "-e applies to -p or -f, not --prompt-ids");
     return CLI_OPTS_GO;
 }
 
@@ -75,36 +112,100 @@ static int check_args(const struct run_opts *o) {
 static int parse_args(struct run_opts *o, int argc, char **argv) {
     const struct cli_opt table[] = {
         CLI_OPT_MODEL(&o->model),
-        CLI_STR("--prompt", 'p', &o->prompt, "TEXT", "the prompt (BOS added when the model asks for it)"),
+        CLI_STR("--prompt", 'p', &o->prompt, "TEXT", "the prompt ('-': standard input)"),
+        CLI_STR("--file", 'f', &o->prompt_file, "FILE",
+                "read the prompt from FILE ('-': standard input); one final newline is dropped"),
         CLI_STR("--prompt-ids", 0, &o->prompt_ids, "LIST",
                 "use these comma-separated ids as the prompt (no BOS added, no chat template)"),
-        CLI_LONG(NULL, 'n', &o->n_predict, 0, 1 << 24, "N",
-                 "tokens to generate at most (default 128); stops early at an end-of-generation token"),
+        CLI_LONG("--n-predict", 'n', &o->n_predict, -1, 1 << 24, "N",
+                 "tokens to generate at most (default 128; -1: until an end-of-generation token or a full "
+                 "context); stops early at an end-of-generation token"),
         CLI_FLAG2("--raw", "--no-chat", 0, &o->raw,
                   "plain completion: no chat template, and the prompt is echoed before its continuation"),
         CLI_FLAG("--chat", 0, &o->go.chat,
                  "format the prompt as one user turn with the chat template (the default when the model has one)"),
+        CLI_FLAG2("--conversation", "-cnv", 0, &o->conversation,
+                  "interactive conversation: runs llmk chat with these options, -p as the system message"),
+        CLI_FLAG("--interactive", 'i', &o->conversation, "the same as --conversation"),
+        CLI_FLAG("--escape", 'e', &o->escape, "process escapes in the prompt: \\n \\r \\t \\' \\\" \\\\ \\xHH"),
         CLI_FLAG("--no-display-prompt", 0, &o->no_display, "with --raw, do not echo the prompt"),
         CLI_OPT_THREADS(&o->threads),
         CLI_OPT_PATH(&o->path),
         CLI_OPT_KV_TYPE(&o->kv_type, CLI_KV_TYPE_HELP),
-        CLI_OPT_CTX(&o->n_ctx, "context size (default: prompt + N, at most the model's)"),
+        CLI_OPT_CTX(&o->n_ctx, "context size (default: prompt + N, at most the model's; with -n -1, "
+                               "min(4096, the model's))"),
         CLI_OPT_LONG_CTX(&o->long_ctx),
         CLI_FLAG("--special", 0, &o->special, "recognise special-token texts (<|im_start|>) in the prompt"),
         CLI_FLAG("--print-ids", 0, &o->print_ids,
                  "print the generated ids (end-of-generation token included) as one JSON array on one line "
                  "instead of text"),
         CLI_FLAG("--verbose", 'v', &o->verbose, "also say how the prompt was formatted (chat template or raw)"),
+        CLI_FLAG("--log-disable", 0, &o->go.quiet, "no seed or stats lines on stderr (errors still)"),
     };
     const struct cli_opt_section sections[] = {{NULL, table, CLI_LEN(table)}, gen_opts_section(&o->go)};
     struct cli_cmd spec = {.name = CMD, .usage = USAGE, .epilog = EPILOG, .sections = sections,
                            .n_sections = CLI_LEN(sections)};
     int rc = cli_opts_parse(&spec, argc, argv);
     if (rc != CLI_OPTS_GO) return rc;
+    if (o->conversation) return conversation_args(o, &spec, argc, argv);
     if ((rc = check_args(o)) != CLI_OPTS_GO) return rc;
     if (!o->model) o->model = cli_default_model();
     o->kv_type = cli_kv_type_or_default(o->kv_type, o->path);
     return CLI_OPTS_GO;
+}
+
+/* llama.cpp's escapes (its -e): \n \r \t \' \" \\ and \xHH; any other
+ * backslash stays as written, and so does \x00, which would cut the prompt
+ * short. In place: the text only shrinks. */
+static void unescape(char *s) {
+    char *w = s;
+    for (const char *r = s; *r; r++) {
+        char c = *r == '\\' ? r[1] : 0, out = 0;
+        switch (c) {
+        case 'n': out = '\n'; break;
+        case 'r': out = '\r'; break;
+        case 't': out = '\t'; break;
+        case '\'': case '"': case '\\': out = c; break;
+        case 'x':
+            if (isxdigit((unsigned char)r[2]) && isxdigit((unsigned char)r[3])) {
+                char hex[3] = {r[2], r[3], 0};
+                out = (char)strtol(hex, NULL, 16);
+                if (out) r += 2; /* the two digits; the 'x' below */
+            }
+            break;
+        default: break;
+        }
+        if (out) {
+            *w++ = out;
+            r++;
+        } else {
+            *w++ = *r;
+        }
+    }
+    *w = 0;
+}
+
+/* The prompt text: -p as given, or read from -f FILE or standard input
+ * (-p -, -f -), then unescaped with -e. Status. */
+static int load_prompt(struct run_opts *o) {
+    const char *from = o->prompt_file ? o->prompt_file : o->prompt && !strcmp(o->prompt, "-") ? "-" : NULL;
+    if (from) {
+        size_t len = 0;
+        int st = cli_read_file(from, &o->prompt_buf, &len);
+        if (st != LLMK_OK) return st;
+        if (strlen(o->prompt_buf) != len)
+            return cli_fail(LLMK_INVALID_ARGUMENT, "the prompt (%s) holds a NUL byte; a prompt is text",
+                            strcmp(from, "-") ? from : "standard input");
+        if (len && o->prompt_buf[len - 1] == '\n') o->prompt_buf[--len] = 0; /* as llama-cli -f */
+        if (len && o->prompt_buf[len - 1] == '\r') o->prompt_buf[--len] = 0;
+    } else if (o->escape && o->prompt && !(o->prompt_buf = strdup(o->prompt))) {
+        return cli_fail(LLMK_OUT_OF_MEMORY, "prompt of %zu bytes", strlen(o->prompt));
+    }
+    if (o->prompt_buf) {
+        if (o->escape) unescape(o->prompt_buf);
+        o->prompt = o->prompt_buf;
+    }
+    return LLMK_OK;
 }
 
 /* Chat formatting or plain completion. --chat, --system or --chat-template
@@ -241,10 +342,17 @@ static void finish_output(const struct run_opts *o, struct decode *d) {
     fflush(stdout);
 }
 
-/* The context: --ctx, else the prompt plus -n, within the model's. */
-static int64_t context_size(const struct run_opts *o, const llmk_hparams *hp, size_t n_prompt) {
-    int64_t n_ctx = o->n_ctx ? o->n_ctx : (int64_t)n_prompt + o->n_predict;
-    if (!o->n_ctx && n_ctx > hp->n_ctx_train) n_ctx = hp->n_ctx_train;
+/* The context: --ctx, else the prompt plus -n (within the model's), or with
+ * -n -1 min(4096, the model's); -n -1 then becomes "until the context is
+ * full" (the last token is chosen without being evaluated). */
+static int64_t context_size(struct run_opts *o, const llmk_hparams *hp, size_t n_prompt) {
+    int64_t n_ctx = o->n_ctx;
+    if (!n_ctx && o->n_predict < 0) n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
+    if (!n_ctx) {
+        n_ctx = (int64_t)n_prompt + o->n_predict;
+        if (n_ctx > hp->n_ctx_train) n_ctx = hp->n_ctx_train;
+    }
+    if (o->n_predict < 0) o->n_predict = (long)(n_ctx - (int64_t)n_prompt + 1);
     return n_ctx;
 }
 
@@ -300,11 +408,12 @@ static int run_session(struct run_opts *o, const llmk_model *m, struct decode *d
     double t2 = now_s();
     finish_output(o, d);
     static const char *const path_names[] = {"ref", "f32", "fast"};
-    fprintf(stderr,
-            "llmk run: prompt %zu tokens, prefill %.2f tok/s, decode %.2f tok/s (%zu tokens generated), "
-            "path %s, %d threads\n",
-            n_prompt, (double)n_prompt / (t1 - t0), d->n_decoded ? (double)d->n_decoded / (t2 - t1) : 0.0, d->n_gen,
-            path_names[o->path], sp.n_threads);
+    if (!o->go.quiet)
+        fprintf(stderr,
+                "llmk run: prompt %zu tokens, prefill %.2f tok/s, decode %.2f tok/s (%zu tokens generated), "
+                "path %s, %d threads\n",
+                n_prompt, (double)n_prompt / (t1 - t0), d->n_decoded ? (double)d->n_decoded / (t2 - t1) : 0.0,
+                d->n_gen, path_names[o->path], sp.n_threads);
     return LLMK_OK;
 }
 
@@ -312,6 +421,8 @@ int cmd_run(int argc, char **argv) {
     struct run_opts o = {.n_predict = 128, .path = LLMK_PATH_FAST, .kv_type = (uint32_t)CLI_KV_DEFAULT};
     gen_opts_default(&o.go, 0.8);
     int rc = parse_args(&o, argc, argv);
+    if (rc == CLI_OPTS_GO && o.conversation) rc = cmd_chat(o.chat_argc, (char **)o.chat_argv);
+    free(o.chat_argv);
     if (rc != CLI_OPTS_GO) return rc;
     rc = CLI_EXIT_OK;
     int st;
@@ -327,7 +438,7 @@ int cmd_run(int argc, char **argv) {
             return cli_usage_error(CMD, "--prompt-ids: no token ids given");
         }
     }
-    if ((st = llmk_model_load(o.model, &m)) != LLMK_OK) goto fail;
+    if ((st = load_prompt(&o)) != LLMK_OK || (st = llmk_model_load(o.model, &m)) != LLMK_OK) goto fail;
     rc = CLI_OPTS_GO;
     if ((st = prompt_ids(&o, m, &d, &ids, &n_prompt, &rc)) != LLMK_OK) goto fail;
     if (rc != CLI_OPTS_GO) goto done;
@@ -338,6 +449,7 @@ fail:
     rc = cli_report(CMD, st);
 done:
     free(ids);
+    free(o.prompt_buf);
     decode_free(&d);
     llmk_model_free(m);
     return rc;

@@ -85,10 +85,13 @@ setup:
 	bash scripts/setup.sh
 
 # ---- the two commands ---------------------------------------------------
-PROMPT ?= The three most useful things to know about the ocean are
+# A question the default (instruct) model answers through its chat template;
+# a fixed seed so the answer is the README's, and -n high enough that the
+# answer ends at the end of its turn rather than at the limit.
+PROMPT ?= What is the capital of France? Answer in one sentence.
 run: setup
 	$(MAKE) all
-	$(BUILD)/llmk run -p "$(PROMPT)" -n 96
+	$(BUILD)/llmk run -p "$(PROMPT)" -n 256 --seed 42
 
 test: setup
 	$(MAKE) all tests-bin

@@ -9,6 +9,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* The one version string: `llmk --version` and every subcommand's --version
+ * print "llmk VERSION". Raise it when a release changes what users see. */
+#define LLMK_VERSION "0.1.0"
+
 /* Exit codes: 0 success, 1 a runtime failure (status printed), 2 bad usage. */
 enum { CLI_EXIT_OK = 0, CLI_EXIT_FAIL = 1, CLI_EXIT_USAGE = 2 };
 

@@ -127,7 +127,7 @@ static int parse_args(struct batch_opts *o, int argc, char **argv) {
         CLI_OPT_MODEL(&o->model),
         CLI_LONG("--parallel", 'P', &o->n_parallel, 1, BATCH_MAX_PARALLEL, "N",
                  "requests running at once (sequence slots; default 16)"),
-        CLI_LONG(NULL, 'n', &o->n_predict, 1, BATCH_MAX_TOKENS, "N",
+        CLI_LONG("--n-predict", 'n', &o->n_predict, 1, BATCH_MAX_TOKENS, "N",
                  "tokens to generate per request at most, unless its line says \"max_tokens\" (default 128)"),
         CLI_OPT_THREADS(&o->threads),
         CLI_OPT_CTX(&o->n_ctx, "tokens of one request at most (default: the longest prompt + max_tokens, at "

@@ -140,7 +140,8 @@ struct chat_opts {
 static int parse_args(struct chat_opts *o, int argc, char **argv) {
     const struct cli_opt table[] = {
         CLI_OPT_MODEL(&o->model),
-        CLI_LONG(NULL, 'n', &o->n_predict, 1, 1 << 24, "N", "tokens per reply at most (default 1024)"),
+        CLI_LONG("--n-predict", 'n', &o->n_predict, -1, 1 << 24, "N",
+                 "tokens per reply at most (default 1024; -1: until the end of the turn or a full context)"),
         CLI_OPT_THREADS(&o->threads),
         CLI_OPT_CTX(&o->n_ctx, "context size in tokens (default: min(4096, the model's))"),
         CLI_OPT_LONG_CTX(&o->long_ctx),
@@ -149,12 +150,15 @@ static int parse_args(struct chat_opts *o, int argc, char **argv) {
         CLI_STR("--save", 0, &o->save, "FILE", "write the conversation as a JSON messages array after each turn"),
         CLI_STR("--messages", 0, &o->history, "FILE", "start from this conversation (e.g. one written by --save)"),
         CLI_FLAG("--verbose", 'v', &o->verbose, "per-turn token counts (reused / prefilled / generated) on stderr"),
+        CLI_FLAG("--log-disable", 0, &o->go.quiet, "no seed or per-turn lines on stderr (errors still)"),
     };
     const struct cli_opt_section sections[] = {{NULL, table, CLI_LEN(table)}, gen_opts_section(&o->go)};
     struct cli_cmd spec = {.name = CMD, .usage = USAGE, .epilog = EPILOG, .sections = sections,
                            .n_sections = CLI_LEN(sections)};
     int rc = cli_opts_parse(&spec, argc, argv);
     if (rc != CLI_OPTS_GO) return rc;
+    if (o->n_predict == 0) return cli_usage_error(CMD, "-n 0 leaves no room for a reply (-1: no limit)");
+    if (o->go.quiet) o->verbose = false;
     if (!o->model) o->model = cli_default_model();
     o->kv_type = cli_kv_type_or_default(o->kv_type, o->path);
     return CLI_OPTS_GO;
@@ -299,7 +303,7 @@ static int reply_turn(struct chat *c, int turn) {
             }
             if ((st = cli_stdout_status()) != LLMK_OK) return st;
         }
-        if (llmk_max_tokens_stop((double)n_gen, (double)o->n_predict) == 1.0) break;
+        if (o->n_predict > 0 && llmk_max_tokens_stop((double)n_gen, (double)o->n_predict) == 1.0) break;
         if (c->n_hist >= (size_t)c->n_ctx) {
             why = "context full";
             fprintf(stderr, "\nllmk chat: the context of %lld tokens is full; ending the reply\n", (long long)c->n_ctx);

@@ -55,6 +55,40 @@ static void human_bytes(uint64_t n, char *buf, size_t cap) {
     else snprintf(buf, cap, "%" PRIu64 " B", n);
 }
 
+/* general.file_type's names: llama.cpp's llama_ftype without the LLAMA_FTYPE_
+ * prefix (ids it retired have no name here). */
+static const char *ftype_name(uint32_t ft) {
+    static const struct {
+        uint32_t id;
+        const char *name;
+    } names[] = {
+        {0, "ALL_F32"},        {1, "MOSTLY_F16"},     {2, "MOSTLY_Q4_0"},    {3, "MOSTLY_Q4_1"},
+        {7, "MOSTLY_Q8_0"},    {8, "MOSTLY_Q5_0"},    {9, "MOSTLY_Q5_1"},    {10, "MOSTLY_Q2_K"},
+        {11, "MOSTLY_Q3_K_S"}, {12, "MOSTLY_Q3_K_M"}, {13, "MOSTLY_Q3_K_L"}, {14, "MOSTLY_Q4_K_S"},
+        {15, "MOSTLY_Q4_K_M"}, {16, "MOSTLY_Q5_K_S"}, {17, "MOSTLY_Q5_K_M"}, {18, "MOSTLY_Q6_K"},
+        {25, "MOSTLY_IQ4_NL"}, {30, "MOSTLY_IQ4_XS"}, {32, "MOSTLY_BF16"},   {38, "MOSTLY_MXFP4_MOE"},
+    };
+    for (size_t i = 0; i < CLI_LEN(names); i++)
+        if (names[i].id == ft) return names[i].name;
+    return "unknown to llmk";
+}
+
+/* The chat template line: the family llmk's chat code recognises (what
+ * llmk chat and llmk run use), or why there is none. */
+static void print_chat_template(const llmk_gguf *g) {
+    const char *tmpl;
+    size_t tlen;
+    if (llmk_gguf_get_str(g, "tokenizer.chat_template", &tmpl, &tlen) != LLMK_OK) {
+        printf("chat template: absent (llmk run continues the prompt as plain text)\n");
+        return;
+    }
+    llmk_chat_template *tp = NULL;
+    if (llmk_chat_template_from_gguf(g, NULL, &tp) == LLMK_OK)
+        printf("chat template: %s (%zu bytes)\n", llmk_chat_template_name(tp), tlen);
+    else printf("chat template: present (%zu bytes), not one llmk recognises\n", tlen);
+    llmk_chat_template_free(tp);
+}
+
 static void print_summary(const char *path, const llmk_gguf *g, bool tensors) {
     const char *arch = str_or(g, "general.architecture", NULL);
     char hb[64];
@@ -67,7 +101,8 @@ static void print_summary(const char *path, const llmk_gguf *g, bool tensors) {
     printf("architecture:  %s\n", arch ? arch : "(absent)");
     printf("name:          %s\n", str_or(g, "general.name", "(absent)"));
     uint32_t ft;
-    if (llmk_gguf_get_u32(g, "general.file_type", &ft) == LLMK_OK) printf("file type:     %u\n", ft);
+    if (llmk_gguf_get_u32(g, "general.file_type", &ft) == LLMK_OK)
+        printf("file type:     %s (%u)\n", ftype_name(ft), ft);
     if (arch) {
         printf("hyperparameters:\n");
         print_u32_key(g, "block_count", arch, "block_count");
@@ -91,12 +126,7 @@ static void print_summary(const char *path, const llmk_gguf *g, bool tensors) {
     bool has_merges = llmk_gguf_get_arr(g, "tokenizer.ggml.merges", &et, &n_vocab) == LLMK_OK;
     if (has_merges) printf(", %" PRIu64 " merges", n_vocab);
     printf("\n");
-    const char *tmpl;
-    size_t tlen;
-    if (llmk_gguf_get_str(g, "tokenizer.chat_template", &tmpl, &tlen) == LLMK_OK)
-        printf("chat template: present (%zu bytes)\n", tlen);
-    else
-        printf("chat template: absent\n");
+    print_chat_template(g);
 
     /* tensors by type, total size and parameter count */
     uint64_t count[LLMK_TYPE_COUNT_] = {0}, bytes[LLMK_TYPE_COUNT_] = {0}, params = 0, total = 0;

@@ -6,6 +6,7 @@
 #include "opts.h"
 
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,9 +14,12 @@
 
 static const char CMD[] = "run";
 static const char USAGE[] =
-    "usage: llmk run [-m MODEL] -p PROMPT [-n N] [--temp T] [--seed S] [-t THREADS]\n"
-    "                [--path ref|f32|fast] [--kv-type f32|f16|q8_0] [--ctx N] [--special]\n"
-    "  Streams a completion of PROMPT to stdout; a stats line goes to stderr.\n";
+    "usage: llmk run [-m MODEL] -p PROMPT | -f FILE [-n N] [--temp T] [-s SEED] [-t THREADS] [--raw]\n"
+    "                [--path ref|f32|fast] [--kv-type f32|f16|q8_0] [-c N] [--special] [-cnv]\n"
+    "  Streams the model's answer to PROMPT to stdout; a stats line goes to stderr.\n"
+    "  When the model has a chat template, PROMPT is one user turn in it and the\n"
+    "  answer ends at the end of the turn; --raw continues the text instead (and\n"
+    "  echoes it first, as llama-cli does).\n";
 static const char EPILOG[] =
     "(defaults as llama-cli: temperature 0.8, a random seed that is reported; --temp 0 is greedy)\n";
 
@@ -48,49 +52,187 @@ static int choose_token(struct gen_ctx *c, const float *logits, double *logits64
 }
 
 struct run_opts {
-    const char *model, *prompt, *prompt_ids;
+    const char *model, *prompt, *prompt_file, *prompt_ids;
     long n_predict, threads, n_ctx;
     int path;
     uint32_t kv_type;
-    bool print_ids, special, long_ctx;
+    bool print_ids, special, long_ctx, raw, conversation, escape, no_display, verbose;
     struct gen_opts go;
+    char *prompt_buf;    /* the prompt read from -f or stdin, or unescaped (-e); else NULL */
+    const char *template_name; /* the chat template's family (chatml, ...) when chatting */
+    const char **chat_argv; /* --conversation: the arguments handed on to llmk chat */
+    int chat_argc;
 };
+
+/* --conversation: run's arguments for llmk chat, less the conversation flags
+ * and --chat, with -p TEXT as the system message (as llama-cli -cnv -p). */
+static int conversation_args(struct run_opts *o, const struct cli_cmd *spec, int argc, char **argv) {
+    if (o->prompt_ids || o->prompt_file || o->print_ids || o->raw || o->escape || o->special || o->no_display)
+        return cli_usage_error(CMD, "--conversation runs llmk chat, which takes none of -f, --prompt-ids, "
+                                    "--print-ids, --raw, -e, --special and --no-display-prompt");
+    if (!(o->chat_argv = malloc(((size_t)argc + 2) * sizeof *o->chat_argv))) {
+        fprintf(stderr, "llmk %s: out of memory\n", CMD);
+        return CLI_EXIT_FAIL;
+    }
+    int n = 0;
+    o->chat_argv[n++] = "chat";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-cnv") || !strcmp(a, "--conversation") || !strcmp(a, "-i") || !strcmp(a, "--interactive") ||
+            !strcmp(a, "--chat"))
+            continue;
+        bool value = cli_opts_takes_value(spec, a);
+        if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) a = "--system";
+        else if (!strncmp(a, "--prompt=", 9)) {
+            o->chat_argv[n++] = "--system";
+            a += 9;
+        }
+        o->chat_argv[n++] = a;
+        if (value && i + 1 < argc) o->chat_argv[n++] = argv[++i];
+    }
+    o->chat_argv[n] = NULL;
+    o->chat_argc = n;
+    return CLI_OPTS_GO;
+}
+
+/* The checks between options that the table cannot state. */
+static int check_args(const struct run_opts *o) {
+    int sources = !!o->prompt + !!o->prompt_file + !!o->prompt_ids;
+    if (sources == 0) return cli_usage_error(CMD, "-p PROMPT (or -f FILE, or --prompt-ids) is required");
+    if (sources > 1) return cli_usage_error(CMD, "-p, -f and --prompt-ids exclude each other");
+    if (o->go.chat && o->prompt_ids) return cli_usage_error(CMD, "--chat needs -p PROMPT or -f FILE");
+    if (o->raw && (o->go.chat || o->go.system || o->go.chat_template))
+        return cli_usage_error(CMD, "--raw excludes --chat, --system and --chat-template");
+    if (o->escape && o->prompt_ids) return cli_usage_error(CMD, "-e applies to -p or -f, not --prompt-ids");
+    return CLI_OPTS_GO;
+}
 
 /* Parses and checks the options, then fills in the defaults; CLI_OPTS_GO,
  * or the exit code. */
 static int parse_args(struct run_opts *o, int argc, char **argv) {
     const struct cli_opt table[] = {
         CLI_OPT_MODEL(&o->model),
-        CLI_STR("--prompt", 'p', &o->prompt, "TEXT", "prompt text (BOS added when the model asks for it)"),
+        CLI_STR("--prompt", 'p', &o->prompt, "TEXT", "the prompt ('-': standard input)"),
+        CLI_STR("--file", 'f', &o->prompt_file, "FILE",
+                "read the prompt from FILE ('-': standard input); one final newline is dropped"),
         CLI_STR("--prompt-ids", 0, &o->prompt_ids, "LIST",
-                "use these comma-separated ids as the prompt (no BOS added)"),
-        CLI_LONG(NULL, 'n', &o->n_predict, 0, 1 << 24, "N",
-                 "tokens to generate at most (default 128); stops early at an end-of-generation token"),
-        CLI_FLAG("--chat", 0, &o->go.chat, "format PROMPT as one user turn with the model's chat template"),
+                "use these comma-separated ids as the prompt (no BOS added, no chat template)"),
+        CLI_LONG("--n-predict", 'n', &o->n_predict, -1, 1 << 24, "N",
+                 "tokens to generate at most (default 128; -1: until an end-of-generation token or a full "
+                 "context); stops early at an end-of-generation token"),
+        CLI_FLAG2("--raw", "--no-chat", 0, &o->raw,
+                  "plain completion: no chat template, and the prompt is echoed before its continuation"),
+        CLI_FLAG("--chat", 0, &o->go.chat,
+                 "format the prompt as one user turn with the chat template (the default when the model has one)"),
+        CLI_FLAG2("--conversation", "-cnv", 0, &o->conversation,
+                  "interactive conversation: runs llmk chat with these options, -p as the system message"),
+        CLI_FLAG("--interactive", 'i', &o->conversation, "the same as --conversation"),
+        CLI_FLAG("--escape", 'e', &o->escape, "process escapes in the prompt: \\n \\r \\t \\' \\\" \\\\ \\xHH"),
+        CLI_FLAG("--no-display-prompt", 0, &o->no_display, "with --raw, do not echo the prompt"),
         CLI_OPT_THREADS(&o->threads),
         CLI_OPT_PATH(&o->path),
         CLI_OPT_KV_TYPE(&o->kv_type, CLI_KV_TYPE_HELP),
-        CLI_OPT_CTX(&o->n_ctx, "context size (default: prompt + N, at most the model's)"),
+        CLI_OPT_CTX(&o->n_ctx, "context size (default: prompt + N, at most the model's; with -n -1, "
+                               "min(4096, the model's))"),
         CLI_OPT_LONG_CTX(&o->long_ctx),
         CLI_FLAG("--special", 0, &o->special, "recognise special-token texts (<|im_start|>) in the prompt"),
         CLI_FLAG("--print-ids", 0, &o->print_ids,
                  "print the generated ids (end-of-generation token included) as one JSON array on one line "
                  "instead of text"),
+        CLI_FLAG("--verbose", 'v', &o->verbose, "also say how the prompt was formatted (chat template or raw)"),
+        CLI_FLAG("--log-disable", 0, &o->go.quiet, "no seed or stats lines on stderr (errors still)"),
     };
     const struct cli_opt_section sections[] = {{NULL, table, CLI_LEN(table)}, gen_opts_section(&o->go)};
     struct cli_cmd spec = {.name = CMD, .usage = USAGE, .epilog = EPILOG, .sections = sections,
                            .n_sections = CLI_LEN(sections)};
     int rc = cli_opts_parse(&spec, argc, argv);
     if (rc != CLI_OPTS_GO) return rc;
-    if (!o->prompt && !o->prompt_ids) return cli_usage_error(CMD, "-p PROMPT (or --prompt-ids) is required");
-    if (o->prompt && o->prompt_ids) return cli_usage_error(CMD, "-p and --prompt-ids exclude each other");
+    if (o->conversation) return conversation_args(o, &spec, argc, argv);
+    if ((rc = check_args(o)) != CLI_OPTS_GO) return rc;
     if (!o->model) o->model = cli_default_model();
     o->kv_type = cli_kv_type_or_default(o->kv_type, o->path);
-    if (o->go.chat && !o->prompt) return cli_usage_error(CMD, "--chat needs -p PROMPT");
     return CLI_OPTS_GO;
 }
 
-/* -p's token ids (malloc'd), through the chat template with --chat. */
+/* llama.cpp's escapes (its -e): \n \r \t \' \" \\ and \xHH; any other
+ * backslash stays as written, and so does \x00, which would cut the prompt
+ * short. In place: the text only shrinks. */
+static void unescape(char *s) {
+    char *w = s;
+    for (const char *r = s; *r; r++) {
+        char c = *r == '\\' ? r[1] : 0, out = 0;
+        switch (c) {
+        case 'n': out = '\n'; break;
+        case 'r': out = '\r'; break;
+        case 't': out = '\t'; break;
+        case '\'': case '"': case '\\': out = c; break;
+        case 'x':
+            if (isxdigit((unsigned char)r[2]) && isxdigit((unsigned char)r[3])) {
+                char hex[3] = {r[2], r[3], 0};
+                out = (char)strtol(hex, NULL, 16);
+                if (out) r += 2; /* the two digits; the 'x' below */
+            }
+            break;
+        default: break;
+        }
+        if (out) {
+            *w++ = out;
+            r++;
+        } else {
+            *w++ = *r;
+        }
+    }
+    *w = 0;
+}
+
+/* The prompt text: -p as given, or read from -f FILE or standard input
+ * (-p -, -f -), then unescaped with -e. Status. */
+static int load_prompt(struct run_opts *o) {
+    const char *from = o->prompt_file ? o->prompt_file : o->prompt && !strcmp(o->prompt, "-") ? "-" : NULL;
+    if (from) {
+        size_t len = 0;
+        int st = cli_read_file(from, &o->prompt_buf, &len);
+        if (st != LLMK_OK) return st;
+        if (strlen(o->prompt_buf) != len)
+            return cli_fail(LLMK_INVALID_ARGUMENT, "the prompt (%s) holds a NUL byte; a prompt is text",
+                            strcmp(from, "-") ? from : "standard input");
+        if (len && o->prompt_buf[len - 1] == '\n') o->prompt_buf[--len] = 0; /* as llama-cli -f */
+        if (len && o->prompt_buf[len - 1] == '\r') o->prompt_buf[--len] = 0;
+    } else if (o->escape && o->prompt && !(o->prompt_buf = strdup(o->prompt))) {
+        return cli_fail(LLMK_OUT_OF_MEMORY, "prompt of %zu bytes", strlen(o->prompt));
+    }
+    if (o->prompt_buf) {
+        if (o->escape) unescape(o->prompt_buf);
+        o->prompt = o->prompt_buf;
+    }
+    return LLMK_OK;
+}
+
+/* Chat formatting or plain completion. --chat, --system or --chat-template
+ * ask for the template (an unknown one is an error); otherwise a prompt (not
+ * --prompt-ids) goes through the model's template when llmk knows it,
+ * unless --raw. Sets o->go.chat and o->template_name. Status. */
+static int choose_chat(struct run_opts *o, const llmk_model *m) {
+    bool asked = o->go.chat || o->go.system || o->go.chat_template;
+    if (!asked && (o->raw || !o->prompt)) return LLMK_OK;
+    const llmk_gguf *g = llmk_model_gguf(m);
+    const char *text;
+    if (!asked && llmk_gguf_get_str(g, "tokenizer.chat_template", &text, NULL) != LLMK_OK) return LLMK_OK;
+    llmk_chat_template *tp = NULL;
+    int st = llmk_chat_template_from_gguf(g, o->go.chat_template, &tp);
+    if (st == LLMK_OK) {
+        o->go.chat = true;
+        o->template_name = llmk_chat_template_name(tp); /* a static name */
+    } else if (!asked) {
+        fprintf(stderr, "llmk %s: note: llmk does not know the model's chat template (%s); plain completion "
+                        "(--chat-template NAME chooses one)\n", CMD, llmk_last_error());
+        st = LLMK_OK;
+    }
+    llmk_chat_template_free(tp);
+    return st;
+}
+
+/* -p's token ids (malloc'd), through the chat template when chatting. */
 static int tokenize_prompt(const struct run_opts *o, const llmk_model *m, const llmk_tokenizer *tok, int32_t **ids,
                            size_t *n) {
     const char *prompt = o->prompt;
@@ -106,6 +248,12 @@ static int tokenize_prompt(const struct run_opts *o, const llmk_model *m, const 
     size_t len = strlen(prompt), cap = len + 8;
     if (!(*ids = malloc(cap * sizeof **ids))) st = cli_fail(LLMK_OUT_OF_MEMORY, "prompt ids");
     else st = llmk_tokenize(tok, prompt, len, add_bos, special, *ids, cap, n);
+    if (st == LLMK_OK && o->verbose) {
+        if (o->go.chat)
+            fprintf(stderr, "llmk %s: chat template %s: the prompt is one user turn, %zu tokens\n", CMD,
+                    o->template_name, *n);
+        else fprintf(stderr, "llmk %s: plain completion of the prompt, %zu tokens\n", CMD, *n);
+    }
     free(chat_text);
     return st;
 }
@@ -194,10 +342,87 @@ static void finish_output(const struct run_opts *o, struct decode *d) {
     fflush(stdout);
 }
 
+/* The context: --ctx, else the prompt plus -n (within the model's), or with
+ * -n -1 min(4096, the model's); -n -1 then becomes "until the context is
+ * full" (the last token is chosen without being evaluated). */
+static int64_t context_size(struct run_opts *o, const llmk_hparams *hp, size_t n_prompt) {
+    int64_t n_ctx = o->n_ctx;
+    if (!n_ctx && o->n_predict < 0) n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
+    if (!n_ctx) {
+        n_ctx = (int64_t)n_prompt + o->n_predict;
+        if (n_ctx > hp->n_ctx_train) n_ctx = hp->n_ctx_train;
+    }
+    if (o->n_predict < 0) o->n_predict = (long)(n_ctx - (int64_t)n_prompt + 1);
+    return n_ctx;
+}
+
+/* The prompt's ids (from --prompt-ids, or the text tokenized), checked
+ * against the vocabulary; status, or *rc set to a usage error. */
+static int prompt_ids(struct run_opts *o, const llmk_model *m, struct decode *d, int32_t **ids, size_t *n,
+                      int *rc) {
+    const llmk_hparams *hp = llmk_model_hparams(m);
+    int st;
+    /* text in or out needs the tokenizer */
+    if ((st = llmk_model_tokenizer(m, &d->tok)) != LLMK_OK && (!o->prompt_ids || !o->print_ids)) return st;
+    if (st != LLMK_OK) d->tok = NULL;
+    if (o->prompt) {
+        if ((st = choose_chat(o, m)) != LLMK_OK || (st = tokenize_prompt(o, m, d->tok, ids, n)) != LLMK_OK)
+            return st;
+    }
+    if (*n == 0) {
+        *rc = cli_usage_error(CMD, "the prompt has no tokens");
+        return LLMK_OK;
+    }
+    for (size_t i = 0; i < *n; i++)
+        if ((*ids)[i] < 0 || (*ids)[i] >= hp->n_vocab)
+            return cli_fail(LLMK_INVALID_TOKEN, "prompt token id %d (index %zu) outside the vocabulary [0, %d)",
+                            (*ids)[i], i, hp->n_vocab);
+    return LLMK_OK;
+}
+
+/* Prefill, generation and the stats line; status. */
+static int run_session(struct run_opts *o, const llmk_model *m, struct decode *d, const int32_t *ids,
+                       size_t n_prompt) {
+    const llmk_hparams *hp = llmk_model_hparams(m);
+    int64_t n_ctx = context_size(o, hp, n_prompt);
+    if ((int64_t)n_prompt > n_ctx)
+        return cli_fail(LLMK_CONTEXT_FULL, "the prompt has %zu tokens, the context holds %lld", n_prompt,
+                        (long long)n_ctx);
+    llmk_session_params sp = {.n_ctx = (int32_t)n_ctx, .path = o->path, .kv_type = o->kv_type,
+                              .n_threads = o->threads > 0 ? (int32_t)o->threads : llmk_cpu_count(),
+                              .allow_long_ctx = o->long_ctx};
+    if (o->long_ctx) cli_warn_long_ctx(CMD, m, n_ctx);
+    int st = llmk_session_init(m, &sp, &d->s);
+    if (st != LLMK_OK) return st;
+    d->n_vocab = (size_t)hp->n_vocab;
+    if ((st = decode_init(d, o)) != LLMK_OK) return st;
+    /* plain completion shows the text it continues, as llama-cli does */
+    if (!o->go.chat && o->prompt && !o->print_ids && !o->no_display) {
+        fputs(o->prompt, stdout);
+        fflush(stdout);
+    }
+    double t0 = now_s();
+    if ((st = llmk_session_eval(d->s, ids, n_prompt, d->logits, d->n_vocab, false)) != LLMK_OK) return st;
+    double t1 = now_s();
+    if ((st = generate(o, d)) != LLMK_OK) return st;
+    double t2 = now_s();
+    finish_output(o, d);
+    static const char *const path_names[] = {"ref", "f32", "fast"};
+    if (!o->go.quiet)
+        fprintf(stderr,
+                "llmk run: prompt %zu tokens, prefill %.2f tok/s, decode %.2f tok/s (%zu tokens generated), "
+                "path %s, %d threads\n",
+                n_prompt, (double)n_prompt / (t1 - t0), d->n_decoded ? (double)d->n_decoded / (t2 - t1) : 0.0,
+                d->n_gen, path_names[o->path], sp.n_threads);
+    return LLMK_OK;
+}
+
 int cmd_run(int argc, char **argv) {
     struct run_opts o = {.n_predict = 128, .path = LLMK_PATH_FAST, .kv_type = (uint32_t)CLI_KV_DEFAULT};
     gen_opts_default(&o.go, 0.8);
     int rc = parse_args(&o, argc, argv);
+    if (rc == CLI_OPTS_GO && o.conversation) rc = cmd_chat(o.chat_argc, (char **)o.chat_argv);
+    free(o.chat_argv);
     if (rc != CLI_OPTS_GO) return rc;
     rc = CLI_EXIT_OK;
     int st;
@@ -213,54 +438,18 @@ int cmd_run(int argc, char **argv) {
             return cli_usage_error(CMD, "--prompt-ids: no token ids given");
         }
     }
-    if ((st = llmk_model_load(o.model, &m)) != LLMK_OK) goto fail;
-    const llmk_hparams *hp = llmk_model_hparams(m);
-    /* text in or out needs the tokenizer */
-    if ((st = llmk_model_tokenizer(m, &d.tok)) != LLMK_OK && (!o.prompt_ids || !o.print_ids)) goto fail;
-    if (st != LLMK_OK) d.tok = NULL;
-    if (o.prompt && (st = tokenize_prompt(&o, m, d.tok, &ids, &n_prompt)) != LLMK_OK) goto fail;
-    if (n_prompt == 0) {
-        rc = cli_usage_error(CMD, "the prompt has no tokens");
-        goto done;
-    }
-    for (size_t i = 0; i < n_prompt; i++)
-        if (ids[i] < 0 || ids[i] >= hp->n_vocab) {
-            st = cli_fail(LLMK_INVALID_TOKEN, "prompt token id %d (index %zu) outside the vocabulary [0, %d)",
-                           ids[i], i, hp->n_vocab);
-            goto fail;
-        }
-    int64_t n_ctx = o.n_ctx ? o.n_ctx : (int64_t)n_prompt + o.n_predict;
-    if (!o.n_ctx && n_ctx > hp->n_ctx_train) n_ctx = hp->n_ctx_train;
-    if ((int64_t)n_prompt > n_ctx) {
-        st = cli_fail(LLMK_CONTEXT_FULL, "the prompt has %zu tokens, the context holds %lld", n_prompt,
-                       (long long)n_ctx);
-        goto fail;
-    }
-    llmk_session_params sp = {.n_ctx = (int32_t)n_ctx, .path = o.path, .kv_type = o.kv_type,
-                              .n_threads = o.threads > 0 ? (int32_t)o.threads : llmk_cpu_count(),
-                              .allow_long_ctx = o.long_ctx};
-    if (o.long_ctx) cli_warn_long_ctx(CMD, m, n_ctx);
-    if ((st = llmk_session_init(m, &sp, &d.s)) != LLMK_OK) goto fail;
-    d.n_vocab = (size_t)hp->n_vocab;
-    if ((st = decode_init(&d, &o)) != LLMK_OK) goto fail;
-
-    double t0 = now_s();
-    if ((st = llmk_session_eval(d.s, ids, n_prompt, d.logits, d.n_vocab, false)) != LLMK_OK) goto fail;
-    double t1 = now_s();
-    if ((st = generate(&o, &d)) != LLMK_OK) goto fail;
-    double t2 = now_s();
-    finish_output(&o, &d);
-    static const char *const path_names[] = {"ref", "f32", "fast"};
-    fprintf(stderr,
-            "llmk run: prompt %zu tokens, prefill %.2f tok/s, decode %.2f tok/s (%zu tokens generated), "
-            "path %s, %d threads\n",
-            n_prompt, (double)n_prompt / (t1 - t0), d.n_decoded ? (double)d.n_decoded / (t2 - t1) : 0.0, d.n_gen,
-            path_names[o.path], sp.n_threads);
+    if ((st = load_prompt(&o)) != LLMK_OK || (st = llmk_model_load(o.model, &m)) != LLMK_OK) goto fail;
+    rc = CLI_OPTS_GO;
+    if ((st = prompt_ids(&o, m, &d, &ids, &n_prompt, &rc)) != LLMK_OK) goto fail;
+    if (rc != CLI_OPTS_GO) goto done;
+    rc = CLI_EXIT_OK;
+    if ((st = run_session(&o, m, &d, ids, n_prompt)) != LLMK_OK) goto fail;
     goto done;
 fail:
     rc = cli_report(CMD, st);
 done:
     free(ids);
+    free(o.prompt_buf);
     decode_free(&d);
     llmk_model_free(m);
     return rc;

@@ -78,7 +78,7 @@ struct cli_opt_section gen_opts_section(struct gen_opts *o) {
         CLI_FN("--samplers", 0, opt_samplers, o, "LIST",
                "stage order, e.g. 'penalties;temperature;top_k;min_p;top_p' (also typical_p, eta) or letters "
                "'etkmp' (y typical, a eta)"),
-        CLI_I64("--seed", 0, &p->seed, -1, INT64_MAX, "S", "RNG seed (default -1: random, reported on stderr)"),
+        CLI_I64("--seed", 's', &p->seed, -1, INT64_MAX, "S", "RNG seed (default -1: random, reported on stderr)"),
         CLI_REPEAT("--stop", 0, opt_stop, o, "STR", "stop when STR is generated (not printed)"),
         CLI_STR("--system", 0, &o->system, "TEXT", "system message (chat formatting)"),
         CLI_STR("--chat-template", 0, &o->chat_template, "NAME",
@@ -123,7 +123,7 @@ int gen_ctx_init(struct gen_ctx *c, const char *cmd, const struct gen_opts *o, s
         gen_ctx_free(c);
         return st;
     }
-    if (o->sp.seed < 0 && o->sp.temperature > 0)
+    if (o->sp.seed < 0 && o->sp.temperature > 0 && !o->quiet)
         fprintf(stderr, "llmk %s: seed %llu\n", cmd,
                 (unsigned long long)llmk_sampler_seed(c->smp));
     return LLMK_OK;

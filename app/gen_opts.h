@@ -23,6 +23,7 @@ struct gen_opts {
     const char *system;        /* --system TEXT */
     const char *chat_template; /* --chat-template NAME */
     bool samplers_given;       /* --samplers was used: its order is final */
+    bool quiet;                /* --log-disable: no seed or stats lines on stderr */
     struct cli_opt rows[GEN_OPT_ROWS]; /* the flags' rows, pointing into this struct */
 };
 
@@ -48,7 +49,7 @@ struct gen_ctx {
     size_t cap;
     bool stopped; /* a stop string completed */
 };
-/* Status; reports a random seed on stderr as "llmk CMD: seed N". */
+/* Status; reports a random seed on stderr as "llmk CMD: seed N" (not when o->quiet). */
 int gen_ctx_init(struct gen_ctx *c, const char *cmd, const struct gen_opts *o, size_t n_vocab);
 void gen_ctx_free(struct gen_ctx *c);
 /* Sample the next token and record it in the penalty history. */

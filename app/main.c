@@ -18,7 +18,8 @@ static const struct command commands[] = {CLI_COMMANDS(CLI_ENTRY)};
 #undef CLI_ENTRY
 
 static void usage(FILE *to) {
-    fprintf(to, "usage: llmk <command> [options]   (llmk <command> -h for its options)\n\ncommands:\n");
+    fprintf(to, "usage: llmk <command> [options]   (llmk <command> -h for its options)\n"
+                "       llmk --version\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (commands[i].fn) fprintf(to, "  %-11s %s\n", commands[i].name, commands[i].help);
 }
@@ -48,6 +49,10 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         usage(stdout);
         return cli_finish_stdout("help", CLI_EXIT_OK);
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("llmk %s\n", LLMK_VERSION);
+        return cli_finish_stdout("version", CLI_EXIT_OK);
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
         if (strcmp(argv[1], commands[i].name) != 0) continue;

@@ -5,11 +5,13 @@
  * --kv-type, --allow-long-ctx) are defined once below, with one limit each.
  *
  * Syntax, the same in every subcommand: `--opt value` and `--opt=value` for
- * a long option, `-x value` for a short one, a flag never takes `=value`,
+ * a long option (or its alias: llama.cpp's spelling, --ctx-size for --ctx),
+ * `-x value` for a short one, a flag never takes `=value`,
  * `--` ends the options, `-` alone is an argument (standard input). A value
  * is the next argument whatever it looks like (`--seed -1`). An option given
  * twice keeps the later value, as llama.cpp does; a repeatable one (--stop)
- * accumulates through its callback. */
+ * accumulates through its callback. Every command also takes -h/--help and
+ * --version; an unknown option is refused naming the nearest known one. */
 #ifndef LLMK_OPTS_H
 #define LLMK_OPTS_H
 
@@ -35,6 +37,7 @@ typedef int (*cli_opt_fn)(const char *cmd, const char *flag, const char *value, 
 
 struct cli_opt {
     const char *name; /* "--ctx", or NULL for a short-only option */
+    const char *alias; /* a second name ("--ctx-size", "-cnv": llama.cpp's spelling), or NULL */
     char short_name;  /* 'c' for -c, or 0 */
     enum cli_opt_kind kind;
     union {
@@ -58,6 +61,9 @@ struct cli_opt {
 /* Rows. The dest union's members are typed, so a destination of the wrong
  * type is a compile error (-Werror), not a silent overwrite. */
 #define CLI_FLAG(nm, sh, p, h) {.name = (nm), .short_name = (sh), .kind = CLI_OPT_FLAG, .dest.flag = (p), .help = (h)}
+/* A flag with a second long name (--raw and --no-chat). */
+#define CLI_FLAG2(nm, al, sh, p, h) \
+    {.name = (nm), .alias = (al), .short_name = (sh), .kind = CLI_OPT_FLAG, .dest.flag = (p), .help = (h)}
 #define CLI_LONG(nm, sh, p, lo_, hi_, mv, h) \
     {.name = (nm), .short_name = (sh), .kind = CLI_OPT_LONG, .dest.l = (p), .lo = (lo_), .hi = (hi_), \
      .metavar = (mv), .help = (h)}
@@ -90,7 +96,9 @@ enum { CLI_THREADS_MAX = 256, CLI_CTX_MAX = 1 << 22 };
      .help = "GGUF model", .dflt = cli_default_model()}
 #define CLI_OPT_THREADS(p) \
     CLI_LONG("--threads", 't', p, 1, CLI_THREADS_MAX, "N", "worker threads (default: one per core)")
-#define CLI_OPT_CTX(p, h) CLI_LONG("--ctx", 'c', p, 1, CLI_CTX_MAX, "N", h)
+#define CLI_OPT_CTX(p, h) \
+    {.name = "--ctx", .alias = "--ctx-size", .short_name = 'c', .kind = CLI_OPT_LONG, .dest.l = (p), .lo = 1, \
+     .hi = CLI_CTX_MAX, .metavar = "N", .help = (h)}
 #define CLI_OPT_PATH(p) \
     CLI_FN("--path", 0, cli_opt_path, p, "P", "decode path: ref (f64 reference), f32 or fast (default fast)")
 /* --kv-type into a uint32_t; the commands that run a model start it at
@@ -129,12 +137,18 @@ struct cli_cmd {
 
 /* Parses argv[1 .. argc) (argv[0] is the subcommand's name). Returns
  * CLI_OPTS_GO when the command should run, otherwise the exit code to return
- * at once: CLI_EXIT_OK after -h/--help printed the help to stdout,
- * CLI_EXIT_USAGE after a usage error on stderr. */
+ * at once: CLI_EXIT_OK after -h/--help printed the help (or --version the
+ * version) to stdout, CLI_EXIT_USAGE after a usage error on stderr. An
+ * unknown option's error names the nearest known one when one is close. */
 enum { CLI_OPTS_GO = -1 };
 int cli_opts_parse(struct cli_cmd *c, int argc, char **argv);
 
-/* The generated help: usage, every section's rows, -h, the epilog. */
+/* Whether argument a, as cli_opts_parse read it, is an option whose value is
+ * the next argument ("-p", not "--prompt=x" nor a flag): for a command that
+ * hands its arguments on to another (run -cnv to chat). */
+bool cli_opts_takes_value(const struct cli_cmd *c, const char *a);
+
+/* The generated help: usage, every section's rows, -h, --version, the epilog. */
 void cli_opts_help(const struct cli_cmd *c, FILE *to);
 
 #endif

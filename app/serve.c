@@ -36,7 +36,6 @@ static int parse_args(struct serve_opts *o, int argc, char **argv) {
                  "sequences generated at once (default 4); also -np"),
         CLI_LONG("-np", 0, &o->n_parallel, 1, SERVE_MAX_PARALLEL, "N", "the same as --parallel (llama-server)"),
         CLI_OPT_CTX(&o->n_ctx, "tokens of one sequence, prompt and output (default: the model's, at most 4096)"),
-        CLI_LONG("--ctx-size", 0, &o->n_ctx, 1, CLI_CTX_MAX, "N", "the same as --ctx (llama-server)"),
         CLI_OPT_THREADS(&o->threads),
         CLI_OPT_KV_TYPE(&o->kv_type, CLI_KV_TYPE_HELP),
         CLI_LONG("--kv-blocks", 0, &o->kv_blocks, 1, INT32_MAX, "N",

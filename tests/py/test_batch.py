@@ -47,12 +47,19 @@ def ok(r):
     return r
 
 
+# A batch "prompt" line is plain completion: `llmk run --raw` (run formats -p
+# with the chat template by default), without the echo of the prompt;
+# "--chat" compares a "messages" line with run's chat formatting.
+def raw_unless_chat(args):
+    return args if "--chat" in args else ("--raw", "--no-display-prompt", *args)
+
+
 def run_ids(*args):
-    return json.loads(ok(llmk("run", "-m", MODEL, "--print-ids", *args)).stdout)
+    return json.loads(ok(llmk("run", "-m", MODEL, "--print-ids", *raw_unless_chat(args))).stdout)
 
 
 def run_text(*args):
-    out = ok(llmk("run", "-m", MODEL, *args)).stdout.decode()
+    out = ok(llmk("run", "-m", MODEL, *raw_unless_chat(args))).stdout.decode()
     assert out.endswith("\n")
     return out[:-1]
 

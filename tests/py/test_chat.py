@@ -65,6 +65,19 @@ def test_template_matches_jinja(name, tmp_path):
         assert render(model, case, tmp_path) == case["rendered"], case["messages"]
 
 
+@pytest.mark.parametrize("name", SETS)
+def test_info_names_the_family(name, tmp_path):
+    """llmk info names the family llmk's chat code recognises, as llmk run and chat use it."""
+    data = load(name)
+    model = tiny_gguf(tmp_path / "t.gguf", data["template"], data["bos"], data["eos"])
+    info = run("info", model).stdout.decode()
+    assert f"chat template: {data['family']} ({len(data['template'].encode())} bytes)" in info
+    unknown = tiny_gguf(tmp_path / "u.gguf", "{{ no markers here }}", data["bos"], data["eos"])
+    assert "chat template: present (21 bytes), not one llmk recognises" in run("info", unknown).stdout.decode()
+    none = tiny_gguf(tmp_path / "n.gguf", None, data["bos"], data["eos"])
+    assert "chat template: absent" in run("info", none).stdout.decode()
+
+
 @pytest.mark.parametrize("name", ["llama3", "zephyr", "llama2"])
 def test_override_by_name(name, tmp_path):
     """--chat-template NAME renders that family whatever the file's template says."""

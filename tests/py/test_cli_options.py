@@ -26,10 +26,12 @@ SAMPLING = ["--temp", "--top-k", "--top-p", "--min-p", "--typical-p", "--eta", "
 
 # Every spelling each command has always accepted (the tests and docs use them).
 OPTIONS = {
-    "run": ["-m", "--model", "-p", "--prompt", "--prompt-ids", "-n", "--chat", "-t", "--threads", "--path",
-            "--kv-type", "-c", "--ctx", "--allow-long-ctx", "--special", "--print-ids", *SAMPLING],
-    "chat": ["-m", "--model", "-n", "-t", "--threads", "-c", "--ctx", "--allow-long-ctx", "--path", "--kv-type",
-             "--save", "--messages", "-v", "--verbose", *SAMPLING],
+    "run": ["-m", "--model", "-p", "--prompt", "--prompt-ids", "-n", "--n-predict", "--chat", "--raw", "--no-chat",
+            "-f", "--file", "-cnv", "--conversation", "-i", "--interactive", "-e", "--escape", "--no-display-prompt",
+            "-t", "--threads", "--path", "--kv-type", "-c", "--ctx", "--ctx-size", "--allow-long-ctx", "--special",
+            "--print-ids", "-v", "--verbose", "--log-disable", "-s", *SAMPLING],
+    "chat": ["-m", "--model", "-n", "--n-predict", "-t", "--threads", "-c", "--ctx", "--ctx-size", "--allow-long-ctx",
+             "--path", "--kv-type", "--save", "--messages", "-v", "--verbose", "--log-disable", "-s", *SAMPLING],
     "info": ["-m", "--model", "--tensors", "--json", "--system", "--program"],
     "logits": ["-m", "--model", "--ids", "--path", "--kv-type", "-t", "--threads", "-o", "--out",
                "--allow-long-ctx"],
@@ -39,7 +41,7 @@ OPTIONS = {
     "plan": ["-m", "--model", "--ctx", "--batch", "--kv-type", "--layers", "--kv-heads", "--head-dim",
              "--block-size", "--prefix", "--accept-rate", "--draft-depth", "--draft-cost", "--json"],
     "quantize": ["--pure", "--tensor-type"],
-    "perplexity": ["-m", "--model", "-f", "--file", "-c", "--ctx", "--chunks", "-t", "--threads", "--path",
+    "perplexity": ["-m", "--model", "-f", "--file", "-c", "--ctx", "--ctx-size", "--chunks", "-t", "--threads", "--path",
                    "--kv-type", "--save-logits", "--kl-base", "--allow-long-ctx"],
     "bench": ["-m", "--model", "-p", "-n", "-d", "-t", "--threads", "-r", "-B", "--path", "--kv-type", "-b", "--json",
               "--phases", "--allow-long-ctx"],
@@ -65,8 +67,9 @@ def usage_error(r, cmd):
     return lines[0][len(f"llmk {cmd}: "):]
 
 
-# An option line of the generated help: "  -m, --model FILE", "      --json", "  -n N".
-OPTION_LINE = re.compile(r"^  (?:(-[A-Za-z0-9])(?:, (--[a-z][a-z0-9-]*))?|    (--[a-z][a-z0-9-]*))(?= |$)")
+# An option line of the generated help: "  -m, --model FILE", "      --json", "  -n N", and with a second name
+# (llama.cpp's spelling) "  -c, --ctx, --ctx-size N", "      --conversation, -cnv".
+OPTION_LINE = re.compile(r"^  ((?:-[A-Za-z0-9]|    --?[a-z][a-z0-9-]*)(?:, --?[a-z][a-z0-9-]*)*)(?= |$)")
 
 
 def listed_options(help_text):
@@ -74,7 +77,7 @@ def listed_options(help_text):
     for line in help_text.splitlines():
         m = OPTION_LINE.match(line)
         if m:
-            names += [n for n in m.groups() if n]
+            names += [n.strip() for n in m.group(1).split(", ")]
     return names
 
 
@@ -191,7 +194,7 @@ def test_equals_form_plan():
 
 @needs_model
 def test_equals_form_run():
-    base = ["-m", MODEL, "-n", 3, "--print-ids"]
+    base = ["-m", MODEL, "--raw", "-n", 3, "--print-ids"]
     spaced = llmk("run", *base, "-p", "Hello", "--temp", 0, "--ctx", 32, "--path", "f32", "-t", 1)
     joined = llmk("run", *base, "--prompt=Hello", "--temp=0", "--ctx=32", "--path=f32", "--threads=1")
     assert spaced.returncode == 0 and joined.returncode == 0, (spaced.stderr, joined.stderr)
@@ -247,3 +250,55 @@ def test_equals_form_chat_and_template(tmp_path):
     joined = llmk("chat", *args, "--temp=0", "--ctx=128", "--threads=1", stdin="Hi\n")
     assert spaced.returncode == 0 and joined.returncode == 0, (spaced.stderr, joined.stderr)
     assert spaced.stdout == joined.stdout and spaced.stdout.strip()
+
+
+# ---- llama.cpp's spellings and the did-you-mean of unknown options (issue 20) ----
+
+@pytest.mark.parametrize("cmd,typo,near", [
+    ("run", "--temperture", "--temp"), ("run", "--seeed", "--seed"), ("run", "--n_predict", "--n-predict"),
+    ("run", "--top_k=3", "--top-k"), ("chat", "--ctxsize", "--ctx-size"), ("serve", "--prot", "--port"),
+    ("perplexity", "--chunk", "--chunks"), ("batch", "--paralel", "--parallel"), ("info", "--jsn", "--json"),
+    ("run", "--verison", "--version"), ("bench", "--phase", "--phases"), ("run", "--conversaton", "--conversation"),
+])
+def test_unknown_option_names_the_nearest(cmd, typo, near):
+    name = typo.split("=")[0]
+    assert usage_error(llmk(cmd, typo), cmd) == f"unknown option '{name}'; did you mean '{near}'?"
+
+
+def test_far_unknown_options_get_no_guess():
+    for cmd, name in (("run", "--frobnicate"), ("chat", "--xyzzy"), ("run", "-qq"), ("run", "--no-such-option")):
+        assert usage_error(llmk(cmd, name), cmd) == f"unknown option '{name}'"
+
+
+@pytest.mark.parametrize("cmd", ["run", "chat", "perplexity", "serve", "batch"])
+def test_ctx_size_is_ctx(cmd):
+    for args, flag in ((["--ctx-size", "0"], "--ctx-size"), (["--ctx-size=0"], "--ctx-size"), (["-c", "0"], "-c")):
+        assert usage_error(llmk(cmd, *args), cmd) == f"{flag} expects an integer in [1, 4194304], got '0'"
+    assert "-c, --ctx, --ctx-size N" in llmk(cmd, "-h").stdout
+
+
+def test_llama_spellings_parse():
+    # each is a known option: with -h after it, the help prints (nothing runs)
+    for cmd, args in (("run", ["-f", "x"]), ("run", ["-cnv"]), ("run", ["-i"]), ("run", ["-e"]),
+                      ("run", ["--log-disable"]), ("run", ["-n", "-1"]), ("run", ["--n-predict=-1"]),
+                      ("run", ["-s", "5"]), ("run", ["--no-chat"]), ("run", ["--raw"]), ("chat", ["-s", "5"]),
+                      ("chat", ["-n", "-1"]), ("chat", ["--log-disable"]), ("batch", ["-s", "3"]),
+                      ("batch", ["--n-predict", "4"]), ("run", ["--verbose"])):
+        r = llmk(cmd, *args, "-h")
+        assert r.returncode == 0 and r.stdout.startswith(f"usage: llmk {cmd}"), (cmd, args, r.stderr)
+    assert usage_error(llmk("run", "-n", "-2"), "run") == "-n expects an integer in [-1, 16777216], got '-2'"
+    assert usage_error(llmk("run", "-s", "x"), "run") == \
+        "-s expects an integer in [-1, 9223372036854775807], got 'x'"
+    assert usage_error(llmk("chat", "-n", "0"), "chat") == "-n 0 leaves no room for a reply (-1: no limit)"
+
+
+def test_run_prompt_checks():
+    assert usage_error(llmk("run"), "run") == "-p PROMPT (or -f FILE, or --prompt-ids) is required"
+    assert usage_error(llmk("run", "-p", "a", "--prompt-ids", "1"), "run") == \
+        "-p, -f and --prompt-ids exclude each other"
+    assert usage_error(llmk("run", "--raw", "--chat", "-p", "a"), "run") == \
+        "--raw excludes --chat, --system and --chat-template"
+    assert usage_error(llmk("run", "--chat", "--prompt-ids", "1"), "run") == "--chat needs -p PROMPT or -f FILE"
+    assert usage_error(llmk("run", "-e", "--prompt-ids", "1"), "run") == "-e applies to -p or -f, not --prompt-ids"
+    msg = usage_error(llmk("run", "-cnv", "-f", "x"), "run")
+    assert msg.startswith("--conversation runs llmk chat, which takes none of -f")

@@ -124,7 +124,7 @@ def test_info_program():
 def test_greedy_text_matches_f32():
     # issue 5: greedy text identical to the f32 path for at least 32 tokens
     prompt = "The three most useful things to know about the ocean are"
-    outs = [run("run", "-m", str(MODEL), "-p", prompt, "-n", "32", "--temp", "0", "-t", "2", "--path", p)
+    outs = [run("run", "-m", str(MODEL), "--raw", "-p", prompt, "-n", "32", "--temp", "0", "-t", "2", "--path", p)
             for p in ("fast", "f32")]
     assert outs[0] == outs[1] and len(outs[0]) > 40
 
@@ -177,7 +177,7 @@ def test_kv_q8_0(pairs):
 
 def test_kv_q8_0_run_and_bench():
     prompt = "The three most useful things to know about the ocean are"
-    out = run("run", "-m", str(MODEL), "-p", prompt, "-n", "24", "--temp", "0", "-t", "2", "--kv-type", "q8_0")
+    out = run("run", "-m", str(MODEL), "--raw", "-p", prompt, "-n", "24", "--temp", "0", "-t", "2", "--kv-type", "q8_0")
     words = out.decode().split()
     assert len(words) >= 10 and "ocean" in out.decode()
     res = json.loads(run("bench", "-m", str(MODEL), "-p", "16", "-n", "8", "-r", "1", "-t", "2", "--kv-type", "q8_0",

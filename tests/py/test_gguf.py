@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from gguf import GGMLQuantizationType, GGUFReader, GGUFValueType, GGUFWriter
+from gguf import GGMLQuantizationType, GGUFReader, GGUFValueType, GGUFWriter, LlamaFileType
 
 ROOT = Path(__file__).resolve().parents[2]
 LLMK = os.environ.get("LLMK_BIN", str(ROOT / "build" / "llmk"))
@@ -190,7 +190,12 @@ def test_info_summary_reports_metadata(model_reader):
     assert f"model {r.fields['tokenizer.ggml.model'].contents()}, pre {r.fields['tokenizer.ggml.pre'].contents()}" in text
     assert f"{len(r.fields['tokenizer.ggml.tokens'].data)} tokens" in text
     has_template = "tokenizer.chat_template" in r.fields
-    assert ("chat template: present" in text) == has_template
+    assert ("chat template: absent" not in text) == has_template
+    # the family llmk's chat code recognises (SmolLM2's template is ChatML)
+    assert f"chat template: chatml ({len(r.fields['tokenizer.chat_template'].contents())} bytes)" in text
+    # general.file_type by llama.cpp's name, as gguf-py spells it
+    ft = r.fields["general.file_type"].contents()
+    assert f"file type:     {LlamaFileType(ft).name} ({ft})" in text and ft == 3
     assert "GGUF v3" in text
     # default model without arguments, and the tensor listing
     assert run(LLMK, "info").stdout == out.stdout

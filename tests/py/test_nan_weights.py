@@ -79,7 +79,7 @@ def corrupted(tmp_path, tensors, prompt_ids, name, where, bits):
 
 def commands(model, ids, path):
     return [
-        ("run", "-m", str(model), "--path", path, "--temp", "0", "-n", "8", "-p", PROMPT, "-t", "2"),
+        ("run", "-m", str(model), "--raw", "--path", path, "--temp", "0", "-n", "8", "-p", PROMPT, "-t", "2"),
         ("logits", "-m", str(model), "--path", path, "--ids", ",".join(map(str, ids)), "-t", "2",
          "--out", os.devnull),
     ]

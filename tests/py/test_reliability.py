@@ -319,7 +319,7 @@ def test_template_json_is_strict():
 
 
 STDOUT_CMDS = [
-    ["run", "-m", MODEL, "-p", "Once upon a time", "-n", 300, "--temp", 0],
+    ["run", "-m", MODEL, "--raw", "-p", "Once upon a time", "-n", 300, "--temp", 0],
     ["tokenize", "-m", MODEL, "hello world"],
     ["template", "-m", MODEL, "--messages", "-"],
     ["plan", "-m", MODEL, "--ctx", 1024],

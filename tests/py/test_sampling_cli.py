@@ -19,6 +19,10 @@ pytestmark = pytest.mark.skipif(not os.path.exists(DEFAULT_MODEL), reason="defau
 
 
 def run(*args, check=True):
+    # These tests sample continuations of PROMPT: plain completion without the
+    # echo (run formats -p with the chat template by default), but for --chat.
+    if "--chat" not in args:
+        args = ("--raw", "--no-display-prompt", *args)
     p = subprocess.run([BIN, "run", "-m", DEFAULT_MODEL, *args], capture_output=True, timeout=300)
     if check:
         assert p.returncode == 0, p.stderr.decode("utf-8", "replace")

@@ -120,6 +120,8 @@ def settled(srv, cond=lambda m: True, timeout=20):
 
 
 def run_ids(*args):
+    # /v1/completions is plain completion: `llmk run --raw` (run formats -p with the chat template by default)
+    args = args if "--chat" in args else ("--raw", *args)
     r = subprocess.run([BIN, "run", "-m", MODEL, "--print-ids", *map(str, args)], capture_output=True, timeout=300)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
@@ -180,7 +182,8 @@ def test_completion_matches_run(srv, client):
         assert r.usage.completion_tokens == len(ids)
         assert r.usage.total_tokens == r.usage.prompt_tokens + len(ids)
         assert r.usage.prompt_tokens_details.cached_tokens == 0  # shorter than one KV block
-        text = subprocess.run([BIN, "run", "-m", str(MODEL), "--temp", "0", "-n", str(N), "-p", p],
+        text = subprocess.run([BIN, "run", "-m", str(MODEL), "--raw", "--no-display-prompt", "--temp", "0", "-n",
+                               str(N), "-p", p],
                               capture_output=True, text=True, timeout=300).stdout
         assert c.text == text[:-1], p  # run ends its output with a newline
 

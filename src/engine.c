@@ -222,13 +222,32 @@ static int64_t blocks_reserved(const llmk_engine *e) {
     return n;
 }
 
+/* Whether r should wait for a running request that is still computing full
+ * blocks r's prompt starts with: admitted now, r would compute them again;
+ * a step or two later it finds them in the prefix cache (the same bits).
+ * So n choices of one prompt, or requests with one system prompt, submitted
+ * together share their common blocks. */
+static bool prefix_in_flight(const llmk_engine *e, const struct req *r) {
+    int32_t usable = (r->n_tok - 1) / LLMK_KV_BLOCK * LLMK_KV_BLOCK; /* seq_start reuses whole blocks only */
+    for (int32_t i = 0; i < e->n_run && usable > 0; i++) {
+        const struct req *q = e->run[i];
+        int32_t n = usable < q->n_tok ? usable : q->n_tok, common = 0;
+        while (common < n && q->tok[common] == r->tok[common]) common++;
+        common = common / LLMK_KV_BLOCK * LLMK_KV_BLOCK;
+        if (common > 0 && q->n_done < common) return true;
+    }
+    return false;
+}
+
 /* Admits waiting requests, first come first served, while a slot is free
  * and the pool holds the new request's uncached tokens beside what the
  * running ones need next (seed 001's admission control, no margin). The
- * head that does not fit stops admission: nothing overtakes it. */
+ * head that does not fit, or waits for blocks a running request is still
+ * computing, stops admission: nothing overtakes it. */
 static void admit(llmk_engine *e) {
     while (e->wait_head && e->n_run < e->n_seq) {
         struct req *r = e->wait_head;
+        if (prefix_in_flight(e, r)) return;
         int32_t s = free_seq(e), cached = 0;
         if (llmk_context_seq_start(e->c, s, r->tok, (size_t)r->n_tok, &cached) != LLMK_OK) return;
         int64_t need = llmk_context_blocks_needed(e->c, s, r->n_tok - cached);

@@ -211,6 +211,27 @@ static void prefix_hit(struct world *w) {
     llmk_engine_free(e);
 }
 
+/* Submitted together, request 5 (whose first block is request 3's) waits
+ * until 3 has computed that block and then starts on it from the prefix
+ * cache: one block shared, and both still give their own bits. */
+static void prefix_in_flight(struct world *w) {
+    llmk_engine *e = engine(w, 2, 0, 64);
+    if (!e) return;
+    struct run run = {.w = w};
+    llmk_sampler *smp[2] = {0};
+    submit(&run, e, 3, &smp[0]);
+    submit(&run, e, 5, &smp[1]);
+    CHECK_STATUS(llmk_engine_run(e, on_event, &run), LLMK_OK);
+    for (int i = 3; i <= 5; i += 2)
+        CHECK(run.got[i].n == w->want[i].n && memcmp(run.got[i].tok, w->want[i].tok, (size_t)w->want[i].n * 4) == 0 &&
+              memcmp(run.got[i].hash, w->want[i].hash, (size_t)w->want[i].n * sizeof(uint64_t)) == 0);
+    llmk_engine_stats st;
+    llmk_engine_stats_get(e, &st);
+    CHECK(st.cached_tokens == LLMK_KV_BLOCK);
+    llmk_sampler_free(smp[0]), llmk_sampler_free(smp[1]);
+    llmk_engine_free(e);
+}
+
 /* Refusals before anything queues, the queue bound, cancellation, and the
  * callback ending a request. */
 static void refusals(struct world *w) {
@@ -289,6 +310,7 @@ static void one_model(const char *path, bool all) {
         fprintf(stderr, "test_engine: 8 blocks: %lld preemptions, %lld tokens recomputed, %lld from the cache\n",
                 (long long)st.n_preempted, (long long)st.recomputed_tokens, (long long)st.cached_tokens);
         prefix_hit(w);
+        prefix_in_flight(w);
         refusals(w);
     }
     free(w);

@@ -122,6 +122,9 @@ static void fill_super(uint32_t type, unsigned char *w, int64_t nb, int extreme)
         uint16_t d0 = w_scale(extreme), d1 = w_scale(extreme);
         switch (type) {
         case LLMK_TYPE_Q3_K: memcpy(b + offsetof(llmk_block_q3_k, d), &d0, 2); break;
+        case LLMK_TYPE_Q2_K:
+            memcpy(b + offsetof(llmk_block_q2_k, d), &d0, 2), memcpy(b + offsetof(llmk_block_q2_k, dmin), &d1, 2);
+            break;
         case LLMK_TYPE_Q6_K: memcpy(b + offsetof(llmk_block_q6_k, d), &d0, 2); break;
         case LLMK_TYPE_MXFP4: b[0] = (uint8_t)(100 + rnd() % 40); break;
         case LLMK_TYPE_IQ4_XS: memcpy(b, &d0, 2); break;
@@ -131,6 +134,7 @@ static void fill_super(uint32_t type, unsigned char *w, int64_t nb, int extreme)
 }
 #define FILL_SUPER(name, TYPE) \
     static void fill_##name(unsigned char *w, int64_t nb, int extreme) { fill_super(TYPE, w, nb, extreme); }
+FILL_SUPER(q2_k, LLMK_TYPE_Q2_K)
 FILL_SUPER(q3_k, LLMK_TYPE_Q3_K)
 FILL_SUPER(q4_k, LLMK_TYPE_Q4_K)
 FILL_SUPER(q5_k, LLMK_TYPE_Q5_K)
@@ -146,7 +150,7 @@ static void test_quantize(void) {
     for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
         int64_t k = ks[ki], nb = k / 32;
         size_t rb = llmk_a16_row_bytes(k);
-        CHECK_EQ_INT(rb, (size_t)nb * 72);
+        CHECK_EQ_INT(rb, (size_t)nb * 80);
         float *x = malloc((size_t)k * sizeof *x);
         unsigned char *q1 = malloc(rb), *q2 = malloc(rb);
         for (int rep = 0; rep < 20; rep++) {
@@ -185,7 +189,7 @@ static void test_quantize(void) {
     }
     /* an all-zero block: d = 0, s = 0, q = 0 */
     float z[32] = {0};
-    unsigned char q[72];
+    unsigned char q[80];
     memset(q, 0xff, sizeof q);
     llmk_kernels()->act_quant[LLMK_ACT_A16](z, 32, 0, 32, q);
     int allz = 1;
@@ -245,7 +249,7 @@ static void test_nonfinite(int have_avx2) {
     static const float bad[] = {NAN, -NAN, INFINITY, -INFINITY};
     static const float edge[] = {FLT_MAX, -FLT_MAX, 3e38f, 0x1p-149f}; /* finite: largest, smallest */
     float x[K];
-    unsigned char q[2][NB * 72], clean[NB * 72];
+    unsigned char q[2][NB * 80], clean[NB * 80];
     for (int rep = 0; rep < 64; rep++) {
         fill_x(x, K, rep % 2, 40.0f);
         int blk = rep % NB, j = (int)(rnd() % 32);
@@ -379,7 +383,7 @@ static void test_exact(void) {
     for (int j = 0; j < 16; j++) blk.qs[j] = (uint8_t)(j | (15 - j) << 4);
     for (int j = 0; j < 32; j++) x[j] = (float)(j - 16) * 1000.0f;
     x[0] = -32767.0f;
-    unsigned char a[72];
+    unsigned char a[80];
     llmk_kernels()->act_quant[LLMK_ACT_A16](x, 32, 0, 32, a);
     double want = 0;
     for (int j = 0; j < 32; j++) want += ((j < 16 ? j : 31 - j) + 0.5) * x[j];
@@ -395,7 +399,7 @@ static void test_exact(void) {
 static void test_largest_sums(void) {
     enum { K = 64, N = 24, M = 2 };
     size_t as = llmk_a16_row_bytes(K);
-    unsigned char a[M * 72 * (K / 32)];
+    unsigned char a[M * 80 * (K / 32)];
     float x[M * K];
     for (int j = 0; j < K; j++) x[j] = 1.0f, x[K + j] = -3.0f;
     for (int i = 0; i < M; i++) llmk_kernels()->act_quant[LLMK_ACT_A16](x + i * K, K, 0, K, a + i * as);
@@ -450,6 +454,7 @@ int main(void) {
         {"iq4_nl", LLMK_TYPE_IQ4_NL, sizeof(llmk_block_iq4_nl), fill_iq4_nl, llmk_r8_ref_iq4_nl, 0},
         /* the Q8S record: f32 scales per 16, an f32 offset */
         {"q5_1", LLMK_TYPE_Q5_1, sizeof(llmk_block_q5_1), fill_q5_1, llmk_r8_ref_q5_1, 0},
+        {"q2_k", LLMK_TYPE_Q2_K, sizeof(llmk_block_q2_k), fill_q2_k, llmk_r8_ref_q2_k, 0}, /* Q8S2 */
         {"q3_k", LLMK_TYPE_Q3_K, sizeof(llmk_block_q3_k), fill_q3_k, llmk_r8_ref_q3_k, 0},
         {"q4_k", LLMK_TYPE_Q4_K, sizeof(llmk_block_q4_k), fill_q4_k, llmk_r8_ref_q4_k, 0},
         {"q5_k", LLMK_TYPE_Q5_K, sizeof(llmk_block_q5_k), fill_q5_k, llmk_r8_ref_q5_k, 0},

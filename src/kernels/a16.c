@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-size_t llmk_a16_row_bytes(int64_t k) { return (size_t)(k / LLMK_QK) * (LLMK_QK * 2 + 8); }
+size_t llmk_a16_row_bytes(int64_t k) { return (size_t)(k / LLMK_QK) * (LLMK_QK * 2 + 16); }
 
 /* x rounded to nearest, ties to even, for |x| < 2^22: adding 1.5 * 2^23
  * leaves only the integer part in the mantissa (the build never enables
@@ -28,7 +28,7 @@ int llmk_a16_quantize_row_ref(const float *x, int64_t k, int64_t e0, int64_t e1,
     int64_t nb = k / LLMK_QK;
     unsigned char *row = dst;
     int16_t *q = (int16_t *)row;
-    float *dd = (float *)(row + (size_t)k * 2), *ss = dd + nb;
+    float *dd = (float *)(row + (size_t)k * 2), *ss = dd + nb, *s16 = ss + nb;
     int bad = 0;
     for (int64_t b = e0 / LLMK_QK; b < e1 / LLMK_QK; b++) {
         const float *xb = x + b * LLMK_QK;
@@ -45,15 +45,16 @@ int llmk_a16_quantize_row_ref(const float *x, int64_t k, int64_t e0, int64_t e1,
         memcpy(&amax, &mb, sizeof amax);
         float d = amax / 32767.0f, id = d == 0 ? 0.0f : 1.0f / d;
         bool tiny = id > FLT_MAX; /* d below 2^-128: 1 / d overflows, divide instead */
-        int32_t sum = 0;
+        int32_t sum[2] = {0, 0};
         for (int j = 0; j < LLMK_QK; j++) {
             float v = round_even(tiny ? xb[j] / d : xb[j] * id);
             v = v > 32767.0f ? 32767.0f : v < -32767.0f ? -32767.0f : v;
             qb[j] = v == v ? (int16_t)v : 0; /* NaN input: 0 rather than an undefined conversion */
-            sum += qb[j];
+            sum[j / 16] += qb[j];
         }
         dd[b] = d;
-        ss[b] = d * (float)sum; /* |sum| <= 32 * 32767 < 2^24: exact */
+        ss[b] = d * (float)(sum[0] + sum[1]); /* |sum| <= 32 * 32767 < 2^24: exact */
+        s16[2 * b] = d * (float)sum[0], s16[2 * b + 1] = d * (float)sum[1];
     }
     return bad;
 }

@@ -8,7 +8,9 @@
  *   int16 q[k]      element i = d[i / 32] * q[i]
  *   float d[nb]     d = amax / 32767 of the block (0 for an all-zero block)
  *   float s[nb]     s = d * (float)sum(q of the block)  (Q4_1's min term)
- * (llmk_a16_row_bytes(k) = 72 * nb bytes; q, d, s are each 4-byte aligned
+ *   float h[2 nb]   h[2b + i] = d * (float)sum(q of the block's 16-element
+ *                   half i)  (Q2_K's mins, one per 16 weights)
+ * (llmk_a16_row_bytes(k) = 80 * nb bytes; q, d, s, h are each 4-byte aligned
  * when the row is.) q = round-to-nearest-even(x * (1 / d)), clamped to
  * [-32767, 32767].
  *

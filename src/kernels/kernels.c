@@ -55,6 +55,7 @@ static void ref_table(struct llmk_kernels *k) {
     k->gemm_rows_a16[LLMK_TYPE_Q6_K] = llmk_r8_ref_q6_k;
     k->gemm_rows_a16[LLMK_TYPE_IQ4_XS] = llmk_r8_ref_iq4_xs;
     k->gemm_rows_a16[LLMK_TYPE_MXFP4] = llmk_r8_ref_mxfp4;
+    k->gemm_rows_a16[LLMK_TYPE_Q2_K] = llmk_r8_ref_q2_k;
     k->f32_dot = llmk_f32_dot;
     k->rmsnorm = llmk_f32_rmsnorm_ref;
     k->rope = llmk_f32_rope_ref;

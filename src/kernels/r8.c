@@ -26,6 +26,7 @@ int llmk_r8_layout(uint32_t type) {
     case LLMK_TYPE_Q5_0:
     case LLMK_TYPE_IQ4_NL:
     case LLMK_TYPE_Q8_0: return LLMK_R8_Q8_0;
+    case LLMK_TYPE_Q2_K: return LLMK_R8_Q8S2;
     default: return llmk_r8_read_supports(type) ? LLMK_R8_Q8S : -1;
     }
 }
@@ -113,22 +114,45 @@ static void read_q8s(uint32_t type, const unsigned char *row, int64_t b, struct 
     llmk_r8_read_sub(type, row + (size_t)(b / per) * sb, (int)(b % per), o);
 }
 
+/* Q2_K's weights [32 b, 32 b + 32): 2-bit q times d * (scale nibble) per
+ * 16, less dmin * (min nibble) per 16 (exact f32 products: an f16 times a
+ * 4-bit integer). v = q, s[h], m[h] = -dmin * min_h. Element e of a
+ * super-block: bits 2 ((e % 128) / 32) of qs[32 (e / 128) + e % 32]; its
+ * scale byte is scales[e / 16]. */
+static void read_q2_k(const unsigned char *row, int64_t b, struct llmk_r8_sub *o, float m[2]) {
+    llmk_block_q2_k q;
+    memcpy(&q, row + (size_t)(b / 8) * sizeof q, sizeof q);
+    float d = llmk_fp16_to_fp32(llmk_ld_u16(&q.d)), dmin = llmk_fp16_to_fp32(llmk_ld_u16(&q.dmin));
+    int e0 = (int)(b % 8) * LLMK_QK;
+    for (int h = 0; h < 2; h++) {
+        int sc = q.scales[(e0 + 16 * h) / 16];
+        o->s[h] = d * (float)(sc & 0xf), m[h] = -(dmin * (float)(sc >> 4));
+    }
+    for (int j = 0; j < LLMK_QK; j++) {
+        int e = e0 + j;
+        o->v[j] = (int8_t)((q.qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3);
+    }
+    o->m = m[0];
+}
+
 static void put_f32(unsigned char *p, float v) { memcpy(p, &v, sizeof v); }
 
-static void pack_q8s(unsigned char *dst, const struct llmk_r8_sub *const src[8]) {
-    memset(dst, 0, 352);
+/* Q8S, or Q8S2 with m1 (the offsets of elements 16..31) after m. */
+static void pack_q8s(unsigned char *dst, const struct llmk_r8_sub *const src[8], const float (*m1)[2], int two) {
+    memset(dst, 0, two ? 384 : 352);
     for (int r = 0; r < 8; r++) {
         if (!src[r]) continue;
         for (int j = 0; j < LLMK_QK; j++) dst[16 * (j / 2) + 2 * r + j % 2] = (unsigned char)src[r]->v[j];
         put_f32(dst + 256 + 4 * r, src[r]->s[0]);
         put_f32(dst + 288 + 4 * r, src[r]->s[1]);
         put_f32(dst + 320 + 4 * r, src[r]->m);
+        if (two) put_f32(dst + 352 + 4 * r, m1[r][1]);
     }
 }
 
 static size_t record_bytes(uint32_t type) {
     int l = llmk_r8_layout(type);
-    return l == LLMK_R8_Q4_1 ? 160 : l == LLMK_R8_Q8S ? 352 : 272;
+    return l == LLMK_R8_Q4_1 ? 160 : l == LLMK_R8_Q8S ? 352 : l == LLMK_R8_Q8S2 ? 384 : 272;
 }
 
 /* Repacked weights are streamed whole every token: on 4 KB pages SmolLM2's
@@ -194,18 +218,20 @@ static void pack_record(const llmk_tensor_info *t, const struct llmk_r8 *w, int6
     const unsigned char *src = t->data;
     struct r8_block blk[8];
     struct llmk_r8_sub q8s[8];
+    float mins[8][2];
     const void *p[8];
     for (int r = 0; r < 8; r++) {
         int64_t row = g * 8 + r;
         p[r] = NULL;
         if (row >= w->n) continue;
         const unsigned char *rp = src + (size_t)row * rowb;
-        if (w->layout == LLMK_R8_Q8S) read_q8s(t->type, rp, b, &q8s[r]), p[r] = &q8s[r];
+        if (w->layout == LLMK_R8_Q8S2) read_q2_k(rp, b, &q8s[r], mins[r]), p[r] = &q8s[r];
+        else if (w->layout == LLMK_R8_Q8S) read_q8s(t->type, rp, b, &q8s[r]), p[r] = &q8s[r];
         else read_block(t->type, rp + (size_t)b * sb, &blk[r]), p[r] = &blk[r];
     }
     if (w->layout == LLMK_R8_Q4_1) pack_q4_1(dst, (const struct r8_block *const *)p);
     else if (w->layout == LLMK_R8_Q8_0) pack_q8_0(dst, (const struct r8_block *const *)p);
-    else pack_q8s(dst, (const struct llmk_r8_sub *const *)p);
+    else pack_q8s(dst, (const struct llmk_r8_sub *const *)p, (const float(*)[2])mins, w->layout == LLMK_R8_Q8S2);
 }
 
 void llmk_r8_pack(const llmk_tensor_info *t, struct llmk_r8 *w, int64_t g0, int64_t g1) {
@@ -250,21 +276,30 @@ static float ref_row(uint32_t type, int64_t k, const unsigned char *w, const uns
     return acc;
 }
 
-/* Q8S's arithmetic (r8.h) on the weights as read_q8s gives them. */
+/* Q8S's and Q8S2's arithmetic (r8.h) on the weights as read_q8s and
+ * read_q2_k give them. */
 static float ref_row_q8s(uint32_t type, int64_t k, const unsigned char *w, const unsigned char *a) {
     int64_t nb = k / LLMK_QK;
     const int16_t *q = (const int16_t *)a;
-    const float *da = (const float *)(a + (size_t)k * 2), *sa = da + nb;
+    const float *da = (const float *)(a + (size_t)k * 2), *sa = da + nb, *ha = sa + nb;
+    bool two = type == LLMK_TYPE_Q2_K;
     float acc = 0;
     for (int64_t b = 0; b < nb; b++) {
         struct llmk_r8_sub wb;
-        read_q8s(type, w, b, &wb);
+        float m[2] = {0, 0};
+        if (two) read_q2_k(w, b, &wb, m);
+        else read_q8s(type, w, b, &wb);
         const int16_t *qb = q + b * LLMK_QK;
         int32_t n[2] = {0, 0};
         for (int j = 0; j < LLMK_QK; j++) n[j / 16] += (int32_t)wb.v[j] * qb[j];
         acc = fmaf((float)n[0], wb.s[0] * da[b], acc);
         acc = fmaf((float)n[1], wb.s[1] * da[b], acc);
-        acc = fmaf(wb.m, sa[b], acc);
+        if (!two) {
+            acc = fmaf(wb.m, sa[b], acc);
+        } else {
+            acc = fmaf(m[0], ha[2 * b], acc);
+            acc = fmaf(m[1], ha[2 * b + 1], acc);
+        }
     }
     return acc;
 }
@@ -272,7 +307,7 @@ static float ref_row_q8s(uint32_t type, int64_t k, const unsigned char *w, const
 /* Every type's reference: the arithmetic of its record form (r8.h). */
 void llmk_r8_ref(uint32_t type, int64_t k, const void *w, size_t ws, int64_t r0, int64_t r1, const void *act,
                  size_t as, int64_t m, float *y, size_t ys) {
-    bool q8s = llmk_r8_layout(type) == LLMK_R8_Q8S;
+    bool q8s = llmk_r8_layout(type) >= LLMK_R8_Q8S;
     for (int64_t i = 0; i < m; i++)
         for (int64_t r = r0; r < r1; r++) {
             const unsigned char *wr = (const unsigned char *)w + (size_t)r * ws;
@@ -298,3 +333,4 @@ R8_REF(q5_k, LLMK_TYPE_Q5_K)
 R8_REF(q6_k, LLMK_TYPE_Q6_K)
 R8_REF(iq4_xs, LLMK_TYPE_IQ4_XS)
 R8_REF(mxfp4, LLMK_TYPE_MXFP4)
+R8_REF(q2_k, LLMK_TYPE_Q2_K)

@@ -20,6 +20,8 @@
  *     scale of elements 0..15), f32 s1[8] (16..31), f32 m[8]: the K-quants,
  *     Q5_1, IQ4_XS and MXFP4, whose 32 weights are small integers times a
  *     per-16 scale plus a per-32 offset (r8_read.h), all exact in f32.
+ *   Q8S2 (384 bytes): Q8S with an offset per 16: m0[8] for elements 0..15
+ *     where Q8S has m, then m1[8] (16..31): Q2_K, whose mins are per 16.
  * So every unpacked 256-bit register holds (row r: elements j, j+1) in its
  * 32-bit lane r, ready for a madd with the broadcast activations (a_j, a_j+1).
  *
@@ -33,6 +35,8 @@
  *     Q8S: n0, n1 the sums over elements 0..15 and 16..31;
  *       acc = fmaf((float)n0, s0_b * da_b, acc);
  *       acc = fmaf((float)n1, s1_b * da_b, acc); acc = fmaf(m_b, sa_b, acc)
+ *     Q8S2: the same two products, then acc = fmaf(m0_b, h_2b, acc);
+ *       acc = fmaf(m1_b, h_2b+1, acc) (h: the activation's half sums, a16.h)
  *   y = acc. */
 #ifndef LLMK_KERNELS_R8_H
 #define LLMK_KERNELS_R8_H
@@ -45,7 +49,7 @@
 enum { LLMK_R8_ROWS = 8 };
 
 /* The record forms (the kernels' compile-time layout parameter). */
-enum llmk_r8_layout { LLMK_R8_Q8_0 = 0, LLMK_R8_Q4_1 = 1, LLMK_R8_Q8S = 2 };
+enum llmk_r8_layout { LLMK_R8_Q8_0 = 0, LLMK_R8_Q4_1 = 1, LLMK_R8_Q8S = 2, LLMK_R8_Q8S2 = 3 };
 
 struct llmk_r8 {
     uint32_t type;        /* the weights' GGUF type */
@@ -118,6 +122,7 @@ LLMK_R8_REF_DECL(q5_k)
 LLMK_R8_REF_DECL(q6_k)
 LLMK_R8_REF_DECL(iq4_xs)
 LLMK_R8_REF_DECL(mxfp4)
+LLMK_R8_REF_DECL(q2_k)
 #undef LLMK_R8_REF_DECL
 /* Any type llmk_r8_layout knows: the per-type functions above are this. */
 void llmk_r8_ref(uint32_t type, int64_t k, const void *w, size_t w_stride, int64_t r0, int64_t r1, const void *act,

@@ -77,8 +77,8 @@ INLINE void block_q8_0(int NA, const unsigned char *rec, const int16_t *const *q
 
 /* Q8S: Q8_0's products summed apart for elements 0..15 and 16..31, each
  * half scaled by its f32 scale, then the f32 offset. */
-INLINE void block_q8s(int NA, const unsigned char *rec, const int16_t *const *q, const float *const *d, int64_t b,
-                      int64_t nb, __m256 *acc) {
+INLINE void block_q8s(int NA, int TWO, const unsigned char *rec, const int16_t *const *q, const float *const *d,
+                      int64_t b, int64_t nb, __m256 *acc) {
     __m256i n[2][4];
     _Pragma("GCC unroll 8")
     for (int i = 0; i < NA; i++) n[0][i] = n[1][i] = _mm256_setzero_si256();
@@ -100,7 +100,13 @@ INLINE void block_q8s(int NA, const unsigned char *rec, const int16_t *const *q,
         __m256 da = _mm256_broadcast_ss(d[i] + b);
         acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(n[0][i]), _mm256_mul_ps(s0, da), acc[i]);
         acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(n[1][i]), _mm256_mul_ps(s1, da), acc[i]);
-        acc[i] = _mm256_fmadd_ps(mw, _mm256_broadcast_ss(d[i] + nb + b), acc[i]);
+        if (!TWO) {
+            acc[i] = _mm256_fmadd_ps(mw, _mm256_broadcast_ss(d[i] + nb + b), acc[i]);
+        } else { /* Q8S2: an offset per half, with the activation's half sums */
+            acc[i] = _mm256_fmadd_ps(mw, _mm256_broadcast_ss(d[i] + 2 * nb + 2 * b), acc[i]);
+            acc[i] = _mm256_fmadd_ps(_mm256_load_ps((const float *)(rec + 352)),
+                                     _mm256_broadcast_ss(d[i] + 2 * nb + 2 * b + 1), acc[i]);
+        }
     }
 }
 
@@ -108,7 +114,8 @@ INLINE void block_q8s(int NA, const unsigned char *rec, const int16_t *const *q,
 INLINE void block_any(int NA, int L, const unsigned char *rec, const int16_t *const *q, const float *const *d,
                       int64_t b, int64_t nb, __m256 *acc) {
     if (L == LLMK_R8_Q4_1) block_q4_1(NA, rec, q, d, b, nb, acc);
-    else if (L == LLMK_R8_Q8S) block_q8s(NA, rec, q, d, b, nb, acc);
+    else if (L == LLMK_R8_Q8S) block_q8s(NA, 0, rec, q, d, b, nb, acc);
+    else if (L == LLMK_R8_Q8S2) block_q8s(NA, 1, rec, q, d, b, nb, acc);
     else block_q8_0(NA, rec, q, d, b, acc);
 }
 

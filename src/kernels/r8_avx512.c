@@ -101,7 +101,7 @@ INLINE __m512 f32_pair(const unsigned char *a, const unsigned char *b, int off) 
                               _mm256_load_ps((const float *)(b + off)), 1);
 }
 
-INLINE void block_q8s(int NA, const unsigned char *ra, const unsigned char *rb, const int16_t *const *q,
+INLINE void block_q8s(int NA, int TWO, const unsigned char *ra, const unsigned char *rb, const int16_t *const *q,
                       const float *const *d, int64_t b, int64_t nb, __m512 *acc) {
     __m512i n[2][R8_NA_MAX];
     _Pragma("GCC unroll 8")
@@ -121,14 +121,20 @@ INLINE void block_q8s(int NA, const unsigned char *ra, const unsigned char *rb, 
         __m512 da = _mm512_set1_ps(d[i][b]);
         acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(n[0][i]), _mm512_mul_ps(s0, da), acc[i]);
         acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(n[1][i]), _mm512_mul_ps(s1, da), acc[i]);
-        acc[i] = _mm512_fmadd_ps(mw, _mm512_set1_ps(d[i][nb + b]), acc[i]);
+        if (!TWO) {
+            acc[i] = _mm512_fmadd_ps(mw, _mm512_set1_ps(d[i][nb + b]), acc[i]);
+        } else { /* Q8S2: an offset per half, with the activation's half sums */
+            acc[i] = _mm512_fmadd_ps(mw, _mm512_set1_ps(d[i][2 * nb + 2 * b]), acc[i]);
+            acc[i] = _mm512_fmadd_ps(f32_pair(ra, rb, 352), _mm512_set1_ps(d[i][2 * nb + 2 * b + 1]), acc[i]);
+        }
     }
 }
 
 INLINE void block_any(int NA, int L, const unsigned char *ra, const unsigned char *rb, const int16_t *const *q,
                       const float *const *d, int64_t b, int64_t nb, __m512 *acc) {
     if (L == LLMK_R8_Q4_1) block_q4_1(NA, ra, rb, q, d, b, nb, acc);
-    else if (L == LLMK_R8_Q8S) block_q8s(NA, ra, rb, q, d, b, nb, acc);
+    else if (L == LLMK_R8_Q8S) block_q8s(NA, 0, ra, rb, q, d, b, nb, acc);
+    else if (L == LLMK_R8_Q8S2) block_q8s(NA, 1, ra, rb, q, d, b, nb, acc);
     else block_q8_0(NA, ra, rb, q, d, b, acc);
 }
 

@@ -196,7 +196,7 @@ def mixed_model(tmp_path_factory):
     out = tmp_path_factory.mktemp("mixed") / "mixed.gguf"
     types = ["attn_q=q5_0", "attn_k=iq4_nl", "attn_v=iq4_nl", "attn_output=q5_1", "ffn_up=q5_1",
              "blk.1.ffn_down=q4_k", "blk.2.ffn_down=q5_k", "blk.3.ffn_down=q3_k", "blk.4.ffn_down=iq4_xs",
-             "blk.5.ffn_down=mxfp4", "ffn_down=q6_k"]
+             "blk.5.ffn_down=mxfp4", "blk.6.ffn_down=q2_k", "ffn_down=q6_k"]
     run("quantize", str(MODEL), str(out), "q4_0", "--allow-requantize", *[a for t in types for a in ("--tensor-type", t)])
     return out
 

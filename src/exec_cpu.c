@@ -892,17 +892,22 @@ static int run_program(struct llmk_exec *ex) {
  * the init's largest cost), so the pages it streams are its own first.
  * Then the file pages of those rows leave the resident set: the mapping
  * would otherwise hold a second copy (peak RSS 217 MB for a 98 MB file);
- * released share by share, the copies never add up. */
+ * released a few hundred rows at a time, the copies never add up. */
 static void repack_worker(void *ctx, int ith, int nth) {
+    enum { CHUNK = 64 }; /* groups (512 rows) packed between releases: the file's copy never piles up */
     struct llmk_exec *ex = ctx;
     for (int i = 0; i < ex->prog.n_phases * 3; i++) {
         struct llmk_r8 *w = &ex->r8[i * nth + ith];
         if (!w->data || w->g1 <= w->g0) continue;
         const llmk_tensor_info *t = ex->prog.ph[i / 3].w[i % 3];
-        llmk_r8_pack(t, w, w->g0, w->g1);
-        uint64_t row = t->n_bytes / t->ne[1], r0 = (uint64_t)w->g0 * LLMK_R8_ROWS;
-        uint64_t r1 = (uint64_t)w->g1 * LLMK_R8_ROWS < t->ne[1] ? (uint64_t)w->g1 * LLMK_R8_ROWS : t->ne[1];
-        llmk_gguf_release_range(ex->m->gguf, (const unsigned char *)t->data + r0 * row, (r1 - r0) * row);
+        uint64_t row = t->n_bytes / t->ne[1];
+        for (int64_t g = w->g0; g < w->g1; g += CHUNK) {
+            int64_t g1 = g + CHUNK < w->g1 ? g + CHUNK : w->g1;
+            llmk_r8_pack(t, w, g, g1);
+            uint64_t r0 = (uint64_t)g * LLMK_R8_ROWS, r1 = (uint64_t)g1 * LLMK_R8_ROWS;
+            if (r1 > t->ne[1]) r1 = t->ne[1];
+            llmk_gguf_release_range(ex->m->gguf, (const unsigned char *)t->data + r0 * row, (r1 - r0) * row);
+        }
     }
 }
 

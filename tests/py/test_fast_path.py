@@ -224,11 +224,11 @@ def test_fast_matches_f32_other_a16_types(mixed_model):
 
 
 def test_repacked_file_pages_leave_the_resident_set():
-    """Issue 19: the file pages of repacked weights are released, so the peak
-    RSS is not file + repacked copy (217 MB for the 98 MB default model
-    before; ~150 MB after, the rest being the repacked copy, KV and scratch)."""
+    """Issue 19: the file pages of repacked weights are released as they are
+    packed, so the peak RSS is not file + repacked copy (217 MB for the 98 MB
+    default model before; ~131 MB after: the repacked copy, KV and scratch)."""
     out = json.loads(run("bench", "-m", str(MODEL), "-p", "16", "-n", "4", "-r", "1", "-t", "2", "--json"))
     peak = out[0]["peak_rss_bytes"]
     size = MODEL.stat().st_size
     print(f"\npeak RSS {peak / 1e6:.1f} MB, file {size / 1e6:.1f} MB")
-    assert 0 < peak < 1.75 * size
+    assert 0 < peak < 1.5 * size

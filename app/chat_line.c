@@ -37,6 +37,7 @@ int chat_conv_add(struct chat_conv *c, const char *role, const char *content, si
 }
 
 void chat_conv_remove(struct chat_conv *c, size_t at, size_t count) {
+    if (!count) return; /* c->m may be NULL, which memmove must not see */
     for (size_t i = at; i < at + count; i++) {
         free((char *)c->m[i].role);
         free((char *)c->m[i].content);

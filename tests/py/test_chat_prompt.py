@@ -103,6 +103,21 @@ def test_end_of_input_ends_the_chat(tmp_path):
     assert p.exitstatus == 0
 
 
+def test_ctrl_c_stops_a_reply_and_at_the_prompt_ends(tmp_path):
+    # <|im_end|> (id 2) banned and no -n limit: the reply ends only by Ctrl-C.
+    p = spawn(tmp_path, "-n", "-1", "--logit-bias", "2=-inf", "--ctx", "1024")
+    p.send("Tell me a story.\r")
+    p.expect_exact("story.")  # the echo of the typed line, then
+    p.expect(r"\w+ \w+ \w+")  # the reply, streaming
+    p.sendintr()
+    p.expect_exact("> ")  # the chat goes on
+    p.send("ab")
+    p.sendintr()
+    p.expect(pexpect.EOF)
+    p.close()
+    assert p.exitstatus == 0
+
+
 def test_full_context_drops_old_turns_and_goes_on(tmp_path):
     """--ctx 96: a message that alone does not fit is refused (dropping
     nothing) and the chat goes on; the fourth turn does not leave room for a

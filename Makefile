@@ -12,8 +12,8 @@ OPT     ?= -O2
 CFLAGS_ALL = $(BASE) $(OPT) $(EXTRA_CFLAGS)
 LDLIBS  := -lpcre2-8 -lcjson -lpthread -lm
 # The HTTP server (llmk serve) is the command's, not the library's: only the
-# llmk binary links libmicrohttpd.
-APP_LDLIBS := -lmicrohttpd
+# llmk binary links libmicrohttpd, and libedit (line editing in llmk chat).
+APP_LDLIBS := -lmicrohttpd -ledit
 
 # ISA-specific files are named *_avx2.c, *_avx512.c, *_neon.c and get their
 # flags here; everything else is built for the baseline ISA so one binary runs

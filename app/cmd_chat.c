@@ -1,7 +1,10 @@
 /* llmk chat: an interactive conversation. Each turn re-renders the whole
  * conversation with the model's chat template, tokenizes it, and prefills
  * only what differs from the tokens already in the KV cache (normally just
- * the new turn). Ctrl-C stops the current reply; end of input ends the chat. */
+ * the new turn); when the context is full the oldest turns are dropped.
+ * Ctrl-C stops the current reply; end of input ends the chat. Reading the
+ * message and the slash commands are chat_line.c's. */
+#include "chat_line.h"
 #include "cli.h"
 #include "llmk_formulas.h"
 #include "gen_opts.h"
@@ -19,7 +22,10 @@ static const char USAGE[] =
     "usage: llmk chat [-m MODEL] [--system TEXT] [-n N] [sampling flags]\n"
     "  Reads one user message per line (at most 1 MiB, UTF-8 without NUL bytes)\n"
     "  from standard input and streams the model's replies to standard output.\n"
-    "  Ctrl-C stops a reply; EOF ends.\n";
+    "  A line ending in '\\' continues on the next; /help lists the commands\n"
+    "  (/clear, /system, /save, /load, /exit; '//' sends a '/'). On a terminal\n"
+    "  the line can be edited and earlier lines recalled (libedit). A full context\n"
+    "  drops the oldest turns. Ctrl-C stops a reply; EOF ends.\n";
 static const char EPILOG[] = "(chat's default temperature is 0.8)\n";
 
 static volatile sig_atomic_t interrupted;
@@ -27,81 +33,6 @@ static volatile sig_atomic_t interrupted;
 static void on_sigint(int sig) {
     (void)sig;
     interrupted = 1;
-}
-
-struct conv {
-    llmk_chat_message *m;
-    size_t n, cap;
-};
-
-static int conv_add(struct conv *c, const char *role, const char *content, size_t len) {
-    if (c->n == c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 8;
-        llmk_chat_message *nm = realloc(c->m, cap * sizeof *nm);
-        if (!nm) return cli_fail(LLMK_OUT_OF_MEMORY, "conversation of %zu messages", c->n);
-        c->m = nm;
-        c->cap = cap;
-    }
-    char *s = malloc(len + 1);
-    if (!s) return cli_fail(LLMK_OUT_OF_MEMORY, "message of %zu bytes", len);
-    memcpy(s, content, len);
-    s[len] = 0;
-    c->m[c->n].role = role; /* a literal, or a role of --messages (kept to the end) */
-    c->m[c->n].content = s;
-    c->n++;
-    return LLMK_OK;
-}
-
-static void conv_free(struct conv *c) {
-    for (size_t i = 0; i < c->n; i++) free((char *)c->m[i].content);
-    free(c->m);
-}
-
-/* The conversation as a JSON messages array, through an outfile: a failed
- * save leaves the previous one whole. */
-static int save_conv(const char *path, const char *model, const struct conv *c) {
-    llmk_outfile *of;
-    int st = cli_outfile_open(path, &model, 1, &of);
-    if (st != LLMK_OK) return st;
-    FILE *f = llmk_outfile_stream(of);
-    fputc('[', f);
-    for (size_t i = 0; i < c->n; i++) {
-        fprintf(f, "%s{\"role\": \"%s\", \"content\": \"", i ? ", " : "", c->m[i].role);
-        for (const unsigned char *p = (const unsigned char *)c->m[i].content; *p; p++) {
-            if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
-            else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
-            else fputc(*p, f);
-        }
-        fputs("\"}", f);
-    }
-    fputs("]\n", f);
-    return cli_outfile_commit(of); /* a write error seen on the stream fails here */
-}
-
-/* One line of standard input, without its end of line, at most LINE_MAX_BYTES
- * (a stated cap: `chat < /dev/zero` must not grow without bound). Returns
- * LLMK_OK with *len, LLMK_NOT_FOUND at end of input (or Ctrl-C while
- * waiting), LLMK_BAD_REQUEST for a line that is too long or holds a NUL. */
-enum { LINE_MAX_BYTES = 1 << 20 };
-static int read_line(char **buf, size_t *len) {
-    if (!*buf && !(*buf = malloc(LINE_MAX_BYTES + 1)))
-        return cli_fail(LLMK_OUT_OF_MEMORY, "a line buffer of %d bytes", LINE_MAX_BYTES);
-    size_t n = 0;
-    int ch;
-    bool nul = false;
-    while ((ch = getchar()) != EOF && ch != '\n') {
-        if (n == LINE_MAX_BYTES)
-            return cli_fail(LLMK_BAD_REQUEST, "an input line is longer than %d bytes (1 MiB), the chat limit",
-                             LINE_MAX_BYTES);
-        nul |= ch == 0;
-        (*buf)[n++] = (char)ch;
-    }
-    if (ch == EOF && n == 0) return LLMK_NOT_FOUND;
-    if (nul) return cli_fail(LLMK_BAD_REQUEST, "an input line holds a NUL byte; messages are text");
-    while (n > 0 && (*buf)[n - 1] == '\r') n--;
-    (*buf)[n] = 0;
-    *len = n;
-    return LLMK_OK;
 }
 
 /* Append to the reply text; the buffer lives for the whole chat and only
@@ -172,15 +103,14 @@ struct chat {
     const llmk_tokenizer *tok;
     llmk_chat_template *tp;
     struct gen_ctx gc;
-    struct conv conv;
+    struct chat_conv conv;
+    struct chat_input in;
     int64_t n_ctx;
     size_t n_vocab, ids_cap, n_hist;
     int32_t *hist, *ids; /* the tokens in the KV cache, in order; this turn's conversation */
     float *logits;
-    char *line, *text, *reply; /* the user's line; the rendered conversation; the reply */
+    char *text, *reply; /* the rendered conversation; the reply */
     size_t reply_len, reply_cap;
-    char *hist_json;
-    llmk_chat_message *loaded; /* --messages: roles point into it */
     const char *bos_text;
     size_t bos_len;
 };
@@ -207,17 +137,9 @@ static int chat_init(struct chat *c, llmk_model *m) {
     if (!c->hist || !c->ids || !c->logits)
         return cli_fail(LLMK_OUT_OF_MEMORY, "chat buffers for %lld tokens", (long long)c->n_ctx);
     if ((st = gen_ctx_init(&c->gc, CMD, &o->go, c->n_vocab)) != LLMK_OK) return st;
-    if (o->go.system && (st = conv_add(&c->conv, "system", o->go.system, strlen(o->go.system))) != LLMK_OK)
+    if (o->go.system && (st = chat_conv_add(&c->conv, "system", o->go.system, strlen(o->go.system))) != LLMK_OK)
         return st;
-    if (o->history) {
-        size_t hl = 0, hn = 0;
-        if ((st = cli_read_file(o->history, &c->hist_json, &hl)) != LLMK_OK) return st;
-        if ((st = llmk_chat_parse_messages(c->hist_json, hl, &c->loaded, &hn)) != LLMK_OK) return st;
-        for (size_t k = 0; k < hn; k++)
-            if ((st = conv_add(&c->conv, c->loaded[k].role, c->loaded[k].content,
-                               strlen(c->loaded[k].content))) != LLMK_OK)
-                return st;
-    }
+    if (o->history && (st = chat_conv_load(&c->conv, o->history)) != LLMK_OK) return st;
     int32_t bos = llmk_tokenizer_bos(c->tok);
     c->bos_text = bos >= 0 ? llmk_tokenizer_piece(c->tok, bos, &c->bos_len) : NULL;
     return LLMK_OK;
@@ -225,33 +147,85 @@ static int chat_init(struct chat *c, llmk_model *m) {
 
 static void chat_free(struct chat *c) {
     free(c->reply);
-    free(c->loaded);
-    free(c->hist_json);
-    free(c->line);
     free(c->text);
     free(c->hist);
     free(c->ids);
     free(c->logits);
-    conv_free(&c->conv);
+    chat_conv_free(&c->conv);
+    chat_input_free(&c->in);
     gen_ctx_free(&c->gc);
     llmk_chat_template_free(c->tp);
     llmk_session_free(c->s);
 }
 
-/* The whole conversation as the template renders it, tokenized; only what
- * differs from the KV cache is evaluated, leaving the reply's first logits. */
-static int prefill_turn(struct chat *c, int turn) {
-    size_t text_len = 0, n_ids = 0;
+/* Messages as the template renders them, tokenized into c->ids. */
+static int render_msgs(struct chat *c, const llmk_chat_message *msgs, size_t n, size_t *n_ids) {
+    size_t text_len = 0;
     free(c->text);
     c->text = NULL;
-    int st = llmk_chat_render(c->tp, c->conv.m, c->conv.n, true, &c->text, &text_len);
+    int st = llmk_chat_render(c->tp, msgs, n, true, &c->text, &text_len);
     if (st != LLMK_OK) return st;
     bool add_bos = llmk_tokenizer_add_bos(c->tok) &&
                    !(c->bos_text && c->bos_len && text_len >= c->bos_len && !memcmp(c->text, c->bos_text, c->bos_len));
-    st = llmk_tokenize(c->tok, c->text, text_len, add_bos, true, c->ids, c->ids_cap, &n_ids);
-    if (st == LLMK_BUFFER_TOO_SMALL || n_ids >= (size_t)c->n_ctx)
-        return cli_fail(LLMK_CONTEXT_FULL, "the conversation is %zu tokens, the context holds %lld (use --ctx)",
-                         n_ids, (long long)c->n_ctx);
+    st = llmk_tokenize(c->tok, c->text, text_len, add_bos, true, c->ids, c->ids_cap, n_ids);
+    if (st == LLMK_BUFFER_TOO_SMALL) *n_ids = c->ids_cap; /* more than the context holds */
+    return st == LLMK_BUFFER_TOO_SMALL ? LLMK_OK : st;
+}
+
+/* Whether the system messages and the newest user message alone fit: when
+ * they do not (*too_long), no old turn is dropped for a message that is
+ * refused anyway, and *n_ids is the size of that shortest conversation. */
+static int newest_fits(struct chat *c, size_t first, size_t last, size_t *n_ids, bool *too_long) {
+    llmk_chat_message *m = malloc((first + 1) * sizeof *m);
+    if (!m) return cli_fail(LLMK_OUT_OF_MEMORY, "%zu messages", first + 1);
+    memcpy(m, c->conv.m, first * sizeof *m);
+    m[first] = c->conv.m[last];
+    size_t n = 0;
+    int st = render_msgs(c, m, first + 1, &n);
+    free(m);
+    *too_long = st == LLMK_OK && n >= (size_t)c->n_ctx;
+    if (*too_long) *n_ids = n;
+    else if (st == LLMK_OK) st = render_msgs(c, c->conv.m, c->conv.n, n_ids);
+    return st;
+}
+
+/* Makes the conversation fit the context: drops the oldest turns (a user
+ * message and what follows it up to the next one; the system message stays)
+ * until the prompt leaves room for a reply, so a long chat goes on instead of
+ * ending. The room is a quarter of the context (at most -n): without it each
+ * turn would fill the context after a few reply tokens. LLMK_CONTEXT_FULL
+ * when the newest user message alone does not fit; it is then taken back. */
+static int fit_turn(struct chat *c, size_t *n_ids) {
+    int64_t room = c->n_ctx / 4;
+    if (c->o->n_predict > 0 && c->o->n_predict < room) room = c->o->n_predict;
+    size_t first = chat_conv_n_system(&c->conv), last = c->conv.n - 1; /* the newest user message */
+    int dropped = 0, st = render_msgs(c, c->conv.m, c->conv.n, n_ids);
+    bool too_long = false;
+    if (st == LLMK_OK && *n_ids >= (size_t)c->n_ctx && first < last)
+        st = newest_fits(c, first, last, n_ids, &too_long);
+    while (st == LLMK_OK && !too_long && first < last && (int64_t)*n_ids + room > c->n_ctx) {
+        size_t end = first + 1;
+        while (end < last && strcmp(c->conv.m[end].role, "user")) end++;
+        chat_conv_remove(&c->conv, first, end - first);
+        last -= end - first;
+        dropped++;
+        st = render_msgs(c, c->conv.m, c->conv.n, n_ids);
+    }
+    if (st != LLMK_OK) return st;
+    if (dropped)
+        fprintf(stderr, "llmk chat: context full: dropped the oldest %d turn%s\n", dropped, dropped == 1 ? "" : "s");
+    if (*n_ids < (size_t)c->n_ctx) return LLMK_OK;
+    chat_conv_remove(&c->conv, last, 1);
+    return cli_fail(LLMK_CONTEXT_FULL, "the conversation is %s%zu tokens, the context holds %lld (use --ctx); "
+                    "the message was not sent", *n_ids == c->ids_cap ? "over " : "", *n_ids - (*n_ids == c->ids_cap),
+                    (long long)c->n_ctx);
+}
+
+/* Only what differs from the KV cache is evaluated, leaving the reply's
+ * first logits. */
+static int prefill_turn(struct chat *c, int turn) {
+    size_t n_ids = 0;
+    int st = fit_turn(c, &n_ids);
     if (st != LLMK_OK) return st;
     /* Reuse the longest common prefix; at least one token is evaluated
      * so there are logits for the reply. */
@@ -327,7 +301,7 @@ static int reply_turn(struct chat *c, int turn) {
         char *hit = strstr(c->reply, o->go.stops[k]);
         if (hit && (size_t)(hit - c->reply) < keep) keep = (size_t)(hit - c->reply);
     }
-    if ((st = conv_add(&c->conv, "assistant", c->reply, keep)) != LLMK_OK) return st;
+    if ((st = chat_conv_add(&c->conv, "assistant", c->reply, keep)) != LLMK_OK) return st;
     if (o->verbose)
         fprintf(stderr, "llmk chat: turn %d: generated %zu tokens (%zu evaluated), %s\n", turn, n_gen, n_fed, why);
     return LLMK_OK;
@@ -353,23 +327,27 @@ int cmd_chat(int argc, char **argv) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL); /* no SA_RESTART: Ctrl-C at the prompt ends the read */
 
-    bool tty = isatty(0);
+    c.in.tty = isatty(0);
     for (int turn = 1;; turn++) {
-        if (tty) {
-            fprintf(stderr, "> ");
-            fflush(stderr);
-        }
         interrupted = 0;
         size_t got = 0;
-        if ((st = read_line(&c.line, &got)) == LLMK_NOT_FOUND) break; /* EOF, or Ctrl-C while waiting */
+        if ((st = chat_input_read(&c.in, &got)) == LLMK_NOT_FOUND) break; /* EOF, or Ctrl-C while waiting */
         if (st != LLMK_OK) goto fail;
-        if (got == 0) {
+        const char *msg = c.in.buf;
+        enum chat_line_action act = chat_line_command(&msg, &got, &c.conv, o.model);
+        if (act == CHAT_LINE_EXIT) break;
+        if (act == CHAT_LINE_SKIP || got == 0) {
             turn--;
             continue;
         }
-        if ((st = conv_add(&c.conv, "user", c.line, got)) != LLMK_OK) goto fail;
-        if ((st = prefill_turn(&c, turn)) != LLMK_OK || (st = reply_turn(&c, turn)) != LLMK_OK) goto fail;
-        if (o.save && (st = save_conv(o.save, o.model, &c.conv)) != LLMK_OK) goto fail;
+        if ((st = chat_conv_add(&c.conv, "user", msg, got)) != LLMK_OK) goto fail;
+        if ((st = prefill_turn(&c, turn)) == LLMK_CONTEXT_FULL) {
+            cli_report(CMD, st); /* too long a message: said, and the chat goes on */
+            turn--;
+            continue;
+        }
+        if (st != LLMK_OK || (st = reply_turn(&c, turn)) != LLMK_OK) goto fail;
+        if (o.save && (st = chat_conv_save(o.save, o.model, &c.conv)) != LLMK_OK) goto fail;
     }
     goto done;
 fail:

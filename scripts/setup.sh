@@ -6,8 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # libmicrohttpd: the HTTP server of `llmk serve` (linked into the command only,
-# not libllmk); nginx: the two-replica proxy test of the server.
-packages=(make gcc clang libpcre2-dev libcjson-dev libmicrohttpd-dev nginx python3-venv)
+# not libllmk); libedit: line editing in `llmk chat` (the command only too);
+# nginx: the two-replica proxy test of the server.
+packages=(make gcc clang libpcre2-dev libcjson-dev libmicrohttpd-dev libedit-dev nginx python3-venv)
 missing=()
 for p in "${packages[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -108,7 +108,7 @@ check-clang:
 # arm64 build check: the library (NEON kernels, no x86 files) and the llmk
 # binary, with Debian's cross compiler and arm64 libraries (dpkg
 # --add-architecture arm64; apt install gcc-aarch64-linux-gnu
-# libpcre2-dev:arm64 libcjson-dev:arm64 libmicrohttpd-dev:arm64); not in CI.
+# libpcre2-dev:arm64 libcjson-dev:arm64 libmicrohttpd-dev:arm64 libedit-dev:arm64); not in CI.
 check-arm64:
 	@if command -v aarch64-linux-gnu-gcc >/dev/null; then \
 	  $(MAKE) BUILD=build/arm64 CC=aarch64-linux-gnu-gcc ARCH=aarch64 build/arm64/libllmk.a build/arm64/llmk && \

@@ -50,8 +50,7 @@ static void run(const struct job *j) {
     if (j->kind == 0) {
         llmk_gemm_r8_a16_fn f = llmk_kernels()->gemm_r8_a16;
         if (f && j->rw->data) f(j->rw, 0, j->n, j->act, j->as, j->m, j->y, (size_t)j->n);
-        else (j->t == LLMK_TYPE_Q4_1 ? llmk_r8_ref_q4_1 : llmk_r8_ref_q8_0)(j->k, j->w, j->ws, 0, j->n, j->act, j->as, j->m,
-                                                                          j->y, (size_t)j->n);
+        else llmk_r8_ref(j->t, j->k, j->w, j->ws, 0, j->n, j->act, j->as, j->m, j->y, (size_t)j->n);
         return;
     }
     llmk_dotm_fn dm = llmk_kernels()->type[j->t].vec_dotm;

@@ -327,7 +327,7 @@ static void mm_a16(struct llmk_exec *ex, const struct llmk_phase *ph, int wi, in
     for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
         int64_t c1 = c0 + chunk < r1 ? c0 + chunk : r1;
         if (packed) ex->K->gemm_r8_a16(rw, c0, c1, act, as, t1 - t0, out, (size_t)out_stride);
-        else ex->K->gemm_rows_a16[w->type](ph->k, w->data, ws, c0, c1, act, as, t1 - t0, out, (size_t)out_stride);
+        else ex->K->gemm_rows_a16(w->type, ph->k, w->data, ws, c0, c1, act, as, t1 - t0, out, (size_t)out_stride);
     }
 }
 

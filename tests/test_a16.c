@@ -282,15 +282,12 @@ static void test_nonfinite(int have_avx2) {
 }
 
 typedef void (*mk_fn)(unsigned char *w, int64_t nb, int extreme);
-typedef void (*ref_fn)(int64_t k, const void *w, size_t ws, int64_t r0, int64_t r1, const void *act, size_t as,
-                       int64_t m, float *y, size_t ys);
 
 struct wtype {
     const char *name;
     uint32_t type;
     size_t bs;
     mk_fn fill;
-    ref_fn ref;
     double worst_rel; /* worst |y - f64 dot| / sum |w x| seen by the accuracy checks */
 };
 
@@ -316,11 +313,11 @@ static void test_dots(struct wtype *t, int have_avx2, float outlier) {
                 fill_x(x + i * k, k, extreme, outlier);
                 llmk_kernels()->act_quant[LLMK_ACT_A16](x + i * k, k, 0, k, a + i * as);
             }
-            t->ref(k, w, ws, 0, nrows, a, as, m, y_ref, (size_t)nrows);
+            llmk_r8_ref(t->type, k, w, ws, 0, nrows, a, as, m, y_ref, (size_t)nrows);
             /* one weight row and one activation row at a time: the same bits */
             for (int64_t i = 0; i < m; i++)
                 for (int64_t r = 0; r < nrows; r++)
-                    t->ref(k, w, ws, r, r + 1, a + i * as, as, 1, y_1 + i * nrows, (size_t)nrows);
+                    llmk_r8_ref(t->type, k, w, ws, r, r + 1, a + i * as, as, 1, y_1 + i * nrows, (size_t)nrows);
             CHECK(bits_equal(y_ref, y_1, nrows * m));
             for (int kn = 0; have_avx2 && kn < n_kernels; kn++) {
                 llmk_gemm_r8_a16_fn kern = kernels[kn];
@@ -388,7 +385,7 @@ static void test_exact(void) {
     double want = 0;
     for (int j = 0; j < 32; j++) want += ((j < 16 ? j : 31 - j) + 0.5) * x[j];
     float y;
-    llmk_r8_ref_q4_1(32, &blk, sizeof blk, 0, 1, a, sizeof a, 1, &y, 1);
+    llmk_r8_ref(LLMK_TYPE_Q4_1, 32, &blk, sizeof blk, 0, 1, a, sizeof a, 1, &y, 1);
     CHECK_EQ_DBL(y, want);
 }
 
@@ -420,7 +417,7 @@ static void test_largest_sums(void) {
                 }
             }
         float y_ref[M * N], y_k[M * N];
-        (q8 ? llmk_r8_ref_q8_0 : llmk_r8_ref_q4_1)(K, w, ws, 0, N, a, as, M, y_ref, N);
+        llmk_r8_ref(q8 ? LLMK_TYPE_Q8_0 : LLMK_TYPE_Q4_1, K, w, ws, 0, N, a, as, M, y_ref, N);
         CHECK(fabs(y_ref[0] - (q8 ? -128.0 : 15.0) * K) < 1e-3 * 128 * K);
         for (int kn = 0; kn < n_kernels; kn++) {
             llmk_tensor_info ti;
@@ -447,20 +444,20 @@ int main(void) {
     test_exact();
     /* Q4_0 shares Q4_1's record layout, Q5_0 and IQ4_NL Q8_0's, Q5_1 is a Q8S (r8.h) */
     struct wtype types[] = {
-        {"q4_1", LLMK_TYPE_Q4_1, sizeof(llmk_block_q4_1), fill_q4_1, llmk_r8_ref_q4_1, 0},
-        {"q8_0", LLMK_TYPE_Q8_0, sizeof(llmk_block_q8_0), fill_q8_0, llmk_r8_ref_q8_0, 0},
-        {"q4_0", LLMK_TYPE_Q4_0, sizeof(llmk_block_q4_0), fill_q4_0, llmk_r8_ref_q4_0, 0},
-        {"q5_0", LLMK_TYPE_Q5_0, sizeof(llmk_block_q5_0), fill_q5_0, llmk_r8_ref_q5_0, 0},
-        {"iq4_nl", LLMK_TYPE_IQ4_NL, sizeof(llmk_block_iq4_nl), fill_iq4_nl, llmk_r8_ref_iq4_nl, 0},
+        {"q4_1", LLMK_TYPE_Q4_1, sizeof(llmk_block_q4_1), fill_q4_1, 0},
+        {"q8_0", LLMK_TYPE_Q8_0, sizeof(llmk_block_q8_0), fill_q8_0, 0},
+        {"q4_0", LLMK_TYPE_Q4_0, sizeof(llmk_block_q4_0), fill_q4_0, 0},
+        {"q5_0", LLMK_TYPE_Q5_0, sizeof(llmk_block_q5_0), fill_q5_0, 0},
+        {"iq4_nl", LLMK_TYPE_IQ4_NL, sizeof(llmk_block_iq4_nl), fill_iq4_nl, 0},
         /* the Q8S record: f32 scales per 16, an f32 offset */
-        {"q5_1", LLMK_TYPE_Q5_1, sizeof(llmk_block_q5_1), fill_q5_1, llmk_r8_ref_q5_1, 0},
-        {"q2_k", LLMK_TYPE_Q2_K, sizeof(llmk_block_q2_k), fill_q2_k, llmk_r8_ref_q2_k, 0}, /* Q8S2 */
-        {"q3_k", LLMK_TYPE_Q3_K, sizeof(llmk_block_q3_k), fill_q3_k, llmk_r8_ref_q3_k, 0},
-        {"q4_k", LLMK_TYPE_Q4_K, sizeof(llmk_block_q4_k), fill_q4_k, llmk_r8_ref_q4_k, 0},
-        {"q5_k", LLMK_TYPE_Q5_K, sizeof(llmk_block_q5_k), fill_q5_k, llmk_r8_ref_q5_k, 0},
-        {"q6_k", LLMK_TYPE_Q6_K, sizeof(llmk_block_q6_k), fill_q6_k, llmk_r8_ref_q6_k, 0},
-        {"iq4_xs", LLMK_TYPE_IQ4_XS, sizeof(llmk_block_iq4_xs), fill_iq4_xs, llmk_r8_ref_iq4_xs, 0},
-        {"mxfp4", LLMK_TYPE_MXFP4, sizeof(llmk_block_mxfp4), fill_mxfp4, llmk_r8_ref_mxfp4, 0},
+        {"q5_1", LLMK_TYPE_Q5_1, sizeof(llmk_block_q5_1), fill_q5_1, 0},
+        {"q2_k", LLMK_TYPE_Q2_K, sizeof(llmk_block_q2_k), fill_q2_k, 0}, /* Q8S2 */
+        {"q3_k", LLMK_TYPE_Q3_K, sizeof(llmk_block_q3_k), fill_q3_k, 0},
+        {"q4_k", LLMK_TYPE_Q4_K, sizeof(llmk_block_q4_k), fill_q4_k, 0},
+        {"q5_k", LLMK_TYPE_Q5_K, sizeof(llmk_block_q5_k), fill_q5_k, 0},
+        {"q6_k", LLMK_TYPE_Q6_K, sizeof(llmk_block_q6_k), fill_q6_k, 0},
+        {"iq4_xs", LLMK_TYPE_IQ4_XS, sizeof(llmk_block_iq4_xs), fill_iq4_xs, 0},
+        {"mxfp4", LLMK_TYPE_MXFP4, sizeof(llmk_block_mxfp4), fill_mxfp4, 0},
     };
     enum { NT = sizeof types / sizeof types[0] };
 #if !defined(__x86_64__)
@@ -471,10 +468,8 @@ int main(void) {
     else fprintf(stderr, "test_a16: no AVX-512 VNNI, its r8 kernel not tested here\n");
 #endif
     if (have_avx2) test_largest_sums();
-    for (int t = 0; t < NT; t++) {
-        CHECK(llmk_a16_supports(types[t].type));
-        CHECK_EQ_INT(llmk_kernels()->gemm_rows_a16[types[t].type] == types[t].ref, 1);
-    }
+    for (int t = 0; t < NT; t++) CHECK(llmk_a16_supports(types[t].type));
+    CHECK_EQ_INT(llmk_kernels()->gemm_rows_a16 == llmk_r8_ref, 1);
     /* blocks with 40x outliers (coarse steps for the other elements) */
     for (int rep = 0; rep < 8; rep++)
         for (int t = 0; t < NT; t++) test_dots(&types[t], have_avx2, 40.0f);

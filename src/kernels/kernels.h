@@ -77,10 +77,10 @@ struct llmk_kernels {
     /* matmuls on repacked weights; NULL: the layout is not available here */
     llmk_gemm_r8_a16_fn gemm_r8_a16;        /* Q4_1 and Q8_0 in the r8 layout x A16 */
     llmk_gemm_q4_1_x2_fn gemm_q4_1_x2_q8_1x; /* Q4_1 in the x2 layout x Q8_1X */
-    /* A16 products on the GGUF rows (no repacking): the references of
-     * gemm_r8_a16, and the route where it is NULL; NULL for other types */
-    void (*gemm_rows_a16[LLMK_TYPE_COUNT_])(int64_t k, const void *w, size_t w_stride, int64_t r0, int64_t r1,
-                                            const void *act, size_t a_stride, int64_t m, float *y, size_t y_stride);
+    /* A16 products on the GGUF rows (no repacking) of any type r8.h knows:
+     * the reference of gemm_r8_a16, and the route where that is NULL */
+    void (*gemm_rows_a16)(uint32_t type, int64_t k, const void *w, size_t w_stride, int64_t r0, int64_t r1,
+                          const void *act, size_t a_stride, int64_t m, float *y, size_t y_stride);
 
     /* f32 vector ops (the executor's and the f32 path's) */
     float (*f32_dot)(const float *a, const float *b, int64_t n);

@@ -316,21 +316,3 @@ void llmk_r8_ref(uint32_t type, int64_t k, const void *w, size_t ws, int64_t r0,
         }
 }
 
-#define R8_REF(name, TYPE)                                                                                      \
-    void llmk_r8_ref_##name(int64_t k, const void *w, size_t ws, int64_t r0, int64_t r1, const void *act,      \
-                            size_t as, int64_t m, float *y, size_t ys) {                                       \
-        llmk_r8_ref(TYPE, k, w, ws, r0, r1, act, as, m, y, ys);                                                \
-    }
-R8_REF(q4_0, LLMK_TYPE_Q4_0)
-R8_REF(q4_1, LLMK_TYPE_Q4_1)
-R8_REF(q5_0, LLMK_TYPE_Q5_0)
-R8_REF(q8_0, LLMK_TYPE_Q8_0)
-R8_REF(iq4_nl, LLMK_TYPE_IQ4_NL)
-R8_REF(q5_1, LLMK_TYPE_Q5_1)
-R8_REF(q3_k, LLMK_TYPE_Q3_K)
-R8_REF(q4_k, LLMK_TYPE_Q4_K)
-R8_REF(q5_k, LLMK_TYPE_Q5_K)
-R8_REF(q6_k, LLMK_TYPE_Q6_K)
-R8_REF(iq4_xs, LLMK_TYPE_IQ4_XS)
-R8_REF(mxfp4, LLMK_TYPE_MXFP4)
-R8_REF(q2_k, LLMK_TYPE_Q2_K)

@@ -25,7 +25,7 @@
  * So every unpacked 256-bit register holds (row r: elements j, j+1) in its
  * 32-bit lane r, ready for a madd with the broadcast activations (a_j, a_j+1).
  *
- * Arithmetic (shared bit for bit by llmk_r8_ref_* and the AVX2 kernels, and
+ * Arithmetic (shared bit for bit by llmk_r8_ref and the AVX2 kernels, and
  * independent of how rows are grouped, so results never depend on M, the
  * partition or the thread count): for weight row r and activation row i,
  *   acc = 0; for each block b in order:
@@ -99,32 +99,10 @@ typedef void (*llmk_gemm_r8_a16_fn)(const struct llmk_r8 *w, int64_t r0, int64_t
  * divided by it, rounded up): more DRAM misses in flight than one run. */
 enum { LLMK_R8_RUNS = 4 };
 
-/* The same products from the original GGUF rows (w: the tensor's data, rows
- * w_stride bytes apart; rows [r0, r1) of it): the scalar reference, and the
- * path for CPUs without AVX2 (no repacking needed). */
-void llmk_r8_ref_q4_1(int64_t k, const void *w, size_t w_stride, int64_t r0, int64_t r1, const void *act,
-                      size_t a_stride, int64_t m, float *y, size_t y_stride);
-void llmk_r8_ref_q8_0(int64_t k, const void *w, size_t w_stride, int64_t r0, int64_t r1, const void *act,
-                      size_t a_stride, int64_t m, float *y, size_t y_stride);
-void llmk_r8_ref_q4_0(int64_t k, const void *w, size_t w_stride, int64_t r0, int64_t r1, const void *act,
-                      size_t a_stride, int64_t m, float *y, size_t y_stride);
-void llmk_r8_ref_q5_0(int64_t k, const void *w, size_t w_stride, int64_t r0, int64_t r1, const void *act,
-                      size_t a_stride, int64_t m, float *y, size_t y_stride);
-void llmk_r8_ref_iq4_nl(int64_t k, const void *w, size_t w_stride, int64_t r0, int64_t r1, const void *act,
-                        size_t a_stride, int64_t m, float *y, size_t y_stride);
-#define LLMK_R8_REF_DECL(name)                                                                             \
-    void llmk_r8_ref_##name(int64_t k, const void *w, size_t w_stride, int64_t r0, int64_t r1, const void *act, \
-                            size_t a_stride, int64_t m, float *y, size_t y_stride);
-LLMK_R8_REF_DECL(q5_1)
-LLMK_R8_REF_DECL(q3_k)
-LLMK_R8_REF_DECL(q4_k)
-LLMK_R8_REF_DECL(q5_k)
-LLMK_R8_REF_DECL(q6_k)
-LLMK_R8_REF_DECL(iq4_xs)
-LLMK_R8_REF_DECL(mxfp4)
-LLMK_R8_REF_DECL(q2_k)
-#undef LLMK_R8_REF_DECL
-/* Any type llmk_r8_layout knows: the per-type functions above are this. */
+/* The same products from the original GGUF rows of any type llmk_r8_layout
+ * knows (w: the tensor's data, rows w_stride bytes apart; rows [r0, r1) of
+ * it): the scalar reference, and the path for CPUs without AVX2 (no
+ * repacking needed). */
 void llmk_r8_ref(uint32_t type, int64_t k, const void *w, size_t w_stride, int64_t r0, int64_t r1, const void *act,
                  size_t a_stride, int64_t m, float *y, size_t y_stride);
 

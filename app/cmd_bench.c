@@ -3,6 +3,7 @@
  * the machine's read bandwidth measured in the same run, and (--phases)
  * where the decode time goes, phase by phase. */
 #include "bench_batched.h"
+#include "bench_spec.h"
 #include "cli.h"
 #include "opts.h"
 
@@ -17,8 +18,10 @@ static const char USAGE[] =
     "usage: llmk bench [-m MODEL] [-p N] [-n N] [-t T] [-r R] [--path ref|f32|fast] [--kv-type f32|f16|q8_0]\n"
     "                  [-b N] [-d N] [--json] [--phases]\n"
     "       llmk bench -B 1,4,16 [-m MODEL] [-p N] [-n N] [-t T] [-r R] [--kv-type T] [-b N] [--json]\n"
+    "       llmk bench --spec ngram|draft -f PROMPT_FILE... [-md DRAFT] [-n N] [-t T] [-r R] [--raw] [--json]\n"
     "  Prompt (pp) and generation (tg) throughput in llama-bench's form; with -B,\n"
-    "  B sequences at once in llama-batched-bench's form (PP, TG, B, N_KV, S_PP, S_TG, S).\n";
+    "  B sequences at once in llama-batched-bench's form (PP, TG, B, N_KV, S_PP, S_TG, S);\n"
+    "  with --spec, greedy decoding of each prompt file plain and speculative (same tokens, checked).\n";
 
 static double now_s(void) {
     struct timespec ts;
@@ -97,6 +100,8 @@ struct bench_opts {
     int path;
     uint32_t kv_type;
     bool json, phases, long_ctx;
+    struct spec_opts so;
+    struct bench_spec_opts spec; /* --spec: -f files, --raw */
 };
 
 /* Parses and checks the options, then fills in the defaults; CLI_OPTS_GO,
@@ -118,8 +123,10 @@ static int parse_args(struct bench_opts *o, int argc, char **argv) {
         CLI_FLAG("--json", 0, &o->json, "an array of objects with llama-bench's keys"),
         CLI_FLAG("--phases", 0, &o->phases, "per-phase decode timings (fast path, phase-at-a-time mode)"),
         CLI_OPT_LONG_CTX(&o->long_ctx),
+        CLI_REPEAT("--file", 'f', bench_spec_add_file, &o->spec, "FILE", "--spec: a prompt file (text)"),
+        CLI_FLAG("--raw", 0, &o->spec.raw, "--spec: the prompt files without the chat template"),
     };
-    const struct cli_opt_section sections[] = {{NULL, table, CLI_LEN(table)}};
+    const struct cli_opt_section sections[] = {{NULL, table, CLI_LEN(table)}, spec_opts_section(&o->so)};
     struct cli_cmd spec = {.name = "bench", .usage = USAGE, .sections = sections, .n_sections = CLI_LEN(sections)};
     int rc = cli_opts_parse(&spec, argc, argv);
     if (rc != CLI_OPTS_GO) return rc;
@@ -127,7 +134,12 @@ static int parse_args(struct bench_opts *o, int argc, char **argv) {
     o->kv_type = cli_kv_type_or_default(o->kv_type, o->path);
     if (o->phases && o->path != LLMK_PATH_FAST) return cli_usage_error("bench", "--phases needs --path fast");
     if (o->n_prompt + o->n_gen == 0) return cli_usage_error("bench", "nothing to measure (-p 0 -n 0)");
-    if (!o->reps) o->reps = o->batch.n ? 1 : 5;
+    if ((rc = spec_opts_check("bench", &o->so)) != CLI_OPTS_GO) return rc;
+    if (spec_opts_on(&o->so) != (o->spec.n_files > 0))
+        return cli_usage_error("bench", "--spec and -f go together (prompt files to decode speculatively)");
+    if (spec_opts_on(&o->so) && (o->batch.n || o->phases || o->depth || o->path != LLMK_PATH_FAST))
+        return cli_usage_error("bench", "--spec takes none of -B, --phases, -d, --path");
+    if (!o->reps) o->reps = o->batch.n ? 1 : spec_opts_on(&o->so) ? 3 : 5;
     if (o->batch.n) {
         if (o->path != LLMK_PATH_FAST) return cli_usage_error("bench", "-B runs the fast path only");
         if (o->phases || o->depth) return cli_usage_error("bench", "-B takes neither --phases nor -d");
@@ -279,12 +291,20 @@ static int runner_init(struct runner *r, const llmk_model *m, const struct bench
 int cmd_bench(int argc, char **argv) {
     struct bench_opts o = {.n_prompt = 512, .n_gen = 128, .path = LLMK_PATH_FAST,
                            .kv_type = (uint32_t)CLI_KV_DEFAULT};
+    spec_opts_default(&o.so);
     int prc = parse_args(&o, argc, argv);
     if (prc != CLI_OPTS_GO) return prc;
     const long n_prompt = o.n_prompt, n_gen = o.n_gen, threads = o.threads, reps = o.reps, depth = o.depth;
     llmk_model *m = NULL;
     int st = llmk_model_load(o.model, &m);
     if (st != LLMK_OK) return cli_report("bench", st);
+    if (spec_opts_on(&o.so)) {
+        o.spec.n_gen = n_gen > 0 ? n_gen : 128, o.spec.threads = threads, o.spec.reps = reps, o.spec.json = o.json;
+        o.spec.so = &o.so;
+        st = bench_spec(m, o.model, &o.spec);
+        llmk_model_free(m);
+        return st == LLMK_OK ? CLI_EXIT_OK : cli_report("bench", st);
+    }
     if (o.batch.n) {
         struct bench_batched_opts bo = {.list = o.batch, .n_prompt = n_prompt, .n_gen = n_gen, .threads = threads,
                                         .reps = reps, .n_batch = o.n_batch, .kv_type = o.kv_type, .json = o.json,

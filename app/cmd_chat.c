@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "llmk_formulas.h"
 #include "gen_opts.h"
+#include "spec_opts.h"
 #include "opts.h"
 
 #include <errno.h>
@@ -65,6 +66,7 @@ struct chat_opts {
     uint32_t kv_type;
     bool verbose, long_ctx;
     struct gen_opts go;
+    struct spec_opts so;
 };
 
 /* Parses the options and fills in the defaults; CLI_OPTS_GO, or the exit code. */
@@ -83,11 +85,12 @@ static int parse_args(struct chat_opts *o, int argc, char **argv) {
         CLI_FLAG("--verbose", 'v', &o->verbose, "per-turn token counts (reused / prefilled / generated) on stderr"),
         CLI_FLAG("--log-disable", 0, &o->go.quiet, "no seed or per-turn lines on stderr (errors still)"),
     };
-    const struct cli_opt_section sections[] = {{NULL, table, CLI_LEN(table)}, gen_opts_section(&o->go)};
+    const struct cli_opt_section sections[] = {{NULL, table, CLI_LEN(table)}, gen_opts_section(&o->go),
+                                               spec_opts_section(&o->so)};
     struct cli_cmd spec = {.name = CMD, .usage = USAGE, .epilog = EPILOG, .sections = sections,
                            .n_sections = CLI_LEN(sections)};
     int rc = cli_opts_parse(&spec, argc, argv);
-    if (rc != CLI_OPTS_GO) return rc;
+    if (rc != CLI_OPTS_GO || (rc = spec_opts_check(CMD, &o->so)) != CLI_OPTS_GO) return rc;
     if (o->n_predict == 0) return cli_usage_error(CMD, "-n 0 leaves no room for a reply (-1: no limit)");
     if (o->go.quiet) o->verbose = false;
     if (!o->model) o->model = cli_default_model();
@@ -103,11 +106,14 @@ struct chat {
     const llmk_tokenizer *tok;
     llmk_chat_template *tp;
     struct gen_ctx gc;
+    llmk_model *draft; /* --model-draft */
+    llmk_spec *spec;   /* NULL without --spec */
     struct chat_conv conv;
     struct chat_input in;
     int64_t n_ctx;
     size_t n_vocab, ids_cap, n_hist;
-    int32_t *hist, *ids; /* the tokens in the KV cache, in order; this turn's conversation */
+    int32_t *hist, *ids; /* the tokens in the KV cache, in order, then room for the pending one; this turn's
+                          * conversation */
     float *logits;
     char *text, *reply; /* the rendered conversation; the reply */
     size_t reply_len, reply_cap;
@@ -131,12 +137,13 @@ static int chat_init(struct chat *c, llmk_model *m) {
     c->n_ctx = llmk_session_n_ctx(c->s);
     c->n_vocab = (size_t)hp->n_vocab;
     c->ids_cap = (size_t)c->n_ctx + 1;
-    c->hist = malloc((size_t)c->n_ctx * sizeof *c->hist);
+    c->hist = malloc(((size_t)c->n_ctx + 1) * sizeof *c->hist);
     c->ids = malloc(c->ids_cap * sizeof *c->ids);
     c->logits = malloc(c->n_vocab * sizeof *c->logits);
     if (!c->hist || !c->ids || !c->logits)
         return cli_fail(LLMK_OUT_OF_MEMORY, "chat buffers for %lld tokens", (long long)c->n_ctx);
     if ((st = gen_ctx_init(&c->gc, CMD, &o->go, c->n_vocab)) != LLMK_OK) return st;
+    if ((st = spec_opts_init(&o->so, m, sp.n_threads, &c->draft, &c->spec)) != LLMK_OK) return st;
     if (o->go.system && (st = chat_conv_add(&c->conv, "system", o->go.system, strlen(o->go.system))) != LLMK_OK)
         return st;
     if (o->history && (st = chat_conv_load(&c->conv, o->history)) != LLMK_OK) return st;
@@ -154,6 +161,9 @@ static void chat_free(struct chat *c) {
     chat_conv_free(&c->conv);
     chat_input_free(&c->in);
     gen_ctx_free(&c->gc);
+    if (!c->o->go.quiet) spec_opts_report(CMD, &c->o->so, c->spec, stderr);
+    llmk_spec_free(c->spec);
+    llmk_model_free(c->draft);
     llmk_chat_template_free(c->tp);
     llmk_session_free(c->s);
 }
@@ -244,6 +254,74 @@ static int prefill_turn(struct chat *c, int turn) {
     return LLMK_OK;
 }
 
+/* One reply in progress: what the token loop shares with its chooser. */
+struct reply {
+    struct chat *c;
+    llmk_detok_state ds;
+    size_t n_gen, n_fed;
+    const char *why;
+    int st;
+};
+
+/* Choose a token from logits and show it; true when the reply ends with it
+ * (end of turn, stop string, -n; the reason in r->why), r->st on failure. */
+static bool reply_token(struct reply *r, const float *logits, int32_t *id) {
+    struct chat *c = r->c;
+    char piece[256];
+    size_t np = 0;
+    if ((r->st = gen_choose(&c->gc, logits, c->n_vocab, id)) != LLMK_OK) return true;
+    r->n_gen++;
+    if (llmk_tokenizer_is_eog(c->tok, *id)) return r->why = "end of turn", true;
+    if (llmk_detok_feed(c->tok, &r->ds, *id, false, piece, sizeof piece, &np) == LLMK_OK) {
+        if ((r->st = reply_add(&c->reply, &c->reply_len, &c->reply_cap, piece, np)) != LLMK_OK) return true;
+        if (gen_write(&c->gc, stdout, piece, np)) return r->why = "stop string", true;
+        if ((r->st = cli_stdout_status()) != LLMK_OK) return true;
+    }
+    return c->o->n_predict > 0 && llmk_max_tokens_stop((double)r->n_gen, (double)c->o->n_predict) == 1.0;
+}
+
+static bool reply_stops(struct reply *r) {
+    if (interrupted) return r->why = "interrupted", true;
+    if (r->c->n_hist < (size_t)r->c->n_ctx) return false;
+    r->why = "context full";
+    fprintf(stderr, "\nllmk chat: the context of %lld tokens is full; ending the reply\n", (long long)r->c->n_ctx);
+    return true;
+}
+
+static int spec_choose(void *user, const float *logits, int32_t *token, bool *end) {
+    struct reply *r = user;
+    *end = reply_token(r, logits, token);
+    return r->st;
+}
+
+/* The reply's tokens: one evaluation per token, or speculative steps (the
+ * same tokens). */
+static int reply_tokens(struct reply *r) {
+    struct chat *c = r->c;
+    int32_t id;
+    if (reply_token(r, c->logits, &id)) return r->st;
+    while (!reply_stops(r)) {
+        if (!c->spec) {
+            if ((r->st = llmk_session_eval(c->s, &id, 1, c->logits, c->n_vocab, false)) != LLMK_OK) return r->st;
+            c->hist[c->n_hist++] = id;
+            r->n_fed++;
+            if (reply_token(r, c->logits, &id)) return r->st;
+            continue;
+        }
+        /* hist[n_hist] is the pending token; the step writes its tokens after it */
+        c->hist[c->n_hist] = id;
+        size_t n_out = 0;
+        bool end = false;
+        int st = llmk_session_spec_step(c->s, c->spec, c->hist, c->n_hist + 1, spec_choose, r,
+                                        c->hist + c->n_hist + 1, (size_t)c->n_ctx - c->n_hist, &n_out, &end);
+        if (st != LLMK_OK) return st;
+        c->n_hist += n_out, r->n_fed += n_out;
+        id = c->hist[c->n_hist];
+        if (end) return r->st;
+    }
+    return r->st;
+}
+
 /* The reply: streamed to stdout until the end of the turn, -n, a stop
  * string, Ctrl-C or a full context, and added to the conversation. */
 static int reply_turn(struct chat *c, int turn) {
@@ -251,42 +329,14 @@ static int reply_turn(struct chat *c, int turn) {
     c->reply_len = 0;
     int st = reply_add(&c->reply, &c->reply_len, &c->reply_cap, "", 0);
     if (st != LLMK_OK) return st;
-    llmk_detok_state ds = {0};
+    struct reply r = {.c = c, .why = "max tokens"};
     char piece[256];
-    size_t n_gen = 0, n_fed = 0, np = 0;
-    const char *why = "max tokens";
+    size_t np = 0;
     llmk_sampler_reset(c->gc.smp);
-    for (;;) {
-        if (interrupted) {
-            why = "interrupted";
-            break;
-        }
-        int32_t id;
-        if ((st = gen_choose(&c->gc, c->logits, c->n_vocab, &id)) != LLMK_OK) return st;
-        n_gen++;
-        if (llmk_tokenizer_is_eog(c->tok, id)) {
-            why = "end of turn";
-            break;
-        }
-        np = 0;
-        if (llmk_detok_feed(c->tok, &ds, id, false, piece, sizeof piece, &np) == LLMK_OK) {
-            if ((st = reply_add(&c->reply, &c->reply_len, &c->reply_cap, piece, np)) != LLMK_OK) return st;
-            if (gen_write(&c->gc, stdout, piece, np)) {
-                why = "stop string";
-                break;
-            }
-            if ((st = cli_stdout_status()) != LLMK_OK) return st;
-        }
-        if (o->n_predict > 0 && llmk_max_tokens_stop((double)n_gen, (double)o->n_predict) == 1.0) break;
-        if (c->n_hist >= (size_t)c->n_ctx) {
-            why = "context full";
-            fprintf(stderr, "\nllmk chat: the context of %lld tokens is full; ending the reply\n", (long long)c->n_ctx);
-            break;
-        }
-        if ((st = llmk_session_eval(c->s, &id, 1, c->logits, c->n_vocab, false)) != LLMK_OK) return st;
-        c->hist[c->n_hist++] = id;
-        n_fed++;
-    }
+    if ((st = reply_tokens(&r)) != LLMK_OK) return st;
+    llmk_detok_state ds = r.ds;
+    size_t n_gen = r.n_gen, n_fed = r.n_fed;
+    const char *why = r.why;
     np = 0;
     if (llmk_detok_flush(c->tok, &ds, piece, sizeof piece, &np) == LLMK_OK && np) {
         if ((st = reply_add(&c->reply, &c->reply_len, &c->reply_cap, piece, np)) != LLMK_OK) return st;
@@ -310,6 +360,7 @@ static int reply_turn(struct chat *c, int turn) {
 int cmd_chat(int argc, char **argv) {
     struct chat_opts o = {.n_predict = 1024, .path = LLMK_PATH_FAST, .kv_type = (uint32_t)CLI_KV_DEFAULT};
     gen_opts_default(&o.go, 0.8);
+    spec_opts_default(&o.so);
     int rc = parse_args(&o, argc, argv);
     if (rc != CLI_OPTS_GO) return rc;
     rc = CLI_EXIT_OK;

@@ -3,6 +3,7 @@
 #include "cli.h"
 #include "llmk_primitives.h"
 #include "gen_opts.h"
+#include "spec_opts.h"
 #include "opts.h"
 
 
@@ -58,6 +59,7 @@ struct run_opts {
     uint32_t kv_type;
     bool print_ids, special, long_ctx, raw, conversation, escape, no_display, verbose;
     struct gen_opts go;
+    struct spec_opts so;
     char *prompt_buf;    /* the prompt read from -f or stdin, or unescaped (-e); else NULL */
     const char *template_name; /* the chat template's family (chatml, ...) when chatting */
     const char **chat_argv; /* --conversation: the arguments handed on to llmk chat */
@@ -142,13 +144,14 @@ static int parse_args(struct run_opts *o, int argc, char **argv) {
         CLI_FLAG("--verbose", 'v', &o->verbose, "also say how the prompt was formatted (chat template or raw)"),
         CLI_FLAG("--log-disable", 0, &o->go.quiet, "no seed or stats lines on stderr (errors still)"),
     };
-    const struct cli_opt_section sections[] = {{NULL, table, CLI_LEN(table)}, gen_opts_section(&o->go)};
+    const struct cli_opt_section sections[] = {{NULL, table, CLI_LEN(table)}, gen_opts_section(&o->go),
+                                               spec_opts_section(&o->so)};
     struct cli_cmd spec = {.name = CMD, .usage = USAGE, .epilog = EPILOG, .sections = sections,
                            .n_sections = CLI_LEN(sections)};
     int rc = cli_opts_parse(&spec, argc, argv);
     if (rc != CLI_OPTS_GO) return rc;
     if (o->conversation) return conversation_args(o, &spec, argc, argv);
-    if ((rc = check_args(o)) != CLI_OPTS_GO) return rc;
+    if ((rc = check_args(o)) != CLI_OPTS_GO || (rc = spec_opts_check(CMD, &o->so)) != CLI_OPTS_GO) return rc;
     if (!o->model) o->model = cli_default_model();
     o->kv_type = cli_kv_type_or_default(o->kv_type, o->path);
     return CLI_OPTS_GO;
@@ -265,15 +268,21 @@ struct decode {
     struct gen_ctx ch;
     float *logits;
     double *logits64; /* the reference path's greedy choice (choose_token), else NULL */
-    int32_t *gen; /* the generated ids */
+    int32_t *hist; /* the prompt, then the generated ids */
+    int32_t *gen;  /* hist + the prompt's length */
     char *text;   /* one token's text */
     size_t text_cap, n_vocab, n_gen, n_decoded;
     llmk_detok_state ds;
+    llmk_model *draft; /* --model-draft */
+    llmk_spec *spec;   /* NULL without --spec */
 };
 
-static int decode_init(struct decode *d, const struct run_opts *o) {
+static int decode_init(struct decode *d, const struct run_opts *o, const int32_t *ids, size_t n_prompt) {
     d->logits = malloc(d->n_vocab * sizeof *d->logits);
-    d->gen = malloc(((size_t)o->n_predict + 1) * sizeof *d->gen);
+    if ((d->hist = malloc((n_prompt + (size_t)o->n_predict + 1) * sizeof *d->hist))) {
+        memcpy(d->hist, ids, n_prompt * sizeof *ids);
+        d->gen = d->hist + n_prompt;
+    }
     int st = gen_ctx_init(&d->ch, CMD, &o->go, d->n_vocab);
     if (st != LLMK_OK) return st;
     if (o->path == LLMK_PATH_REF && plain_greedy(&o->go.sp) && !(d->logits64 = malloc(d->n_vocab * sizeof(double))))
@@ -293,11 +302,34 @@ static int decode_init(struct decode *d, const struct run_opts *o) {
 
 static void decode_free(struct decode *d) {
     free(d->text);
-    free(d->gen);
+    free(d->hist);
+    llmk_spec_free(d->spec);
+    llmk_model_free(d->draft);
     free(d->logits);
     free(d->logits64);
     gen_ctx_free(&d->ch);
     llmk_session_free(d->s);
+}
+
+/* Record and print one chosen token; true when the generation ends with it
+ * (an end-of-generation token, a stop string, -n). *st: a print failure. */
+static bool emit_token(const struct run_opts *o, struct decode *d, int32_t id, int *st) {
+    *st = LLMK_OK;
+    d->gen[d->n_gen++] = id;
+    if (d->tok && llmk_tokenizer_is_eog(d->tok, id)) return true;
+    if (!o->print_ids) {
+        size_t nt = 0;
+        if ((*st = llmk_detok_feed(d->tok, &d->ds, id, false, d->text, d->text_cap, &nt)) != LLMK_OK) return true;
+        if (gen_write(&d->ch, stdout, d->text, nt)) return true; /* a stop string: it and what follows are not printed */
+        if ((*st = cli_stdout_status()) != LLMK_OK) return true;
+    }
+    return (long)d->n_gen >= o->n_predict;
+}
+
+static bool context_full(const struct decode *d) {
+    if (llmk_session_pos(d->s) < llmk_session_n_ctx(d->s)) return false;
+    fprintf(stderr, "\nllmk run: note: context of %d tokens is full\n", llmk_session_n_ctx(d->s));
+    return true;
 }
 
 /* After the prefill: pick, print and evaluate tokens until -n, an
@@ -307,23 +339,40 @@ static int generate(const struct run_opts *o, struct decode *d) {
         int32_t id;
         int st = choose_token(&d->ch, d->logits, d->logits64, (int32_t)d->n_vocab, &id);
         if (st != LLMK_OK) return st;
-        d->gen[d->n_gen++] = id;
-        if (d->tok && llmk_tokenizer_is_eog(d->tok, id)) break;
-        if (!o->print_ids) {
-            size_t nt = 0;
-            if ((st = llmk_detok_feed(d->tok, &d->ds, id, false, d->text, d->text_cap, &nt)) != LLMK_OK) return st;
-            if (gen_write(&d->ch, stdout, d->text, nt)) break; /* a stop string: it and what follows are not printed */
-            if ((st = cli_stdout_status()) != LLMK_OK) return st;
-        }
-        if ((long)d->n_gen >= o->n_predict) break;
-        if (llmk_session_pos(d->s) >= llmk_session_n_ctx(d->s)) {
-            fprintf(stderr, "\nllmk run: note: context of %d tokens is full\n", llmk_session_n_ctx(d->s));
-            break;
-        }
+        if (emit_token(o, d, id, &st) || context_full(d)) return st;
         if ((st = llmk_session_eval(d->s, &id, 1, d->logits, d->n_vocab, false)) != LLMK_OK) return st;
         d->n_decoded++;
     }
     return LLMK_OK;
+}
+
+/* The speculative loop's chooser: the plain loop's choice and output. */
+struct spec_choice {
+    const struct run_opts *o;
+    struct decode *d;
+};
+static int spec_choose(void *user, const float *logits, int32_t *token, bool *end) {
+    struct spec_choice *c = user;
+    int st = choose_token(&c->d->ch, logits, c->d->logits64, (int32_t)c->d->n_vocab, token);
+    if (st == LLMK_OK) *end = emit_token(c->o, c->d, *token, &st);
+    return st;
+}
+
+/* The same tokens as generate(), several per evaluation where the drafts
+ * hold (llmk_session_spec_step). */
+static int generate_spec(const struct run_opts *o, struct decode *d, size_t n_prompt) {
+    if ((long)d->n_gen >= o->n_predict) return LLMK_OK;
+    struct spec_choice c = {o, d};
+    bool end = false;
+    int32_t id;
+    int st = spec_choose(&c, d->logits, &id, &end);
+    while (st == LLMK_OK && !end && !context_full(d)) {
+        size_t n_out = 0, room = (size_t)(o->n_predict - (long)d->n_gen) + 1;
+        st = llmk_session_spec_step(d->s, d->spec, d->hist, n_prompt + d->n_gen, spec_choose, &c,
+                                    d->gen + d->n_gen, room, &n_out, &end);
+        d->n_decoded += n_out;
+    }
+    return st;
 }
 
 /* The end of the output: the ids, or the text held back. */
@@ -395,7 +444,9 @@ static int run_session(struct run_opts *o, const llmk_model *m, struct decode *d
     int st = llmk_session_init(m, &sp, &d->s);
     if (st != LLMK_OK) return st;
     d->n_vocab = (size_t)hp->n_vocab;
-    if ((st = decode_init(d, o)) != LLMK_OK) return st;
+    if ((st = decode_init(d, o, ids, n_prompt)) != LLMK_OK ||
+        (st = spec_opts_init(&o->so, m, sp.n_threads, &d->draft, &d->spec)) != LLMK_OK)
+        return st;
     /* plain completion shows the text it continues, as llama-cli does */
     if (!o->go.chat && o->prompt && !o->print_ids && !o->no_display) {
         fputs(o->prompt, stdout);
@@ -404,7 +455,7 @@ static int run_session(struct run_opts *o, const llmk_model *m, struct decode *d
     double t0 = now_s();
     if ((st = llmk_session_eval(d->s, ids, n_prompt, d->logits, d->n_vocab, false)) != LLMK_OK) return st;
     double t1 = now_s();
-    if ((st = generate(o, d)) != LLMK_OK) return st;
+    if ((st = d->spec ? generate_spec(o, d, n_prompt) : generate(o, d)) != LLMK_OK) return st;
     double t2 = now_s();
     finish_output(o, d);
     static const char *const path_names[] = {"ref", "f32", "fast"};
@@ -414,12 +465,14 @@ static int run_session(struct run_opts *o, const llmk_model *m, struct decode *d
                 "path %s, %d threads\n",
                 n_prompt, (double)n_prompt / (t1 - t0), d->n_decoded ? (double)d->n_decoded / (t2 - t1) : 0.0,
                 d->n_gen, path_names[o->path], sp.n_threads);
+    if (!o->go.quiet) spec_opts_report(CMD, &o->so, d->spec, stderr);
     return LLMK_OK;
 }
 
 int cmd_run(int argc, char **argv) {
     struct run_opts o = {.n_predict = 128, .path = LLMK_PATH_FAST, .kv_type = (uint32_t)CLI_KV_DEFAULT};
     gen_opts_default(&o.go, 0.8);
+    spec_opts_default(&o.so);
     int rc = parse_args(&o, argc, argv);
     if (rc == CLI_OPTS_GO && o.conversation) rc = cmd_chat(o.chat_argc, (char **)o.chat_argv);
     free(o.chat_argv);

@@ -695,6 +695,80 @@ LLMK_API int llmk_engine_stats_get(const llmk_engine *e, llmk_engine_stats *out)
  * loads the CPU has; the best of 5 passes. Takes as long as the reads do
  * (tens of milliseconds for the default). */
 LLMK_API int llmk_memory_read_bandwidth(int n_threads, size_t bytes, double *gbs_out);
+
+/* Speculative decoding (src/spec.c, docs/speculative.md). A drafter proposes
+ * the tokens that may follow a sequence; the target model evaluates the
+ * pending token and the drafts in one multi-position step, the caller's
+ * chooser picks a token from each row in order, and the step keeps the
+ * tokens up to the first choice that differs from its draft. Every row's
+ * logits are bitwise those of plain decoding (the executor's chunking
+ * invariance) and the chooser runs on exactly the rows plain decoding would
+ * give it, in order, so the tokens - greedy or sampled, with the sampler's
+ * draw counter and penalty history - are bitwise plain decoding's. For the
+ * point-mass drafts these drafters make, "choose, keep while it matches" is
+ * the standard accept/resample rule: a draft d is kept with probability
+ * p(d), and otherwise the token comes from p without d, renormalised. */
+enum llmk_spec_mode {
+    LLMK_SPEC_NONE = 0,
+    LLMK_SPEC_NGRAM = 1, /* prompt lookup: continue an earlier occurrence of the context's last tokens */
+    LLMK_SPEC_DRAFT = 2, /* a smaller model with the same vocabulary, greedy */
+};
+/* "none", "ngram" (also "lookup"), "draft" -> mode; LLMK_INVALID_ARGUMENT otherwise. */
+LLMK_API int llmk_spec_mode_from_name(const char *name, int32_t *mode_out);
+typedef struct llmk_spec_params {
+    int32_t mode;                  /* enum llmk_spec_mode */
+    int32_t draft_max;             /* most tokens drafted per step (<= 0: 16; at most 64) */
+    int32_t draft_min;             /* a shorter proposal is not verified (<= 0: 1) */
+    int32_t ngram_min, ngram_max;  /* prompt lookup: the shortest suffix match used, and the longest
+                                    * compared (<= 0: 2, 16); the longest match wins, ties the latest */
+    bool fixed_len;                /* draft draft_max every step; else the length is adapted (below) */
+    const llmk_model *draft_model; /* LLMK_SPEC_DRAFT: borrowed; same vocabulary size and special ids */
+    int32_t draft_n_ctx;           /* LLMK_SPEC_DRAFT: the draft model's context (<= 0: 4096) */
+    int32_t draft_threads;         /* LLMK_SPEC_DRAFT: its workers (<= 0: one per online CPU) */
+} llmk_spec_params;
+typedef struct llmk_spec llmk_spec;
+/* LLMK_INVALID_ARGUMENT for a bad mode or lengths, or a draft model whose
+ * vocabulary differs from the target's (the message names the difference). */
+LLMK_API int llmk_spec_init(const llmk_model *target, const llmk_spec_params *p, llmk_spec **out);
+LLMK_API void llmk_spec_free(llmk_spec *sp);
+/* The drafter alone: up to max tokens that may follow hist[0..n) (n >= 1). */
+LLMK_API int llmk_spec_draft(llmk_spec *sp, const int32_t *hist, size_t n, int32_t max, int32_t *draft,
+                             int32_t *n_draft);
+/* How many tokens to draft next (0: a plain step). Unless fixed_len, the
+ * length that maximises seed 001's speedup (llmk_speculative_expected_tokens,
+ * llmk_draft_model_speedup) for the measured acceptance rate and step times. */
+LLMK_API int32_t llmk_spec_draft_len(const llmk_spec *sp);
+/* A verify step's outcome, for the acceptance estimate and cost model:
+ * n_draft tokens verified, n_accepted kept, the step took verify_s seconds
+ * (draft_s drafting). Steps that verified no draft count as plain steps. */
+LLMK_API void llmk_spec_feedback(llmk_spec *sp, int32_t n_draft, int32_t n_accepted, double draft_s,
+                                 double verify_s);
+typedef struct llmk_spec_stats {
+    int64_t n_steps;        /* verify steps (plain ones included) */
+    int64_t n_drafted;      /* draft tokens verified */
+    int64_t n_accepted;     /* of them, kept */
+    int64_t n_tokens;       /* tokens produced (accepted drafts + one per step) */
+    double accept_rate;     /* the running per-token acceptance estimate */
+    int32_t draft_len;      /* llmk_spec_draft_len now */
+    double expected_tokens; /* llmk_speculative_expected_tokens(accept_rate, draft_len) */
+    double speedup;         /* the predicted speedup over plain decoding at draft_len */
+    double draft_s, verify_s;
+} llmk_spec_stats;
+LLMK_API int llmk_spec_stats_get(const llmk_spec *sp, llmk_spec_stats *out);
+/* The chooser: pick the token for one row of logits (n_vocab floats), as
+ * plain decoding would (greedy, or a sampler draw and its history); *end:
+ * generation ends with this token (end of generation, a budget, a stop). */
+typedef int (*llmk_spec_choose_fn)(void *user, const float *logits, int32_t *token, bool *end);
+/* One speculative step on a session: hist[0..n_hist) is the whole sequence,
+ * its last token pending (chosen, not yet evaluated: n_hist == pos + 1).
+ * Drafts up to llmk_spec_draft_len tokens (fewer near n_ctx or cap), verifies
+ * them with the pending token in one eval, and writes the chosen tokens to
+ * out (cap >= 1; *n_out >= 1 on success); the last one is the new pending
+ * token. The session keeps the positions whose rows were chosen from. A
+ * chooser's failure is returned with the session at the tokens before it. */
+LLMK_API int llmk_session_spec_step(llmk_session *s, llmk_spec *sp, const int32_t *hist, size_t n_hist,
+                                    llmk_spec_choose_fn choose, void *user, int32_t *out, size_t cap,
+                                    size_t *n_out, bool *ended);
 /* LLMK_SECTION_MODEL_END */
 
 /* ======================================================================== */

@@ -1,0 +1,364 @@
+/* Speculative decoding: drafters (prompt lookup, a draft model), the
+ * adaptive draft length and the session's verify step. Nothing here changes
+ * what is computed: the verify step evaluates the drafts with the pending
+ * token in one call (the executor gives every row the bits of plain
+ * decoding) and hands the rows, in order, to the caller's chooser, which is
+ * plain decoding's. Drafts only decide how many rows one call evaluates.
+ * docs/speculative.md. */
+#include "internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define SPEC_DRAFT_CAP 64
+
+/* The acceptance estimate is a decayed count of kept / tried draft tokens
+ * plus a prior of PRIOR_WEIGHT tries at PRIOR_RATE: without drafts the
+ * counts decay toward the prior, so a length of 0 is retried later. */
+#define PRIOR_RATE 0.5
+#define PRIOR_WEIGHT 2.0
+#define DECAY 0.9
+/* Until steps are timed: an extra verified row costs this share of a
+ * one-row step (a decode step reads every weight once; rows are compute). */
+#define PRIOR_ROW_COST 0.08
+
+struct llmk_spec {
+    llmk_spec_params p;
+    size_t n_vocab;
+    /* draft model: its context (one sequence) and the tokens its KV holds */
+    llmk_context *dc;
+    int32_t *dtok;
+    size_t n_dtok, dcap;
+    float *dlogits;
+    /* adaptive length */
+    double acc_kept, acc_tried;  /* decayed counts */
+    double t_plain, t_row, t_draft; /* seconds: a one-row step, each extra row, one drafted token */
+    bool have_plain, have_row, have_draft;
+    llmk_spec_stats st;
+    /* the verify step's buffers */
+    int32_t *ids;
+    float *logits;
+};
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int llmk_spec_mode_from_name(const char *name, int32_t *mode_out) {
+    llmk_error_clear();
+    if (!name || !mode_out) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_spec_mode_from_name: NULL argument");
+    static const struct {
+        const char *name;
+        int32_t mode;
+    } names[] = {{"none", LLMK_SPEC_NONE}, {"ngram", LLMK_SPEC_NGRAM}, {"lookup", LLMK_SPEC_NGRAM},
+                 {"draft", LLMK_SPEC_DRAFT}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(name, names[i].name)) return *mode_out = names[i].mode, LLMK_OK;
+    return llmk_fail(LLMK_INVALID_ARGUMENT, "speculative mode '%s': expected none, ngram or draft", name);
+}
+
+void llmk_spec_free(llmk_spec *sp) {
+    if (!sp) return;
+    llmk_context_free(sp->dc);
+    free(sp->dtok), free(sp->dlogits), free(sp->ids), free(sp->logits);
+    free(sp);
+}
+
+static int check_params(llmk_spec_params *p) {
+    if (p->mode < LLMK_SPEC_NONE || p->mode > LLMK_SPEC_DRAFT)
+        return llmk_fail(LLMK_INVALID_ARGUMENT, "speculative decoding: mode %d is not one of none, ngram, draft",
+                         p->mode);
+    if (p->draft_max <= 0) p->draft_max = 16;
+    if (p->draft_min <= 0) p->draft_min = 1;
+    if (p->ngram_min <= 0) p->ngram_min = 2;
+    if (p->ngram_max <= 0) p->ngram_max = p->ngram_min > 16 ? p->ngram_min : 16;
+    if (p->draft_max > SPEC_DRAFT_CAP)
+        return llmk_fail(LLMK_INVALID_ARGUMENT, "speculative decoding: --draft-max %d exceeds %d", p->draft_max,
+                         SPEC_DRAFT_CAP);
+    if (p->draft_min > p->draft_max)
+        return llmk_fail(LLMK_INVALID_ARGUMENT, "speculative decoding: --draft-min %d exceeds --draft-max %d",
+                         p->draft_min, p->draft_max);
+    if (p->ngram_min > p->ngram_max || p->ngram_max > 64)
+        return llmk_fail(LLMK_INVALID_ARGUMENT, "speculative decoding: n-gram lengths %d..%d (want 1 <= min <= max "
+                         "<= 64)", p->ngram_min, p->ngram_max);
+    if (p->mode == LLMK_SPEC_DRAFT && !p->draft_model)
+        return llmk_fail(LLMK_INVALID_ARGUMENT, "speculative decoding: mode draft needs a draft model");
+    return LLMK_OK;
+}
+
+/* The draft model must map ids to the same tokens: same vocabulary size and
+ * the same special ids (what llama.cpp checks as well); the pieces of the
+ * first and last ids as a spot check. */
+static int check_vocab(const llmk_model *target, const llmk_model *draft) {
+    const llmk_tokenizer *a, *b;
+    int32_t na = llmk_model_hparams(target)->n_vocab, nb = llmk_model_hparams(draft)->n_vocab;
+    if (na != nb)
+        return llmk_fail(LLMK_INVALID_ARGUMENT, "draft model: vocabulary of %d tokens, the target has %d", nb, na);
+    if (llmk_model_tokenizer(target, &a) != LLMK_OK || llmk_model_tokenizer(draft, &b) != LLMK_OK)
+        return LLMK_OK; /* no tokenizer on either: the sizes are all there is to compare */
+    if (llmk_tokenizer_bos(a) != llmk_tokenizer_bos(b) || llmk_tokenizer_eos(a) != llmk_tokenizer_eos(b) ||
+        llmk_tokenizer_eot(a) != llmk_tokenizer_eot(b))
+        return llmk_fail(LLMK_INVALID_ARGUMENT, "draft model: special tokens (bos %d, eos %d) differ from the "
+                         "target's (bos %d, eos %d)", llmk_tokenizer_bos(b), llmk_tokenizer_eos(b),
+                         llmk_tokenizer_bos(a), llmk_tokenizer_eos(a));
+    int32_t probe[3] = {0, na / 2, na - 1};
+    for (int i = 0; i < 3; i++) {
+        size_t la = 0, lb = 0;
+        const char *pa = llmk_tokenizer_piece(a, probe[i], &la), *pb = llmk_tokenizer_piece(b, probe[i], &lb);
+        if (!pa || !pb || la != lb || memcmp(pa, pb, la))
+            return llmk_fail(LLMK_INVALID_ARGUMENT, "draft model: token %d differs from the target's", probe[i]);
+    }
+    return LLMK_OK;
+}
+
+static int draft_init(llmk_spec *sp) {
+    const llmk_spec_params *p = &sp->p;
+    int st;
+    llmk_context_params cp = {.n_seq_max = 1, .n_ctx = p->draft_n_ctx > 0 ? p->draft_n_ctx : 4096,
+                              .n_threads = p->draft_threads, .kv_type = LLMK_TYPE_F16};
+    const llmk_hparams *hp = llmk_model_hparams(p->draft_model);
+    if (cp.n_ctx > hp->n_ctx_train) cp.n_ctx = hp->n_ctx_train;
+    if ((st = llmk_context_init(p->draft_model, &cp, &sp->dc)) != LLMK_OK) return st;
+    sp->dcap = (size_t)llmk_context_n_ctx(sp->dc);
+    sp->dtok = malloc(sp->dcap * sizeof *sp->dtok);
+    sp->dlogits = malloc(sp->n_vocab * sizeof *sp->dlogits);
+    if (!sp->dtok || !sp->dlogits) return llmk_fail(LLMK_OUT_OF_MEMORY, "draft model: token buffers");
+    return LLMK_OK;
+}
+
+int llmk_spec_init(const llmk_model *target, const llmk_spec_params *p, llmk_spec **out) {
+    llmk_error_clear();
+    if (!target || !p || !out) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_spec_init: NULL argument");
+    *out = NULL;
+    llmk_spec *sp = calloc(1, sizeof *sp);
+    if (!sp) return llmk_fail(LLMK_OUT_OF_MEMORY, "llmk_spec_init: struct");
+    sp->p = *p;
+    sp->n_vocab = (size_t)llmk_model_hparams(target)->n_vocab;
+    int st = check_params(&sp->p);
+    if (st == LLMK_OK && sp->p.mode == LLMK_SPEC_DRAFT && (st = check_vocab(target, p->draft_model)) == LLMK_OK)
+        st = draft_init(sp);
+    if (st == LLMK_OK) {
+        sp->ids = malloc((SPEC_DRAFT_CAP + 1) * sizeof *sp->ids);
+        sp->logits = malloc((SPEC_DRAFT_CAP + 1) * sp->n_vocab * sizeof *sp->logits);
+        if (!sp->ids || !sp->logits) st = llmk_fail(LLMK_OUT_OF_MEMORY, "speculative decoding: verify buffers");
+    }
+    if (st != LLMK_OK) {
+        llmk_spec_free(sp);
+        return st;
+    }
+    sp->st.draft_len = llmk_spec_draft_len(sp);
+    *out = sp;
+    return LLMK_OK;
+}
+
+/* ---- drafters ---------------------------------------------------------- */
+
+/* Prompt lookup: the earlier position whose preceding tokens match the
+ * longest suffix of hist (at least ngram_min tokens, compared up to
+ * ngram_max; ties: the latest), and the tokens that followed it there are
+ * the draft. A longer match tells the text being copied from the many
+ * places a short n-gram recurs (code repeats "item." everywhere), and the
+ * latest occurrence is the likeliest to be copied next. */
+static int32_t draft_ngram(const llmk_spec *sp, const int32_t *hist, size_t n, int32_t max, int32_t *draft) {
+    size_t cap = (size_t)sp->p.ngram_max, best_len = 0, best_end = 0;
+    const int32_t last = hist[n - 1];
+    /* a match ending at e (exclusive, e < n) continues with hist[e..n) */
+    for (size_t e = n - 1; e >= 1 && best_len < cap; e--) {
+        if (hist[e - 1] != last) continue;
+        size_t len = 1;
+        while (len < cap && len < e && hist[e - 1 - len] == hist[n - 1 - len]) len++;
+        if (len > best_len) best_len = len, best_end = e;
+    }
+    if (best_len < (size_t)sp->p.ngram_min) return 0;
+    int32_t k = 0;
+    while (k < max && best_end + (size_t)k < n) draft[k] = hist[best_end + (size_t)k], k++;
+    return k;
+}
+
+struct draft_out {
+    int32_t *draft, k;
+};
+static int on_draft_token(void *user, size_t entry, int32_t token) {
+    (void)entry;
+    struct draft_out *o = user;
+    o->draft[o->k++] = token;
+    return 0;
+}
+
+/* The draft model, greedy: its KV is brought to hist (kept up to the
+ * longest common prefix with what it holds, the rest evaluated), then it
+ * generates max tokens in one executor call. */
+static int draft_model(llmk_spec *sp, const int32_t *hist, size_t n, int32_t max, int32_t *draft, int32_t *n_draft) {
+    *n_draft = 0;
+    if (n + (size_t)max > sp->dcap) max = n < sp->dcap ? (int32_t)(sp->dcap - n) : 0;
+    if (max <= 0) return LLMK_OK;
+    size_t lcp = 0;
+    while (lcp < sp->n_dtok && lcp < n - 1 && sp->dtok[lcp] == hist[lcp]) lcp++;
+    int st = llmk_context_seq_truncate(sp->dc, 0, (int32_t)lcp);
+    if (st != LLMK_OK) return st;
+    sp->n_dtok = lcp;
+    if (lcp < n - 1) { /* everything but hist's last token, which generate feeds */
+        size_t m = n - 1 - lcp;
+        llmk_batch_item *it = malloc(m * sizeof *it);
+        if (!it) return llmk_fail(LLMK_OUT_OF_MEMORY, "draft model: %zu items", m);
+        for (size_t i = 0; i < m; i++) it[i] = (llmk_batch_item){.seq = 0, .id = hist[lcp + i]};
+        st = llmk_context_eval(sp->dc, it, m, NULL, 0);
+        free(it);
+        if (st != LLMK_OK) return st;
+        memcpy(sp->dtok + lcp, hist + lcp, m * sizeof *hist);
+        sp->n_dtok = n - 1;
+    }
+    struct draft_out out = {draft, 0};
+    llmk_gen_seq gs = {.seq = 0, .id = hist[n - 1], .max_tokens = max};
+    if ((st = llmk_context_generate(sp->dc, &gs, 1, on_draft_token, &out)) != LLMK_OK) {
+        sp->n_dtok = 0; /* start over next time rather than track a half-done generation */
+        llmk_context_seq_truncate(sp->dc, 0, 0);
+        return st;
+    }
+    /* the context now holds hist and every draft but the last (chosen, not fed) */
+    sp->dtok[n - 1] = hist[n - 1];
+    for (int32_t i = 0; i + 1 < out.k; i++) sp->dtok[n + (size_t)i] = draft[i];
+    sp->n_dtok = (size_t)llmk_context_seq_pos(sp->dc, 0);
+    *n_draft = out.k;
+    return LLMK_OK;
+}
+
+int llmk_spec_draft(llmk_spec *sp, const int32_t *hist, size_t n, int32_t max, int32_t *draft, int32_t *n_draft) {
+    llmk_error_clear();
+    if (!sp || !hist || !draft || !n_draft || n == 0)
+        return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_spec_draft: NULL argument or empty history");
+    *n_draft = 0;
+    if (max > sp->p.draft_max) max = sp->p.draft_max;
+    if (max <= 0 || sp->p.mode == LLMK_SPEC_NONE) return LLMK_OK;
+    for (size_t i = 0; i < n; i++)
+        if (hist[i] < 0 || (size_t)hist[i] >= sp->n_vocab)
+            return llmk_fail(LLMK_INVALID_TOKEN, "llmk_spec_draft: token %d (index %zu) outside the vocabulary",
+                             hist[i], i);
+    if (sp->p.mode == LLMK_SPEC_NGRAM) {
+        *n_draft = draft_ngram(sp, hist, n, max, draft);
+        return LLMK_OK;
+    }
+    return draft_model(sp, hist, n, max, draft, n_draft);
+}
+
+/* ---- adaptive draft length ---------------------------------------------- */
+
+static double accept_rate(const llmk_spec *sp) {
+    return (sp->acc_kept + PRIOR_RATE * PRIOR_WEIGHT) / (sp->acc_tried + PRIOR_WEIGHT);
+}
+
+/* Seed 001's speedup of drafting g tokens: expected tokens per step times a
+ * plain step's time over the speculative step's. The formula's step is
+ * g draft tokens plus one target step; here the target step is the verify
+ * of g + 1 rows, which costs g extra rows over a plain step. */
+static double predicted_speedup(const llmk_spec *sp, double a, int32_t g) {
+    double t1 = sp->have_plain ? sp->t_plain : 1.0;
+    double row = sp->have_row ? sp->t_row : PRIOR_ROW_COST * t1;
+    double td = sp->p.mode == LLMK_SPEC_DRAFT ? (sp->have_draft ? sp->t_draft : 0.5 * t1) : 0.0;
+    double tv = t1 + g * row;
+    double e = llmk_speculative_expected_tokens(a, (double)g);
+    return llmk_draft_model_speedup(e, tv, td, (double)g) * t1 / tv;
+}
+
+int32_t llmk_spec_draft_len(const llmk_spec *sp) {
+    if (!sp || sp->p.mode == LLMK_SPEC_NONE) return 0;
+    if (sp->p.fixed_len) return sp->p.draft_max;
+    double a = accept_rate(sp), best = 1.0;
+    int32_t len = 0;
+    for (int32_t g = sp->p.draft_min; g <= sp->p.draft_max; g++) {
+        double s = predicted_speedup(sp, a, g);
+        if (s > best) best = s, len = g;
+    }
+    return len;
+}
+
+static void ewma(double *v, bool *have, double x) {
+    *v = *have ? 0.8 * *v + 0.2 * x : x;
+    *have = true;
+}
+
+void llmk_spec_feedback(llmk_spec *sp, int32_t n_draft, int32_t n_accepted, double draft_s, double verify_s) {
+    if (!sp || n_draft < 0 || n_accepted < 0 || n_accepted > n_draft) return;
+    sp->st.n_steps++;
+    sp->st.n_drafted += n_draft;
+    sp->st.n_accepted += n_accepted;
+    sp->st.n_tokens += n_accepted + 1;
+    sp->st.draft_s += draft_s;
+    sp->st.verify_s += verify_s;
+    sp->acc_kept *= DECAY, sp->acc_tried *= DECAY;
+    if (n_draft == 0) {
+        if (verify_s > 0) ewma(&sp->t_plain, &sp->have_plain, verify_s);
+    } else {
+        /* the geometric model: n_accepted successes, then a failure unless all were kept */
+        sp->acc_kept += n_accepted;
+        sp->acc_tried += n_accepted + (n_accepted < n_draft);
+        if (sp->have_plain && verify_s > 0) {
+            double row = (verify_s - sp->t_plain) / n_draft;
+            ewma(&sp->t_row, &sp->have_row, row > 0 ? row : 0);
+        }
+        if (sp->p.mode == LLMK_SPEC_DRAFT && draft_s > 0) ewma(&sp->t_draft, &sp->have_draft, draft_s / n_draft);
+    }
+    sp->st.accept_rate = accept_rate(sp);
+    sp->st.draft_len = llmk_spec_draft_len(sp);
+    sp->st.expected_tokens = llmk_speculative_expected_tokens(sp->st.accept_rate, (double)sp->st.draft_len);
+    sp->st.speedup = sp->st.draft_len ? predicted_speedup(sp, sp->st.accept_rate, sp->st.draft_len) : 1.0;
+}
+
+int llmk_spec_stats_get(const llmk_spec *sp, llmk_spec_stats *out) {
+    llmk_error_clear();
+    if (!sp || !out) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_spec_stats_get: NULL argument");
+    *out = sp->st;
+    return LLMK_OK;
+}
+
+/* ---- the verify step ------------------------------------------------------ */
+
+int llmk_session_spec_step(llmk_session *s, llmk_spec *sp, const int32_t *hist, size_t n_hist,
+                           llmk_spec_choose_fn choose, void *user, int32_t *out, size_t cap, size_t *n_out,
+                           bool *ended) {
+    llmk_error_clear();
+    if (!s || !sp || !hist || !choose || !out || !n_out || !ended || cap == 0)
+        return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_session_spec_step: NULL argument or no room for a token");
+    *n_out = 0, *ended = false;
+    int32_t pos = llmk_session_pos(s), n_ctx = llmk_session_n_ctx(s);
+    if (n_hist != (size_t)pos + 1)
+        return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_session_spec_step: history of %zu tokens, the session holds "
+                         "%d plus the pending one", n_hist, pos);
+    if (pos >= n_ctx)
+        return llmk_fail(LLMK_CONTEXT_FULL, "speculative step: the context of %d tokens is full", n_ctx);
+    /* room: the pending token and the drafts within n_ctx, and no more rows than out takes */
+    int32_t max = llmk_spec_draft_len(sp);
+    if (max > n_ctx - pos - 1) max = n_ctx - pos - 1;
+    if ((size_t)max > cap - 1) max = (int32_t)(cap - 1);
+    double t0 = now_s();
+    int32_t nd = 0;
+    int st = max > 0 ? llmk_spec_draft(sp, hist, n_hist, max, sp->ids + 1, &nd) : LLMK_OK;
+    if (st != LLMK_OK) return st;
+    if (nd < sp->p.draft_min) nd = 0;
+    double t1 = now_s();
+    sp->ids[0] = hist[n_hist - 1];
+    size_t V = sp->n_vocab;
+    if ((st = llmk_session_eval(s, sp->ids, (size_t)nd + 1, sp->logits, ((size_t)nd + 1) * V, true)) != LLMK_OK)
+        return st;
+    double t2 = now_s();
+    /* rows in order, while the chosen token is the draft that was evaluated after it */
+    int32_t i = 0;
+    for (;; i++) {
+        int32_t tok = -1;
+        bool end = false;
+        if ((st = choose(user, sp->logits + (size_t)i * V, &tok, &end)) != LLMK_OK) break;
+        out[(*n_out)++] = tok;
+        if (end) *ended = true;
+        if (end || i == nd || tok != sp->ids[i + 1]) break;
+    }
+    /* keep the positions whose rows were chosen from (a failed choice's row too: its token is not out) */
+    int32_t keep = pos + (st == LLMK_OK ? i + 1 : i);
+    int tst = llmk_session_truncate(s, keep);
+    if (st == LLMK_OK) st = tst;
+    if (st == LLMK_OK) llmk_spec_feedback(sp, nd, i < nd ? i : nd, t1 - t0, t2 - t1);
+    return st;
+}

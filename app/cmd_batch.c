@@ -9,6 +9,7 @@
  * never stops half way on an input error and no output file is written. */
 #include "cli.h"
 #include "gen_opts.h"
+#include "spec_opts.h"
 #include "opts.h"
 
 #include <cjson/cJSON.h>
@@ -47,6 +48,7 @@ struct batch_opts {
     bool long_ctx, special;
     struct gen_opts go;
     struct cli_opt gen_rows[GEN_OPT_ROWS];
+    struct spec_opts so;
 };
 
 /* One request: a non-blank line of the input. */
@@ -61,6 +63,7 @@ struct req {
     llmk_sampler_params sp;
     /* from submission until written */
     llmk_sampler *smp;         /* borrowed by the engine until the request finishes */
+    llmk_spec *spec;           /* --spec: likewise */
     uint64_t seed;
     int32_t *gen, n_gen, cap;
     enum llmk_finish finish;
@@ -92,7 +95,16 @@ struct batch {
     double t0, last_progress;
     bool tty, line_open; /* line_open: a progress line rewritten in place, not ended */
     int tenths_shown;
+    llmk_spec_stats spec; /* summed over finished requests */
 };
+
+/* Adds a finished request's speculation figures to the run's. */
+static void spec_account(struct batch *b, const llmk_spec *spec) {
+    llmk_spec_stats s;
+    if (!spec || llmk_spec_stats_get(spec, &s) != LLMK_OK) return;
+    b->spec.n_steps += s.n_steps, b->spec.n_drafted += s.n_drafted;
+    b->spec.n_accepted += s.n_accepted, b->spec.n_tokens += s.n_tokens;
+}
 
 static double now_s(void) {
     struct timespec ts;
@@ -141,11 +153,15 @@ static int parse_args(struct batch_opts *o, int argc, char **argv) {
         CLI_OPT_LONG_CTX(&o->long_ctx),
         CLI_FLAG("--special", 0, &o->special, "recognise special-token texts (<|im_start|>) in \"prompt\" lines"),
     };
-    const struct cli_opt_section sections[] = {{NULL, table, CLI_LEN(table)}, batch_gen_section(o)};
+    const struct cli_opt_section sections[] = {{NULL, table, CLI_LEN(table)}, batch_gen_section(o),
+                                               spec_opts_section(&o->so)};
     struct cli_cmd spec = {.name = CMD, .usage = USAGE, .epilog = EPILOG, .sections = sections,
                            .n_sections = CLI_LEN(sections)};
     int rc = cli_opts_parse(&spec, argc, argv);
-    if (rc != CLI_OPTS_GO) return rc;
+    if (rc != CLI_OPTS_GO || (rc = spec_opts_check(CMD, &o->so)) != CLI_OPTS_GO) return rc;
+    /* a draft model per running request would mean a context and a worker pool each */
+    if (o->so.p.mode == LLMK_SPEC_DRAFT)
+        return cli_usage_error(CMD, "--spec draft is for run, chat and bench; batch takes --spec ngram");
     if (!o->file) return cli_usage_error(CMD, "-f FILE (the requests, JSON lines) is required");
     if (!o->model) o->model = cli_default_model();
     o->kv_type = cli_kv_type_or_default(o->kv_type, LLMK_PATH_FAST);
@@ -472,12 +488,15 @@ static int submit_more(struct batch *b) {
         int st;
         if (!r->smp && (st = llmk_sampler_init(&r->sp, b->n_vocab, &r->smp)) != LLMK_OK)
             return bad_line(b, r->line, st, "%s", llmk_last_error());
+        if (spec_opts_on(&b->o->so) && !r->spec && (st = llmk_spec_init(b->m, &b->o->so.p, &r->spec)) != LLMK_OK)
+            return st;
         int64_t room = b->n_ctx - (int64_t)r->n_prompt;
         r->cap = r->max_tokens < room ? r->max_tokens : (int32_t)room;
         if (!r->gen && !(r->gen = malloc((size_t)r->cap * sizeof *r->gen)))
             return cli_fail(LLMK_OUT_OF_MEMORY, "%d generated ids", r->cap);
         llmk_request q = {.prompt = r->prompt, .n_prompt = r->n_prompt, .max_tokens = r->max_tokens,
-                          .sampler = r->smp, .stop_ids = r->stop, .n_stop = r->n_stop, .user = r};
+                          .sampler = r->smp, .stop_ids = r->stop, .n_stop = r->n_stop, .user = r,
+                          .spec = r->spec};
         int64_t id;
         st = llmk_engine_submit(b->e, &q, &id);
         if (st == LLMK_QUEUE_FULL) return LLMK_OK;
@@ -573,6 +592,9 @@ static int generate(struct batch *b) {
         for (struct req *r = b->done_list; r; r = r->next_done) {
             llmk_sampler_free(r->smp); /* the engine is done with it */
             r->smp = NULL;
+            spec_account(b, r->spec);
+            llmk_spec_free(r->spec);
+            r->spec = NULL;
         }
         b->done_list = NULL;
         if (b->fail_status)
@@ -595,6 +617,11 @@ static void print_stats(const struct batch *b) {
             b->n_reqs, (long long)s.prompt_tokens, (long long)s.cached_tokens, (long long)s.generated_tokens,
             (long long)s.n_preempted, (long long)s.recomputed_tokens, (long long)s.n_steps, el,
             el > 0 ? (double)s.generated_tokens / el : 0.0);
+    if (spec_opts_on(&b->o->so))
+        fprintf(stderr, "llmk batch: speculative ngram: %lld/%lld drafted tokens accepted (%.1f%%), %.2f tokens per "
+                "decode step\n", (long long)b->spec.n_accepted, (long long)b->spec.n_drafted,
+                b->spec.n_drafted ? 100.0 * (double)b->spec.n_accepted / (double)b->spec.n_drafted : 0.0,
+                b->spec.n_steps ? (double)b->spec.n_tokens / (double)b->spec.n_steps : 0.0);
 }
 
 /* ---- the command --------------------------------------------------------------------- */
@@ -632,6 +659,7 @@ static void batch_free(struct batch *b) {
         cJSON_free(r->id_json);
         free(r->prompt), free(r->stop), free(r->gen);
         llmk_sampler_free(r->smp);
+        llmk_spec_free(r->spec);
     }
     free(b->reqs), free(b->eog), free(b->text);
 }
@@ -639,6 +667,7 @@ static void batch_free(struct batch *b) {
 int cmd_batch(int argc, char **argv) {
     struct batch_opts o = {.n_predict = 128, .n_parallel = 16, .kv_type = (uint32_t)CLI_KV_DEFAULT};
     gen_opts_default(&o.go, 0.8);
+    spec_opts_default(&o.so);
     int rc = parse_args(&o, argc, argv);
     if (rc != CLI_OPTS_GO) return rc;
     rc = CLI_EXIT_OK;

@@ -628,6 +628,10 @@ typedef struct llmk_request {
     const int32_t *stop_ids;        /* tokens that end it (the token is reported), copied by submit */
     size_t n_stop;
     void *user;                     /* handed back in its events */
+    struct llmk_spec *spec;         /* NULL, or speculative decoding (llmk_spec_init): each decode step
+                                     * verifies its drafts in the step's batch; the same tokens. The
+                                     * request's own (it keeps the drafter's state); borrowed until it
+                                     * finishes */
 } llmk_request;
 
 enum llmk_finish {

@@ -33,8 +33,15 @@ struct req {
     bool preempted;         /* waiting to be recomputed */
     bool ended;             /* cancelled during a step: removed when the step ends */
     struct llmk_sampler *sampler;
+    struct llmk_spec *spec; /* speculative decoding, or NULL */
+    int32_t *draft;         /* [SPEC_MAX]: this step's drafts */
+    int32_t n_draft;        /* drafts in this step's plan */
+    int32_t verified;       /* rows of this step delivered so far (spec: the pending one, then drafts) */
+    bool rejected;          /* a row of this step chose other than its draft: its later rows are dead */
     struct req *next;       /* waiting queue */
 };
+
+#define SPEC_MAX 64 /* most drafts per step (llmk_spec_params.draft_max's limit) */
 
 struct llmk_engine {
     llmk_context *c;
@@ -50,9 +57,9 @@ struct llmk_engine {
     llmk_batch_item *items; /* [step_tokens] */
     int32_t n_items;
     int32_t *count;         /* [n_seq]: items of run[i] in the plan */
-    struct req **row_req;   /* [n_seq]: the request of each logits row, in item order */
-    int32_t n_rows;
-    float *logits;          /* [n_seq][V] */
+    struct req **row_req;   /* [rows_cap]: the request of each logits row, in item order */
+    int32_t n_rows, rows_cap; /* rows_cap: n_seq, or more once speculative rows need it */
+    float *logits;          /* [rows_cap][V] */
     llmk_engine_stats st;
     char err[512];          /* the detail error events carry */
 };
@@ -65,7 +72,7 @@ static double now_s(void) {
 
 static void req_free(struct req *r) {
     if (!r) return;
-    free(r->tok), free(r->stop), free(r);
+    free(r->tok), free(r->stop), free(r->draft), free(r);
 }
 
 void llmk_engine_free(llmk_engine *e) {
@@ -99,8 +106,9 @@ int llmk_engine_init(const llmk_model *m, const llmk_engine_params *p, llmk_engi
     e->run = calloc(ns, sizeof *e->run);
     e->items = malloc((size_t)e->step_tokens * sizeof *e->items);
     e->count = malloc(ns * sizeof *e->count);
-    e->row_req = malloc(ns * sizeof *e->row_req);
+    e->row_req = malloc((size_t)e->step_tokens * sizeof *e->row_req);
     e->logits = malloc(ns * e->V * sizeof *e->logits);
+    e->rows_cap = e->n_seq;
     if (!e->run || !e->items || !e->count || !e->row_req || !e->logits) {
         llmk_engine_free(e);
         return llmk_fail(LLMK_OUT_OF_MEMORY, "llmk_engine_init: buffers for %zu sequences", ns);
@@ -149,7 +157,8 @@ int llmk_engine_submit(llmk_engine *e, const llmk_request *r, int64_t *id) {
     int32_t max_gen = r->max_tokens < e->n_ctx - (int32_t)r->n_prompt ? r->max_tokens : e->n_ctx - (int32_t)r->n_prompt;
     if (q) q->tok = malloc(((size_t)r->n_prompt + (size_t)max_gen) * sizeof *q->tok);
     if (q && r->n_stop) q->stop = malloc(r->n_stop * sizeof *q->stop);
-    if (!q || !q->tok || (r->n_stop && !q->stop)) {
+    if (q && r->spec) q->draft = malloc(SPEC_MAX * sizeof *q->draft);
+    if (!q || !q->tok || (r->n_stop && !q->stop) || (r->spec && !q->draft)) {
         req_free(q);
         return llmk_fail(LLMK_OUT_OF_MEMORY, "engine: a request of %zu tokens", r->n_prompt);
     }
@@ -157,7 +166,7 @@ int llmk_engine_submit(llmk_engine *e, const llmk_request *r, int64_t *id) {
     if (r->n_stop) memcpy(q->stop, r->stop_ids, r->n_stop * sizeof *q->stop);
     q->n_prompt = q->n_tok = (int32_t)r->n_prompt;
     q->max_gen = max_gen, q->n_stop = (int32_t)r->n_stop;
-    q->sampler = r->sampler, q->user = r->user, q->seq = -1;
+    q->sampler = r->sampler, q->spec = r->spec, q->user = r->user, q->seq = -1;
     q->id = *id = e->next_id++;
     if (e->wait_tail) e->wait_tail->next = q;
     else e->wait_head = q;
@@ -276,13 +285,44 @@ static void plan_item(llmk_engine *e, int32_t i, int32_t pos, bool logits) {
     if (logits) e->row_req[e->n_rows++] = r;
 }
 
-/* Decode rows first (one token each), then prompt chunks in admission order
- * until step_tokens; a chunk wants logits only where its prompt ends. */
-static void plan(llmk_engine *e) {
+/* Drafts for a decoding request: as many as its drafter wants, within its
+ * token budget (the last row's token must still be one it may generate),
+ * n_ctx and the step's remaining room. */
+static void plan_drafts(llmk_engine *e, struct req *r, int32_t room) {
+    r->n_draft = 0;
+    int32_t max = llmk_spec_draft_len(r->spec), left = r->max_gen - (r->n_tok - r->n_prompt) - 1;
+    if (max > left) max = left;
+    if (max > e->n_ctx - r->n_tok) max = e->n_ctx - r->n_tok;
+    if (max > room) max = room;
+    if (max > SPEC_MAX) max = SPEC_MAX;
+    int32_t n = 0;
+    if (max > 0 && llmk_spec_draft(r->spec, r->tok, (size_t)r->n_tok, max, r->draft, &n) == LLMK_OK) r->n_draft = n;
+    llmk_error_clear(); /* a drafter that fails only costs its drafts */
+}
+
+/* Decode rows first (one token each, with its drafts when speculating),
+ * then prompt chunks in admission order until step_tokens; a chunk wants
+ * logits only where its prompt ends. with_drafts false: a plan that must
+ * shrink to fit the KV pool drops every draft before anyone is preempted. */
+static void plan(llmk_engine *e, bool with_drafts) {
     e->n_items = e->n_rows = 0;
     memset(e->count, 0, (size_t)e->n_seq * sizeof *e->count);
-    for (int32_t i = 0; i < e->n_run; i++)
-        if (e->run[i]->n_tok - e->run[i]->n_done == 1) plan_item(e, i, e->run[i]->n_done, true);
+    int32_t n_decode = 0;
+    for (int32_t i = 0; i < e->n_run; i++) n_decode += e->run[i]->n_tok - e->run[i]->n_done == 1;
+    for (int32_t i = 0; i < e->n_run; i++) {
+        struct req *r = e->run[i];
+        r->n_draft = 0, r->verified = 0, r->rejected = false;
+        if (r->n_tok - r->n_done != 1) continue;
+        plan_item(e, i, r->n_done, true);
+        if (!r->spec || !with_drafts) continue;
+        plan_drafts(e, r, e->step_tokens - e->n_items - (n_decode - 1));
+        for (int32_t k = 0; k < r->n_draft; k++) {
+            e->items[e->n_items++] = (llmk_batch_item){.seq = r->seq, .id = r->draft[k], .logits = true};
+            e->count[i]++;
+            e->row_req[e->n_rows++] = r;
+        }
+        n_decode--;
+    }
     for (int32_t i = 0; i < e->n_run && e->n_items < e->step_tokens; i++) {
         struct req *r = e->run[i];
         int32_t pending = r->n_tok - r->n_done, room = e->step_tokens - e->n_items;
@@ -366,10 +406,32 @@ static enum llmk_finish finish_reason(const struct req *r, int32_t tok) {
     return r->n_tok - r->n_prompt >= r->max_gen ? LLMK_FINISH_LENGTH : LLMK_FINISH_NONE;
 }
 
-/* Chooses row i's token for its request, appends it and reports it. */
+/* A speculating request's verify ended at this step's row r->verified - 1:
+ * the positions after it (rows of rejected drafts) leave its sequence. */
+static void spec_settle(llmk_engine *e, struct req *r) {
+    int32_t dead = r->n_draft + 1 - r->verified;
+    if (dead > 0) {
+        r->n_done -= dead;
+        llmk_context_seq_truncate(e->c, r->seq, r->n_done); /* a cut of the sequence's own tail: cannot fail */
+    }
+    llmk_spec_feedback(r->spec, r->n_draft, r->verified - 1 < r->n_draft ? r->verified - 1 : r->n_draft, 0, 0);
+    r->rejected = true;
+}
+
+/* Finishes r (freed) at this row: its later rows of the step forget it. */
+static void finish_rows(llmk_engine *e, struct req *r, int32_t row, int32_t later) {
+    for (int32_t k = 1; k <= later; k++) e->row_req[row + k] = NULL;
+    finish(e, r);
+}
+
+/* Chooses row i's token for its request, appends it and reports it. A
+ * speculating request's rows come in order (its pending token, then its
+ * drafts); after a row whose token differs from the next draft the rest are
+ * dead and skipped: the tokens are those of one row per step. */
 static void deliver(llmk_engine *e, int32_t row, llmk_engine_callback cb, void *user) {
     struct req *r = e->row_req[row];
-    if (r->ended) return;
+    if (!r || r->ended || r->rejected) return;
+    int32_t later = r->spec ? r->n_draft - r->verified : 0; /* r's rows after this one */
     const float *l = e->logits + (size_t)row * e->V;
     int32_t tok = -1;
     int st = r->sampler ? llmk_sampler_sample(r->sampler, l, e->V, &tok) : argmax_row(l, e->V, &tok);
@@ -379,15 +441,21 @@ static void deliver(llmk_engine *e, int32_t row, llmk_engine_callback cb, void *
         keep_error(e);
         ev.token = -1, ev.finish = LLMK_FINISH_ERROR, ev.logits = NULL;
         emit(e, r, cb, user, &ev);
-        finish(e, r);
+        finish_rows(e, r, row, later);
         return;
     }
     r->tok[r->n_tok++] = tok;
     e->st.generated_tokens++;
     ev.finish = finish_reason(r, tok);
     bool stop = emit(e, r, cb, user, &ev) != 0;
-    if (ev.finish != LLMK_FINISH_NONE) finish(e, r);
-    else if (stop) r->ended = true;
+    if (ev.finish != LLMK_FINISH_NONE) {
+        finish_rows(e, r, row, later);
+        return;
+    }
+    if (stop) r->ended = true;
+    if (!r->spec) return;
+    int32_t j = r->verified++; /* this row's index among the request's rows */
+    if (stop || j == r->n_draft || tok != r->draft[j]) spec_settle(e, r);
 }
 
 /* Removes the requests cancelled during the step's callbacks. */
@@ -413,6 +481,16 @@ static void fail_head(llmk_engine *e, llmk_engine_callback cb, void *user) {
     e->st.n_finished++;
 }
 
+/* Room for a plan's logits rows beyond one per sequence (drafts). */
+static bool grow_logits(llmk_engine *e) {
+    int32_t cap = e->rows_cap * 2 > e->n_rows ? e->rows_cap * 2 : e->n_rows;
+    if (cap > e->step_tokens) cap = e->step_tokens;
+    float *l = realloc(e->logits, (size_t)cap * e->V * sizeof *l);
+    if (!l) return false;
+    e->logits = l, e->rows_cap = cap;
+    return true;
+}
+
 int llmk_engine_step(llmk_engine *e, llmk_engine_callback cb, void *user) {
     llmk_error_clear();
     if (!e) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_engine_step: NULL engine");
@@ -424,13 +502,15 @@ int llmk_engine_step(llmk_engine *e, llmk_engine_callback cb, void *user) {
     }
     int st;
     for (;;) {
-        plan(e);
+        plan(e, true);
+        if (plan_blocks(e) > blocks_available(e)) plan(e, false);
         /* Preempt until the plan fits; one request alone always fits (submit checked). */
         while (e->n_run > 1 && plan_blocks(e) > blocks_available(e)) {
             preempt_one(e);
-            plan(e);
+            plan(e, false);
         }
-        st = llmk_context_eval(e->c, e->items, (size_t)e->n_items, e->logits, (size_t)e->n_seq * e->V);
+        if (e->n_rows > e->rows_cap && !grow_logits(e)) plan(e, false); /* no memory for drafts' rows */
+        st = llmk_context_eval(e->c, e->items, (size_t)e->n_items, e->logits, (size_t)e->rows_cap * e->V);
         if (st != LLMK_CACHE_CAPACITY_EXCEEDED || e->n_run < 2) break;
         preempt_one(e); /* the estimate missed (it should not): make room and plan again */
     }

@@ -102,11 +102,14 @@ static int parse_args(struct embed_opts *o, int argc, char **argv) {
 }
 
 /* The separator with its escapes read, into a malloc'd string; "\n" when
- * none was given. NULL when it is empty (a usage error printed). */
+ * none was given. NULL, with the error printed, when it is empty. */
 static char *separator_of(const char *given) {
     const char *s = given ? given : "\\n";
     char *out = malloc(strlen(s) + 1), *w = out;
-    if (!out) return NULL;
+    if (!out) {
+        fprintf(stderr, "llmk %s: out of memory\n", CMD);
+        return NULL;
+    }
     for (; *s; s++) {
         char c = *s;
         if (c == '\\' && s[1]) {
@@ -140,9 +143,10 @@ static int load_text(const struct embed_opts *o, char **buf) {
     return LLMK_OK;
 }
 
-/* Split text in place at every sep into *ps (malloc'd, *n entries). An
- * empty prompt is a usage error: it has no tokens to pool. CLI_OPTS_GO, or
- * the exit code. */
+/* Split text in place at every sep into *ps (malloc'd, *n entries). At a
+ * newline separator a "\r" before it goes too (CRLF lines). An empty prompt
+ * is a usage error: it has no tokens to pool. CLI_OPTS_GO, or the exit
+ * code. */
 static int split_prompts(char *text, const char *sep, struct prompt **ps, size_t *n) {
     size_t count = 1, sl = strlen(sep);
     for (const char *p = strstr(text, sep); p; p = strstr(p + sl, sep)) count++;
@@ -155,6 +159,7 @@ static int split_prompts(char *text, const char *sep, struct prompt **ps, size_t
     for (size_t i = 0; i < count; i++) {
         char *end = strstr(p, sep);
         if (end) *end = 0;
+        if (end && end > p && end[-1] == '\r' && !strcmp(sep, "\n")) end[-1] = 0;
         (*ps)[i].text = p;
         if (!*p)
             return count == 1 ? cli_usage_error(CMD, "the prompt is empty")
@@ -319,7 +324,7 @@ int cmd_embed(int argc, char **argv) {
     int rc = parse_args(&o, argc, argv);
     if (rc != CLI_OPTS_GO) return rc;
     char *sep = separator_of(o.separator), *text = NULL;
-    if (!sep) return CLI_EXIT_USAGE;
+    if (!sep) return o.separator && !*o.separator ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
     struct prompt *ps = NULL;
     size_t n = 0;
     llmk_model *m = NULL;

@@ -265,6 +265,8 @@ def test_output_formats_and_inputs_agree(tmp_path):
     f = tmp_path / "prompts.txt"
     f.write_text(text + "\n", encoding="utf-8")  # one final newline: no empty last prompt
     assert [d["embedding"] for d in embed("-f", f, "-t", 2)] == want
+    f.write_bytes(("\r\n".join(MULTI) + "\r\n").encode())  # CRLF lines: the same prompts
+    assert [d["embedding"] for d in embed("-f", f, "-t", 2)] == want
     assert [d["embedding"] for d in embed("-f", "-", "-t", 2, stdin=text + "\n")] == want
     assert [d["embedding"] for d in embed("-p", "-", "-t", 2, stdin=text)] == want
     sep = embed("-p", "|".join(MULTI), "--embd-separator", "|", "-t", 2)

@@ -109,6 +109,7 @@ uint32_t cli_kv_type_or_default(uint32_t kv_type, int path);
     X(serve, "OpenAI-compatible HTTP server on the batching engine")                      \
     X(info, "describe a model file (or --system: CPU features and codecs)")               \
     X(logits, "write teacher-forced logits as f32 rows")                                  \
+    X(embed, "embeddings of prompts: pooled final hidden states")                         \
     X(tokenize, "text to token ids")                                                      \
     X(detokenize, "token ids to text")                                                    \
     X(template, "render a chat template for a messages file")                             \

@@ -474,6 +474,18 @@ LLMK_API void llmk_session_free(llmk_session *s);
  * are split across calls and whatever the thread count. */
 LLMK_API int llmk_session_eval(llmk_session *s, const int32_t *ids, size_t n, float *logits,
                       size_t logits_cap, bool all_positions);
+/* The same, but out receives final hidden states instead of logits: per
+ * row n_embd floats, the output of the last RMSNorm times
+ * output_norm.weight (llama.cpp's result_norm), the vector the LM head
+ * multiplies; no LM head runs. Embeddings pool these rows (llmk embed,
+ * docs/embeddings.md). out: the last token's row, or n rows with
+ * all_positions; out_cap floats; never NULL (LLMK_INVALID_ARGUMENT). On the
+ * ref path computed in f64 and rounded once to f32; on the fast path they
+ * are the bits its LM head quantizes, alike for any thread count or split.
+ * Errors and the position as llmk_session_eval; calls of both may be mixed
+ * on one session. */
+LLMK_API int llmk_session_eval_hidden(llmk_session *s, const int32_t *ids, size_t n, float *out, size_t out_cap,
+                                      bool all_positions);
 LLMK_API int32_t llmk_session_pos(const llmk_session *s);
 LLMK_API int32_t llmk_session_n_ctx(const llmk_session *s);
 /* Forget every token from pos on (0 <= pos <= current position), so a chat

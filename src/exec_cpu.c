@@ -101,6 +101,7 @@ struct llmk_exec {
     int32_t n_rows, out_first;
     int32_t *row_id, *row_seq, *row_pos;
     float *logits;            /* LM head destination: rows out_first.. */
+    float *hidden;            /* llmk_exec_eval_hidden's destination (rows out_first..), or NULL */
     bool run_final;
     int ph_lo, ph_hi;
     /* llmk_exec_run_rows: per sequence its rows' count, and the sequences in
@@ -865,6 +866,32 @@ static int nonfinite_status(const struct llmk_exec *ex) {
                      "weight or activation at or before it is not finite", what, f.phase, ph->name, seq, pos);
 }
 
+/* The hidden-state output (llmk_exec_eval_hidden), in place of the final
+ * phases: output_norm's RMSNorm of rows out_first.. straight into the
+ * caller's rows. The same kernel on the same operands as ph_norm, so a row
+ * holds the bits the LM head's activations are quantized from; it is
+ * checked here because no quantizer reads it. */
+static void hidden_worker(void *ctx, int ith, int nth) {
+    struct llmk_exec *ex = ctx;
+    const struct llmk_phase *ph = &ex->prog.ph[ex->prog.n_layer_phases];
+    int64_t E = ph->rows[0], lo, hi;
+    llmk_split_range(ex->n_rows - ex->out_first, ith, nth, &lo, &hi);
+    for (int64_t r = lo; r < hi; r++) {
+        int32_t t = ex->out_first + (int32_t)r;
+        float *y = ex->hidden + r * E;
+        ex->K->rmsnorm(y, ex->buf[ph->in] + t * E, ph->vec[0], E, (float)ex->m->hp.rms_eps);
+        if (ex->K->nonfinite(y, E)) note_nonfinite(ex, ph, ith, t);
+    }
+}
+
+static void run_hidden(struct llmk_exec *ex) {
+    const struct llmk_phase *ph = &ex->prog.ph[ex->prog.n_layer_phases];
+    LLMK_CHECK(!ex->run_final && ph->op == LLMK_OP_NORM_QUANT && ph->final);
+    double t = ex->phase_mode ? now_ns(ex) : 0;
+    llmk_pool_run(ex->pool, hidden_worker, ex);
+    if (ex->phase_mode) ex->phase_ns[ex->prog.n_layer_phases] += now_ns(ex) - t; /* output_norm's time */
+}
+
 static int run_program(struct llmk_exec *ex) {
     int n = ex->run_final ? ex->prog.n_phases : ex->prog.n_layer_phases;
     if (ex->n_rows > SPLIT_ROWS) /* the pool's start orders these before any claim */
@@ -875,14 +902,15 @@ static int run_program(struct llmk_exec *ex) {
     if (!ex->phase_mode) {
         ex->ph_lo = 0, ex->ph_hi = n;
         llmk_pool_run(ex->pool, worker, ex);
-        return nonfinite_status(ex);
+    } else {
+        for (int i = 0; i < n; i++) {
+            ex->ph_lo = i, ex->ph_hi = i + 1;
+            double t = now_ns(ex);
+            llmk_pool_run(ex->pool, worker, ex);
+            ex->phase_ns[i] += now_ns(ex) - t;
+        }
     }
-    for (int i = 0; i < n; i++) {
-        ex->ph_lo = i, ex->ph_hi = i + 1;
-        double t = now_ns(ex);
-        llmk_pool_run(ex->pool, worker, ex);
-        ex->phase_ns[i] += now_ns(ex) - t;
-    }
+    if (ex->hidden) run_hidden(ex);
     return nonfinite_status(ex);
 }
 
@@ -1171,8 +1199,10 @@ static void seq_rollback(struct llmk_exec *ex, int32_t seq, int32_t pos) {
     ex->pos[seq] = pos;
 }
 
-int llmk_exec_eval(struct llmk_exec *ex, int32_t seq, const int32_t *ids, size_t n, float *logits, size_t cap,
-                   bool all_positions) {
+/* llmk_exec_eval and llmk_exec_eval_hidden: out holds logits (n_vocab per
+ * row) or, with hidden, final hidden states (n_embd per row). */
+static int exec_eval(struct llmk_exec *ex, int32_t seq, const int32_t *ids, size_t n, float *out, size_t cap,
+                     bool all_positions, bool hidden) {
     if (!ex || (!ids && n)) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_exec_eval: NULL argument");
     if (n == 0) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_exec_eval: no tokens");
     if (seq < 0 || seq >= ex->n_seq)
@@ -1183,12 +1213,12 @@ int llmk_exec_eval(struct llmk_exec *ex, int32_t seq, const int32_t *ids, size_t
                          ex->n_ctx);
     int st = check_ids(ex, ids, n);
     if (st != LLMK_OK) return st;
-    size_t V = (size_t)ex->m->hp.n_vocab;
-    if (logits) {
+    size_t W = (size_t)(hidden ? ex->m->hp.n_embd : ex->m->hp.n_vocab);
+    if (out) {
         uint64_t need;
-        if (!llmk_mul_u64(all_positions ? n : 1, V, &need) || cap < need)
-            return llmk_fail(LLMK_BUFFER_TOO_SMALL, "exec: logits buffer holds %zu floats, %zu x %zu needed", cap,
-                             all_positions ? n : 1, V);
+        if (!llmk_mul_u64(all_positions ? n : 1, W, &need) || cap < need)
+            return llmk_fail(LLMK_BUFFER_TOO_SMALL, "exec: %s buffer holds %zu floats, %zu x %zu needed",
+                             hidden ? "hidden-state" : "logits", cap, all_positions ? n : 1, W);
     }
     if ((st = seq_append(ex, seq, ids, n)) != LLMK_OK) return st;
     for (size_t off = 0; off < n; off += (size_t)ex->n_batch) {
@@ -1197,16 +1227,31 @@ int llmk_exec_eval(struct llmk_exec *ex, int32_t seq, const int32_t *ids, size_t
         ex->n_rows = (int32_t)c;
         for (size_t t = 0; t < c; t++)
             ex->row_id[t] = ids[off + t], ex->row_seq[t] = seq, ex->row_pos[t] = pos + (int32_t)(off + t);
-        ex->run_final = logits && (all_positions || last);
+        bool wanted = out && (all_positions || last);
+        float *dst = all_positions && out ? out + off * W : out;
+        ex->run_final = wanted && !hidden;
         ex->out_first = all_positions ? 0 : (int32_t)c - 1;
-        ex->logits = all_positions && logits ? logits + off * V : logits;
-        if ((st = run_program(ex)) != LLMK_OK) {
+        ex->logits = hidden ? NULL : dst;
+        ex->hidden = wanted && hidden ? dst : NULL;
+        st = run_program(ex);
+        ex->hidden = NULL; /* the other calls never write it */
+        if (st != LLMK_OK) {
             seq_rollback(ex, seq, pos);
             return st;
         }
     }
     ex->pos[seq] = pos + (int32_t)n;
     return LLMK_OK;
+}
+
+int llmk_exec_eval(struct llmk_exec *ex, int32_t seq, const int32_t *ids, size_t n, float *logits, size_t cap,
+                   bool all_positions) {
+    return exec_eval(ex, seq, ids, n, logits, cap, all_positions, false);
+}
+
+int llmk_exec_eval_hidden(struct llmk_exec *ex, int32_t seq, const int32_t *ids, size_t n, float *hidden, size_t cap,
+                          bool all_positions) {
+    return exec_eval(ex, seq, ids, n, hidden, cap, all_positions, true);
 }
 
 int llmk_exec_decode_batch(struct llmk_exec *ex, const int32_t *seqs, const int32_t *ids, size_t B, float *logits,

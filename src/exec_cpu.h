@@ -42,6 +42,13 @@ void llmk_exec_free(struct llmk_exec *ex);
  * the call with LLMK_NAN_INPUT naming the phase, sequence and position. */
 int llmk_exec_eval(struct llmk_exec *ex, int32_t seq, const int32_t *ids, size_t n, float *logits, size_t cap,
                    bool all_positions);
+/* The same, but out receives the final hidden states instead of logits:
+ * n_embd floats per row, output_norm's RMSNorm of the residual stream (the
+ * vector the LM head multiplies), and no LM head runs. A row's bits are
+ * those the logits call quantizes for its LM head, for any thread count or
+ * split; NaN or infinity in it is LLMK_NAN_INPUT naming output_norm. */
+int llmk_exec_eval_hidden(struct llmk_exec *ex, int32_t seq, const int32_t *ids, size_t n, float *out, size_t cap,
+                          bool all_positions);
 /* One decode step for B distinct sequences: row b appends ids[b] to seqs[b].
  * logits (may be NULL): B rows of n_vocab. argmax (may be NULL): B ids.
  * Failures (LLMK_NAN_INPUT as llmk_exec_eval) advance no sequence. */

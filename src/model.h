@@ -39,9 +39,10 @@ int llmk_ref_state_init(const struct llmk_model *m, int32_t n_ctx, llmk_pool *po
                         struct llmk_ref_state **out);
 void llmk_ref_state_free(struct llmk_ref_state *st);
 /* Evaluate ids[0..n) at positions pos..pos+n-1 (KV for earlier positions
- * already cached). logits: n_vocab floats per requested row (all rows when
- * all_positions, else only the last). */
+ * already cached). out: per requested row (all rows when all_positions, else
+ * only the last) n_vocab logits, or with hidden the n_embd final hidden
+ * state (output_norm's RMSNorm, computed in f64, rounded to f32). */
 int llmk_ref_eval(struct llmk_ref_state *st, int32_t pos, const int32_t *ids, size_t n,
-                  float *logits, bool all_positions);
+                  float *out, bool all_positions, bool hidden);
 
 #endif

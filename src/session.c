@@ -222,9 +222,10 @@ static void add_bias(float *y, const float *b, int64_t n_tok, int64_t n) {
 }
 
 /* One chunk of n_tok <= n_batch tokens at positions pos0.. . out_rows: which
- * rows get logits (0 none, 1 the last, 2 all); logits: their destination. */
+ * rows get an output (0 none, 1 the last, 2 all); out: their destination,
+ * logits, or with hidden the final RMSNorm's rows (what the LM head reads). */
 static int f32_forward(llmk_session *s, const int32_t *ids, int64_t n_tok, int32_t pos0, int out_rows,
-                       float *logits) {
+                       float *out, bool hidden) {
     const llmk_model *m = s->m;
     const llmk_hparams *hp = &m->hp;
     int64_t E = hp->n_embd, F = hp->n_ff, HD = hp->head_dim;
@@ -280,30 +281,34 @@ static int f32_forward(llmk_session *s, const int32_t *ids, int64_t n_tok, int32
     }
     if (out_rows == 0) return LLMK_OK;
     int64_t first = out_rows == 1 ? n_tok - 1 : 0;
-    for (int64_t t = first; t < n_tok; t++) K->rmsnorm(s->xn + t * E, s->x + t * E, m->out_norm_f, E, eps);
-    return llmk_f32_matmul(s->pool, m->output, s->xn + first * E, n_tok - first, logits, s->row_scratch,
+    for (int64_t t = first; t < n_tok; t++)
+        K->rmsnorm(hidden ? out + (t - first) * E : s->xn + t * E, s->x + t * E, m->out_norm_f, E, eps);
+    if (hidden) return LLMK_OK;
+    return llmk_f32_matmul(s->pool, m->output, s->xn + first * E, n_tok - first, out, s->row_scratch,
                            s->row_stride);
 }
 
-/* The ref and f32 paths carry a NaN or infinity through to the logits (the
- * fast path's executor fails where it meets one): refuse it here, so every
- * path fails a corrupt model with the same status. rows of V logits, the
- * first at position pos0. */
-static int check_logits(const float *logits, size_t rows, int64_t V, int32_t pos0) {
+/* The ref and f32 paths carry a NaN or infinity through to their outputs
+ * (the fast path's executor fails where it meets one): refuse it here, so
+ * every path fails a corrupt model with the same status. rows of W values
+ * (logits, or hidden-state elements), the first at position pos0. */
+static int check_rows(const float *out, size_t rows, int64_t W, int32_t pos0, bool hidden) {
     for (size_t r = 0; r < rows; r++)
-        for (int64_t j = 0; j < V; j++)
-            if (!isfinite(logits[(int64_t)r * V + j]))
-                return llmk_fail(LLMK_NAN_INPUT, "session: logit of token %lld is %g (position %d): a weight or "
-                                 "activation is not finite", (long long)j, (double)logits[(int64_t)r * V + j],
-                                 pos0 + (int32_t)r);
+        for (int64_t j = 0; j < W; j++)
+            if (!isfinite(out[(int64_t)r * W + j]))
+                return llmk_fail(LLMK_NAN_INPUT, "session: %s %lld is %g (position %d): a weight or activation "
+                                 "is not finite", hidden ? "hidden-state element" : "logit of token", (long long)j,
+                                 (double)out[(int64_t)r * W + j], pos0 + (int32_t)r);
     return LLMK_OK;
 }
 
-int llmk_session_eval(llmk_session *s, const int32_t *ids, size_t n, float *logits, size_t logits_cap,
-                      bool all_positions) {
-    llmk_error_clear();
-    if (!s || (!ids && n)) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_session_eval: NULL argument");
-    if (n == 0) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_session_eval: no tokens");
+/* llmk_session_eval, or with hidden llmk_session_eval_hidden: out's rows are
+ * W = n_vocab logits or n_embd hidden-state values. */
+static int session_eval(llmk_session *s, const int32_t *ids, size_t n, float *out, size_t cap, bool all_positions,
+                        bool hidden) {
+    const char *fn = hidden ? "llmk_session_eval_hidden" : "llmk_session_eval";
+    if (!s || (!ids && n)) return llmk_fail(LLMK_INVALID_ARGUMENT, "%s: NULL argument", fn);
+    if (n == 0) return llmk_fail(LLMK_INVALID_ARGUMENT, "%s: no tokens", fn);
     const llmk_hparams *hp = &s->m->hp;
     if (n > (size_t)(s->n_ctx - s->pos))
         return llmk_fail(LLMK_CONTEXT_FULL, "session: %zu tokens at position %d exceed the context of %d", n,
@@ -312,32 +317,48 @@ int llmk_session_eval(llmk_session *s, const int32_t *ids, size_t n, float *logi
         if (ids[i] < 0 || ids[i] >= hp->n_vocab)
             return llmk_fail(LLMK_INVALID_TOKEN, "session: token id %d (index %zu) outside the vocabulary [0, %d)",
                              ids[i], i, hp->n_vocab);
+    int64_t W = hidden ? hp->n_embd : hp->n_vocab;
     uint64_t need = 0;
-    if (logits) {
-        if (!llmk_mul_u64(all_positions ? n : 1, (uint64_t)hp->n_vocab, &need))
-            return llmk_fail(LLMK_INVALID_ARGUMENT, "session: logits size overflows");
-        if (logits_cap < need)
-            return llmk_fail(LLMK_BUFFER_TOO_SMALL, "session: logits buffer holds %zu floats, %llu needed",
-                             logits_cap, (unsigned long long)need);
+    if (out) {
+        if (!llmk_mul_u64(all_positions ? n : 1, (uint64_t)W, &need))
+            return llmk_fail(LLMK_INVALID_ARGUMENT, "session: output size overflows");
+        if (cap < need)
+            return llmk_fail(LLMK_BUFFER_TOO_SMALL, "session: %s buffer holds %zu floats, %llu needed",
+                             hidden ? "hidden-state" : "logits", cap, (unsigned long long)need);
     }
     int st = LLMK_OK;
     if (s->path == LLMK_PATH_REF) {
-        st = llmk_ref_eval(s->ref, s->pos, ids, n, logits, all_positions);
+        st = llmk_ref_eval(s->ref, s->pos, ids, n, out, all_positions, hidden);
     } else if (s->ex) { /* the executor keeps its own position: align it with a truncation first */
         if ((st = llmk_exec_truncate(s->ex, 0, s->pos)) == LLMK_OK)
-            st = llmk_exec_eval(s->ex, 0, ids, n, logits, logits_cap, all_positions);
+            st = hidden ? llmk_exec_eval_hidden(s->ex, 0, ids, n, out, cap, all_positions)
+                        : llmk_exec_eval(s->ex, 0, ids, n, out, cap, all_positions);
     } else {
         for (size_t off = 0; off < n && st == LLMK_OK; off += (size_t)s->n_batch) {
             size_t c = n - off < (size_t)s->n_batch ? n - off : (size_t)s->n_batch;
             bool last_chunk = off + c == n;
-            int rows = !logits ? 0 : all_positions ? 2 : last_chunk ? 1 : 0;
-            float *dst = rows == 2 ? logits + off * (size_t)hp->n_vocab : logits;
-            st = f32_forward(s, ids + off, (int64_t)c, s->pos + (int32_t)off, rows, dst);
+            int rows = !out ? 0 : all_positions ? 2 : last_chunk ? 1 : 0;
+            float *dst = rows == 2 ? out + off * (size_t)W : out;
+            st = f32_forward(s, ids + off, (int64_t)c, s->pos + (int32_t)off, rows, dst, hidden);
         }
     }
-    if (st == LLMK_OK && logits && !s->ex)
-        st = check_logits(logits, all_positions ? n : 1, hp->n_vocab, s->pos + (all_positions ? 0 : (int32_t)n - 1));
+    if (st == LLMK_OK && out && !s->ex)
+        st = check_rows(out, all_positions ? n : 1, W, s->pos + (all_positions ? 0 : (int32_t)n - 1), hidden);
     if (st != LLMK_OK) return st; /* the position is unchanged: rows written past it are dead */
     s->pos += (int32_t)n;
     return LLMK_OK;
+}
+
+int llmk_session_eval(llmk_session *s, const int32_t *ids, size_t n, float *logits, size_t logits_cap,
+                      bool all_positions) {
+    llmk_error_clear();
+    return session_eval(s, ids, n, logits, logits_cap, all_positions, false);
+}
+
+int llmk_session_eval_hidden(llmk_session *s, const int32_t *ids, size_t n, float *out, size_t out_cap,
+                             bool all_positions) {
+    llmk_error_clear();
+    if (!out) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_session_eval_hidden: out is NULL (llmk_session_eval "
+                               "with NULL logits appends without an output)");
+    return session_eval(s, ids, n, out, out_cap, all_positions, true);
 }

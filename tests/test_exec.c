@@ -9,7 +9,10 @@
  * for f32, f16 and q8_0 KV caches (q8_0 on a head_dim 32 variant: it needs
  * whole 32-value blocks per head), plus closeness to the f32 session path,
  * of the f16/q8_0 caches to the f32 cache, and the refusals; and a NaN or
- * infinity in any weight fails every path with LLMK_NAN_INPUT (nonfinite). */
+ * infinity in any weight fails every path with LLMK_NAN_INPUT (nonfinite).
+ * Final hidden states (llmk_session_eval_hidden) on every path: times the
+ * LM head they give the path's logits, the fast path's are deterministic
+ * as its logits are, and close to the f64 reference's (hidden_states). */
 #include "check.h"
 #include "exec_cpu.h"
 #include "internal.h"
@@ -433,6 +436,21 @@ static void nonfinite(const char *name, uint16_t h, const char *where, bool act_
         CHECK_EQ_INT(llmk_session_pos(s), 0);
         llmk_session_free(s);
     }
+    /* Hidden states meet the same NaN, output_norm's included, on every
+     * path; only a corrupt LM head row (token_embd, tied, when its token is
+     * not in the prompt) leaves them finite: no LM head runs. */
+    bool head_only = !strcmp(name, "token_embd.weight") && at < 0;
+    float *hid = malloc(20 * T_EMBD * sizeof *hid);
+    for (int path = LLMK_PATH_REF; path <= LLMK_PATH_FAST; path++) {
+        llmk_session_params sp = {.n_ctx = 64, .n_threads = 2, .path = path};
+        llmk_session *s = NULL;
+        CHECK_STATUS(llmk_session_init(m, &sp, &s), LLMK_OK);
+        CHECK_STATUS(llmk_session_eval_hidden(s, ids, 20, hid, 20 * T_EMBD, true), head_only ? LLMK_OK : LLMK_NAN_INPUT);
+        if (path == LLMK_PATH_FAST && !head_only) CHECK(strstr(llmk_last_error(), where) != NULL);
+        CHECK_EQ_INT(llmk_session_pos(s), head_only ? 20 : 0);
+        llmk_session_free(s);
+    }
+    free(hid);
     free(lg);
     llmk_model_free(m);
     set_config(NULL, false);
@@ -457,6 +475,154 @@ static void nonfinite_cases(void) {
     nonfinite("blk.0.ffn_up.weight", 0x7c00, "(blk.0.gate_up)", true, -1);
 }
 
+/* ---- final hidden states (llmk_session_eval_hidden) ---------------------- */
+
+/* All n rows of n_embd hidden states of ids on a new session of `path`,
+ * fed in calls of `step` tokens. */
+static float *hidden_run(const llmk_model *m, int path, int threads, const int32_t *ids, size_t n, size_t step) {
+    size_t E = (size_t)llmk_model_hparams(m)->n_embd;
+    float *out = malloc(n * E * sizeof *out);
+    llmk_session_params sp = {.n_ctx = 512, .n_threads = threads, .path = path};
+    llmk_session *s = NULL;
+    CHECK_STATUS(llmk_session_init(m, &sp, &s), LLMK_OK);
+    for (size_t off = 0; s && out && off < n; off += step) {
+        size_t c = n - off < step ? n - off : step;
+        CHECK_STATUS(llmk_session_eval_hidden(s, ids + off, c, out + off * E, (n - off) * E, true), LLMK_OK);
+    }
+    llmk_session_free(s);
+    return out;
+}
+
+/* All n rows of logits of ids on a new session of `path`. */
+static float *logits_run(const llmk_model *m, int path, const int32_t *ids, size_t n) {
+    size_t V = (size_t)llmk_model_hparams(m)->n_vocab;
+    float *out = malloc(n * V * sizeof *out);
+    llmk_session_params sp = {.n_ctx = 512, .n_threads = 2, .path = path};
+    llmk_session *s = NULL;
+    CHECK_STATUS(llmk_session_init(m, &sp, &s), LLMK_OK);
+    if (s && out) CHECK_STATUS(llmk_session_eval(s, ids, n, out, n * V, true), LLMK_OK);
+    llmk_session_free(s);
+    return out;
+}
+
+static double rel_l2(const float *a, const float *b, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; a && b && i < n; i++) num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]), den += (double)b[i] * b[i];
+    return a && b && den > 0 ? sqrt(num / den) : INFINITY;
+}
+
+/* ||hid W^T - logits|| / ||logits|| over n rows, W the LM head (output.weight,
+ * or token_embd tied) dequantized here, products in f64: the check that a
+ * hidden row is what the path's LM head multiplies, independent of the
+ * executor's kernels. */
+static double head_err(const llmk_model *m, const float *hid, const float *logits, size_t n) {
+    const llmk_hparams *hp = llmk_model_hparams(m);
+    size_t E = (size_t)hp->n_embd, V = (size_t)hp->n_vocab;
+    const llmk_tensor_info *w = llmk_gguf_find_tensor(llmk_model_gguf(m), "output.weight");
+    if (!w) w = llmk_gguf_find_tensor(llmk_model_gguf(m), "token_embd.weight");
+    uint64_t rb = 0;
+    float *row = malloc(E * sizeof *row);
+    if (!w || !hid || !logits || !row || llmk_row_bytes(w->type, E, &rb) != LLMK_OK) {
+        free(row);
+        return INFINITY;
+    }
+    double num = 0, den = 0;
+    for (size_t j = 0; j < V; j++) {
+        llmk_dequantize_row(w->type, (const unsigned char *)w->data + j * rb, row, (int64_t)E);
+        for (size_t t = 0; t < n; t++) {
+            double d = 0;
+            for (size_t i = 0; i < E; i++) d += (double)hid[t * E + i] * row[i];
+            num += (d - logits[t * V + j]) * (d - logits[t * V + j]), den += (double)logits[t * V + j] * logits[t * V + j];
+        }
+    }
+    free(row);
+    return sqrt(num / den);
+}
+
+/* The fast path's hidden states: bitwise alike for 1, 2 and 3 threads, one
+ * chunk or token by token, the last row alone, after logits calls on the
+ * same session, and in phase-at-a-time mode. */
+static void hidden_determinism(const llmk_model *m, const int32_t *ids, size_t n, const float *base) {
+    size_t E = (size_t)llmk_model_hparams(m)->n_embd, V = (size_t)llmk_model_hparams(m)->n_vocab, k = n / 3;
+    float *two = hidden_run(m, LLMK_PATH_FAST, 2, ids, n, n), *tok = hidden_run(m, LLMK_PATH_FAST, 3, ids, n, 1);
+    CHECK(same(base, two, n * E));
+    CHECK(same(base, tok, n * E));
+    float *last = malloc(E * sizeof *last), *lg = malloc(V * sizeof *lg);
+    llmk_session_params sp = {.n_ctx = 512, .n_threads = 2, .path = LLMK_PATH_FAST};
+    llmk_session *s = NULL;
+    CHECK_STATUS(llmk_session_init(m, &sp, &s), LLMK_OK);
+    CHECK_STATUS(llmk_session_eval_hidden(s, ids, n, last, E, false), LLMK_OK);
+    CHECK(same(last, base + (n - 1) * E, E));
+    CHECK_STATUS(llmk_session_truncate(s, 0), LLMK_OK);
+    CHECK_STATUS(llmk_session_eval(s, ids, k, lg, V, false), LLMK_OK); /* logits, then hidden states */
+    CHECK_STATUS(llmk_session_eval_hidden(s, ids + k, n - k, two, (n - k) * E, true), LLMK_OK);
+    CHECK(same(two, base + k * E, (n - k) * E));
+    CHECK_EQ_INT(llmk_session_pos(s), (int32_t)n);
+    llmk_session_free(s);
+    struct llmk_exec *ex = mk(m, 2, 512, 1, LLMK_TYPE_F32); /* phase-at-a-time: output_norm timed */
+    llmk_exec_set_phase_mode(ex, true);
+    CHECK_STATUS(llmk_exec_eval_hidden(ex, 0, ids, n, two, n * E, true), LLMK_OK);
+    CHECK(same(base, two, n * E));
+    CHECK(llmk_exec_phase_ns(ex)[llmk_exec_program(ex)->n_layer_phases] > 0);
+    llmk_exec_free(ex);
+    free(two), free(tok), free(last), free(lg);
+}
+
+/* Refusals of llmk_session_eval_hidden: no output buffer, a small one
+ * (named), as llmk_session_eval's otherwise; the position does not move. */
+static void hidden_refusals(const llmk_model *m) {
+    size_t E = (size_t)llmk_model_hparams(m)->n_embd;
+    int32_t ids[3] = {1, 2, 3}, bad = T_VOCAB;
+    float *out = malloc(3 * E * sizeof *out);
+    for (int path = LLMK_PATH_REF; path <= LLMK_PATH_FAST; path++) {
+        llmk_session_params sp = {.n_ctx = 4, .n_threads = 2, .path = path};
+        llmk_session *s = NULL;
+        CHECK_STATUS(llmk_session_init(m, &sp, &s), LLMK_OK);
+        CHECK_STATUS(llmk_session_eval_hidden(s, ids, 3, NULL, 0, true), LLMK_INVALID_ARGUMENT);
+        CHECK_STATUS(llmk_session_eval_hidden(s, ids, 3, out, 3 * E - 1, true), LLMK_BUFFER_TOO_SMALL);
+        CHECK(strstr(llmk_last_error(), "hidden-state buffer") != NULL);
+        CHECK_STATUS(llmk_session_eval_hidden(s, ids, 0, out, 3 * E, true), LLMK_INVALID_ARGUMENT);
+        CHECK_STATUS(llmk_session_eval_hidden(s, &bad, 1, out, E, true), LLMK_INVALID_TOKEN);
+        CHECK_STATUS(llmk_session_eval_hidden(s, ids, 3, out, E, false), LLMK_OK); /* the last row fits E */
+        CHECK_STATUS(llmk_session_eval_hidden(s, ids, 2, out, 2 * E, true), LLMK_CONTEXT_FULL);
+        CHECK_EQ_INT(llmk_session_pos(s), 3);
+        llmk_session_free(s);
+    }
+    CHECK_STATUS(llmk_session_eval_hidden(NULL, ids, 1, out, E, true), LLMK_INVALID_ARGUMENT);
+    free(out);
+}
+
+/* Every path's hidden states times the LM head are that path's logits (the
+ * fast path's with its LM head on f32 activations, so only the hidden
+ * state's rounding is left); the f32 and fast paths are close to the f64
+ * reference's. */
+static void hidden_states(const llmk_model *m, size_t n) {
+    size_t E = (size_t)llmk_model_hparams(m)->n_embd, V = (size_t)llmk_model_hparams(m)->n_vocab;
+    int32_t *ids = malloc(n * sizeof *ids);
+    tokens(ids, n, (int32_t)V, 13);
+    float *ref = hidden_run(m, LLMK_PATH_REF, 2, ids, n, n), *f32 = hidden_run(m, LLMK_PATH_F32, 2, ids, n, 7);
+    float *fast = hidden_run(m, LLMK_PATH_FAST, 1, ids, n, n);
+    float *ref_lg = logits_run(m, LLMK_PATH_REF, ids, n), *f32_lg = logits_run(m, LLMK_PATH_F32, ids, n);
+    llmk_config saved, c;
+    llmk_config_get(&saved);
+    c = saved, c.f32_act = "lm_head"; /* the activation path under test stays */
+    CHECK_STATUS(llmk_configure(&c), LLMK_OK);
+    float *fast_lg = logits_run(m, LLMK_PATH_FAST, ids, n);
+    CHECK_STATUS(llmk_configure(&saved), LLMK_OK);
+    double e_ref = head_err(m, ref, ref_lg, n), e_f32 = head_err(m, f32, f32_lg, n);
+    double e_fast = head_err(m, fast, fast_lg, n);
+    double f32_vs = rel_l2(f32, ref, n * E), fast_vs = rel_l2(fast, ref, n * E);
+    fprintf(stderr, "  hidden x LM head vs logits: ref %.3g, f32 %.3g, fast %.3g; vs ref: f32 %.3g, fast %.3g (%s)\n",
+            e_ref, e_f32, e_fast, f32_vs, fast_vs, saved.act_q8 ? "q8" : "a16");
+    /* f32 rounding of the hidden state and of the LM head's sums: measured
+     * 4e-8 (ref), 8e-8 (f32, fast) */
+    CHECK(e_ref < 1e-6 && e_f32 < 1e-5 && e_fast < 1e-5);
+    /* measured: f32 4-6e-7; fast 8e-5..1e-4 on a16 activations, 0.025 on q8 */
+    CHECK(f32_vs < 1e-5 && fast_vs < (saved.act_q8 ? 0.05 : 1e-3) && fast_vs > 0);
+    hidden_determinism(m, ids, n, fast);
+    free(ids), free(ref), free(f32), free(fast), free(ref_lg), free(f32_lg), free(fast_lg);
+}
+
 static const char *default_model(void) {
     static char path[1024];
     const char *dir = getenv("LLMK_MODELS"), *home = getenv("HOME");
@@ -478,8 +644,9 @@ int main(void) {
         determinism(m, 150, LLMK_TYPE_F16, "tiny");
         batch(m, 2, 6, LLMK_TYPE_F32);
         batch(m, 1, 3, LLMK_TYPE_F32);
+        hidden_states(m, 40); /* before vs_f32, which ends on the a16 configuration */
         vs_f32(m, 200, 0.05);
-        if (!qk) refusals(m), no_alloc(m);
+        if (!qk) refusals(m), no_alloc(m), hidden_refusals(m);
         llmk_model_free(m);
         /* head_dim 32: the q8_0 cache (llama and qwen3, both activation paths) */
         if (qk == 2) continue;

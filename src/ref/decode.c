@@ -198,8 +198,31 @@ static int residual(struct llmk_ref_state *s, double *x, const double *d, int64_
     return llmk_ref_residual_add(s->pool, x, (size_t)n, d, (size_t)n, n, x, (size_t)n);
 }
 
-static int eval_chunk(struct llmk_ref_state *s, int32_t pos0, const int32_t *ids, int64_t n, float *logits,
-                      int out_rows) {
+/* The outputs of a chunk of n tokens whose layers have run: the rows from
+ * first on (out_rows 1: the last, 2: all) get the final RMSNorm, rounded once
+ * to f32 with hidden, else its product with the LM head. */
+static int chunk_output(struct llmk_ref_state *s, int64_t n, float *out, int out_rows, bool hidden) {
+    const llmk_model *m = s->m;
+    const llmk_hparams *hp = &m->hp;
+    int64_t E = hp->n_embd, first = out_rows == 1 ? n - 1 : 0, V = hp->n_vocab;
+    int st;
+    if (!hidden && (st = load_transposed(s, m->output)) != LLMK_OK) return st;
+    for (int64_t t = first; t < n; t++) {
+        rmsnorm(s->xn, s->x + t * E, m->out_norm_f, E, hp->rms_eps);
+        if (hidden) {
+            for (int64_t i = 0; i < E; i++) out[(t - first) * E + i] = (float)s->xn[i];
+            continue;
+        }
+        if ((st = llmk_ref_gemv_transposed(s->pool, s->w, (size_t)(E * V), s->xn, (size_t)E, E, V, s->logits,
+                                           (size_t)V)) != LLMK_OK)
+            return st;
+        for (int64_t j = 0; j < V; j++) out[(t - first) * V + j] = (float)s->logits[j];
+    }
+    return LLMK_OK;
+}
+
+static int eval_chunk(struct llmk_ref_state *s, int32_t pos0, const int32_t *ids, int64_t n, float *out,
+                      int out_rows, bool hidden) {
     const llmk_model *m = s->m;
     const llmk_hparams *hp = &m->hp;
     int64_t E = hp->n_embd, F = hp->n_ff, HD = hp->head_dim;
@@ -246,27 +269,18 @@ static int eval_chunk(struct llmk_ref_state *s, int32_t pos0, const int32_t *ids
         swiglu(s->g, s->u, n * F);
         if ((st = project(s, L->w_down, NULL, s->g, n, s->o)) != LLMK_OK || (st = residual(s, s->x, s->o, n * E)) != LLMK_OK) return st;
     }
-    if (!out_rows) return LLMK_OK;
-    int64_t first = out_rows == 1 ? n - 1 : 0, V = hp->n_vocab;
-    if ((st = load_transposed(s, m->output)) != LLMK_OK) return st;
-    for (int64_t t = first; t < n; t++) {
-        rmsnorm(s->xn, s->x + t * E, m->out_norm_f, E, hp->rms_eps);
-        if ((st = llmk_ref_gemv_transposed(s->pool, s->w, (size_t)(E * V), s->xn, (size_t)E, E, V, s->logits,
-                                           (size_t)V)) != LLMK_OK)
-            return st;
-        for (int64_t j = 0; j < V; j++) logits[(t - first) * V + j] = (float)s->logits[j];
-    }
-    return LLMK_OK;
+    return out_rows ? chunk_output(s, n, out, out_rows, hidden) : LLMK_OK;
 }
 
-int llmk_ref_eval(struct llmk_ref_state *s, int32_t pos, const int32_t *ids, size_t n, float *logits,
-                  bool all_positions) {
+int llmk_ref_eval(struct llmk_ref_state *s, int32_t pos, const int32_t *ids, size_t n, float *out,
+                  bool all_positions, bool hidden) {
     int st = LLMK_OK;
+    size_t W = (size_t)(hidden ? s->m->hp.n_embd : s->m->hp.n_vocab);
     for (size_t off = 0; off < n && st == LLMK_OK; off += REF_CHUNK) {
         size_t c = n - off < REF_CHUNK ? n - off : REF_CHUNK;
-        int rows = !logits ? 0 : all_positions ? 2 : off + c == n ? 1 : 0;
-        float *dst = rows == 2 ? logits + off * (size_t)s->m->hp.n_vocab : logits;
-        st = eval_chunk(s, pos + (int32_t)off, ids + off, (int64_t)c, dst, rows);
+        int rows = !out ? 0 : all_positions ? 2 : off + c == n ? 1 : 0;
+        float *dst = rows == 2 ? out + off * W : out;
+        st = eval_chunk(s, pos + (int32_t)off, ids + off, (int64_t)c, dst, rows, hidden);
     }
     return st;
 }

@@ -35,6 +35,9 @@ OPTIONS = {
     "info": ["-m", "--model", "--tensors", "--json", "--system", "--program"],
     "logits": ["-m", "--model", "--ids", "--path", "--kv-type", "-t", "--threads", "-o", "--out",
                "--allow-long-ctx"],
+    "embed": ["-m", "--model", "-p", "--prompt", "-f", "--file", "--embd-separator", "--pooling", "--embd-normalize",
+              "--embd-output-format", "--path", "--kv-type", "-t", "--threads", "-c", "--ctx", "--ctx-size",
+              "--allow-long-ctx"],
     "tokenize": ["-m", "--model", "-f", "--file", "--special", "--no-bos", "--pieces"],
     "detokenize": ["-m", "--model", "--special"],
     "template": ["-m", "--model", "--messages", "--no-generation-prompt", "--chat-template", "--info"],
@@ -50,8 +53,8 @@ OPTIONS = {
               "--timeout", "--max-body", "--drain-timeout"],
 }
 COMMANDS = list(OPTIONS)
-TAKE_CTX = ["run", "chat", "perplexity", "plan"]
-TAKE_THREADS = ["run", "chat", "logits", "perplexity", "bench"]
+TAKE_CTX = ["run", "chat", "perplexity", "plan", "embed"]
+TAKE_THREADS = ["run", "chat", "logits", "perplexity", "bench", "embed"]
 
 
 def llmk(*args, stdin=None, timeout=300):

@@ -36,6 +36,7 @@ struct llmk_spec {
     double acc_kept, acc_tried;  /* decayed counts */
     double t_plain, t_row, t_draft; /* seconds: a one-row step, each extra row, one drafted token */
     bool have_plain, have_row, have_draft;
+    int32_t plain_run; /* steps since the last one that verified drafts */
     llmk_spec_stats st;
     /* the verify step's buffers */
     int32_t *ids;
@@ -264,9 +265,20 @@ static double predicted_speedup(const llmk_spec *sp, double a, int32_t g) {
     return llmk_draft_model_speedup(e, tv, td, (double)g) * t1 / tv;
 }
 
+/* A draft model's cost is only known once it has drafted: until then, and
+ * every PROBE_EVERY plain steps after, a step drafts PROBE_LEN tokens so the
+ * estimates can change their mind. (Prompt lookup costs nothing to draft:
+ * its acceptance estimate decays back to the prior instead.) */
+#define PROBE_EVERY 32
+#define PROBE_LEN 4
+
 int32_t llmk_spec_draft_len(const llmk_spec *sp) {
     if (!sp || sp->p.mode == LLMK_SPEC_NONE) return 0;
     if (sp->p.fixed_len) return sp->p.draft_max;
+    if (sp->p.mode == LLMK_SPEC_DRAFT && (!sp->have_draft || sp->plain_run >= PROBE_EVERY)) {
+        int32_t g = PROBE_LEN < sp->p.draft_min ? sp->p.draft_min : PROBE_LEN;
+        return g < sp->p.draft_max ? g : sp->p.draft_max;
+    }
     double a = accept_rate(sp), best = 1.0;
     int32_t len = 0;
     for (int32_t g = sp->p.draft_min; g <= sp->p.draft_max; g++) {
@@ -290,6 +302,7 @@ void llmk_spec_feedback(llmk_spec *sp, int32_t n_draft, int32_t n_accepted, doub
     sp->st.draft_s += draft_s;
     sp->st.verify_s += verify_s;
     sp->acc_kept *= DECAY, sp->acc_tried *= DECAY;
+    sp->plain_run = n_draft ? 0 : sp->plain_run + 1;
     if (n_draft == 0) {
         if (verify_s > 0) ewma(&sp->t_plain, &sp->have_plain, verify_s);
     } else {

@@ -1,0 +1,170 @@
+"""Speculative decoding never changes the output (issue 21).
+
+Every drafter, prompt, thread count and sampler gives exactly the tokens of
+plain decoding: greedy and seeded sampling, prompts where drafts mostly hold
+(copying a passage) and where they mostly fail (free text with forced long
+drafts), prompt lookup and a draft model, llmk run, chat, batch and bench.
+The statistical check of the accept/resample rule is in tests/test_spec.c.
+"""
+import json
+import os
+import subprocess
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+LLMK = os.environ.get("LLMK_BIN", os.path.join(ROOT, "build", "llmk"))
+MODELS = os.environ.get("LLMK_MODELS") or os.path.join(os.path.expanduser("~"), ".cache", "llmk")
+SMOL = os.path.join(MODELS, "SmolLM2-135M-Instruct.Q4_1.gguf")
+PROMPTS = os.path.join(ROOT, "bench", "prompts")
+TINY = os.path.join(ROOT, "tests", "fixtures", "model", "tiny", "tiny_qwen2.gguf")
+
+pytestmark = pytest.mark.skipif(not os.path.exists(SMOL), reason="default model not downloaded")
+
+
+def llmk(*args, input=None, check=True, timeout=300):
+    p = subprocess.run([LLMK, *args], capture_output=True, timeout=timeout, input=input)
+    if check:
+        assert p.returncode == 0, f"llmk {' '.join(args)} exited {p.returncode}: {p.stderr.decode()[-2000:]}"
+    return p
+
+
+def ids(*args):
+    p = llmk("run", "-m", SMOL, "--print-ids", "--log-disable", *args)
+    return json.loads(p.stdout)
+
+
+def prompt(name):
+    return ["-f", os.path.join(PROMPTS, name + ".txt")]
+
+
+# (prompt, extra flags): copying (drafts hold), free text, and free text with
+# 16 forced drafts from one matching token (drafts mostly rejected)
+CASES = [
+    ("copy_text", []),
+    ("copy_code", []),
+    ("free_story", []),
+    ("free_story", ["--draft-fixed", "--draft-max", "16", "--spec-ngram-min", "1"]),
+]
+
+
+@pytest.mark.parametrize("name,extra", CASES, ids=["copy_text", "copy_code", "free", "free_forced"])
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_greedy_ngram_identical(name, extra, threads):
+    base = [*prompt(name), "-n", "64", "--temp", "0", "-t", threads]
+    plain = ids(*base)
+    spec = ids(*base, "--spec", "ngram", *extra)
+    assert spec == plain
+    assert len(plain) > 8
+
+
+@pytest.mark.parametrize("seed", ["1", "7", "42"])
+def test_sampling_identical_per_seed(seed):
+    base = [*prompt("copy_text"), "-n", "48", "--temp", "0.8", "--seed", seed, "-t", "2"]
+    plain = ids(*base)
+    assert ids(*base, "--spec", "ngram") == plain
+    assert ids(*base, "--spec", "ngram", "--draft-fixed", "--draft-max", "8", "--spec-ngram-min", "1") == plain
+    # the same seed reproduces, a different one (almost surely) does not
+    assert ids(*base, "--spec", "ngram") == plain
+
+
+def test_sampling_with_penalties_identical():
+    base = [*prompt("free_story"), "-n", "48", "--temp", "1.0", "--seed", "3", "--repeat-penalty", "1.3",
+            "--top-k", "20", "-t", "2"]
+    assert ids(*base, "--spec", "ngram", "--draft-fixed", "--spec-ngram-min", "1") == ids(*base)
+
+
+def test_reference_path_identical():
+    base = [*prompt("copy_code"), "-n", "24", "--temp", "0", "-t", "2", "--path", "f32"]
+    assert ids(*base, "--spec", "ngram") == ids(*base)
+
+
+@pytest.fixture(scope="module")
+def q8_target(tmp_path_factory):
+    """A Q8_0 target requantized from the default model: the Q4_1 file drafts for it."""
+    out = str(tmp_path_factory.mktemp("spec") / "smol_q8_0.gguf")
+    llmk("quantize", "--allow-requantize", SMOL, out, "q8_0")
+    return out
+
+
+@pytest.mark.parametrize("name", ["copy_text", "free_explain"])
+def test_draft_model_identical(q8_target, name):
+    base = ["-m", q8_target, *prompt(name), "-n", "48", "--temp", "0", "-t", "2", "--print-ids", "--log-disable"]
+    plain = json.loads(llmk("run", *base).stdout)
+    p = llmk("run", *base[:-1], "-md", SMOL)
+    assert json.loads(p.stdout) == plain
+    assert "speculative draft:" in p.stderr.decode()
+    sampled = [*base, "--temp", "0.7", "--seed", "11"]
+    assert json.loads(llmk("run", *sampled, "--spec", "draft", "-md", SMOL).stdout) == \
+        json.loads(llmk("run", *sampled).stdout)
+
+
+def test_stats_line_reports_acceptance():
+    p = llmk("run", "-m", SMOL, *prompt("copy_text"), "-n", "64", "--temp", "0", "-t", "2", "--spec", "ngram")
+    err = p.stderr.decode()
+    line = [ln for ln in err.splitlines() if "speculative ngram:" in ln]
+    assert line, err
+    # copying a passage: most drafts hold, several tokens per verify step
+    acc, drafted = (int(x) for x in line[0].split("speculative ngram: ")[1].split(" ")[0].split("/"))
+    assert drafted > 0 and acc / drafted > 0.5, line[0]
+
+
+def test_chat_identical():
+    text = open(os.path.join(PROMPTS, "copy_text.txt")).read().replace("\n", " ")
+    stdin = (text + "\n/exit\n").encode()
+    base = ["chat", "-m", SMOL, "--temp", "0", "-t", "2", "-n", "64", "--log-disable"]
+    plain = llmk(*base, input=stdin).stdout
+    spec = llmk(*base, "--spec", "ngram", input=stdin).stdout
+    assert spec == plain and len(plain) > 100
+
+
+def test_batch_identical(tmp_path):
+    lines = []
+    for i, name in enumerate(["copy_code", "copy_text", "free_story", "free_explain"] * 2):
+        content = open(os.path.join(PROMPTS, name + ".txt")).read()
+        lines.append(json.dumps({"id": i, "messages": [{"role": "user", "content": content}], "max_tokens": 40,
+                                 "temperature": 0 if i < 4 else 0.9, "seed": i}))
+    f = tmp_path / "req.jsonl"
+    f.write_text("\n".join(lines) + "\n")
+    base = ["batch", "-m", SMOL, "-f", str(f), "-t", "2", "-P", "3"]
+    plain = llmk(*base).stdout
+    spec = llmk(*base, "--spec", "ngram").stdout
+    assert spec == plain
+    # a pool so small that requests are preempted and recomputed mid-speculation
+    p = llmk(*base, "--spec", "ngram", "--kv-blocks", "9")
+    assert p.stdout == plain
+    assert "speculative ngram:" in p.stderr.decode()
+
+
+def test_bench_spec_reports(tmp_path):
+    p = llmk("bench", "-m", SMOL, "--spec", "ngram", *prompt("copy_text"), *prompt("free_explain"), "-n", "32",
+             "-r", "1", "-t", "2", "--json")
+    rows = [json.loads(ln) for ln in p.stdout.decode().splitlines() if ln.strip()]
+    assert len(rows) == 2
+    for r in rows:
+        assert r["identical"] is True and r["spec"] == "ngram"
+        assert r["plain_ts"] > 0 and r["spec_ts"] > 0 and r["tokens_per_step"] >= 1
+        assert 0 <= r["accept_rate"] <= 1 and r["n_gen"] > 0
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["--spec", "bogus"], "not a mode"),
+    (["--spec", "draft"], "needs --model-draft"),
+    (["--spec", "ngram", "-md", SMOL], "goes with --spec draft"),
+    (["--spec", "ngram", "--draft-max", "0"], "--draft-max"),
+    (["--spec", "ngram", "--draft-min", "9", "--draft-max", "4"], "exceeds"),
+])
+def test_bad_flags(args, msg):
+    p = llmk("run", "-m", SMOL, "-p", "hi", "-n", "4", *args, check=False)
+    assert p.returncode == 2, p.stderr
+    assert msg in p.stderr.decode()
+
+
+def test_draft_model_errors():
+    p = llmk("run", "-m", SMOL, "-p", "hi", "-n", "4", "-md", "/nonexistent.gguf", check=False)
+    assert p.returncode == 1 and "nonexistent" in p.stderr.decode()
+    if os.path.exists(TINY):  # a different vocabulary
+        p = llmk("run", "-m", SMOL, "-p", "hi", "-n", "4", "-md", TINY, check=False)
+        assert p.returncode == 1 and "vocabulary" in p.stderr.decode(), p.stderr
+    p = llmk("batch", "-m", SMOL, "-f", "-", "--spec", "draft", "-md", SMOL, input=b"", check=False)
+    assert p.returncode == 2 and "batch takes --spec ngram" in p.stderr.decode()

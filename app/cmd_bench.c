@@ -5,6 +5,7 @@
 #include "bench_batched.h"
 #include "cli.h"
 #include "opts.h"
+#include "progress.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -97,6 +98,9 @@ struct bench_opts {
     int path;
     uint32_t kv_type;
     bool json, phases, long_ctx;
+    bool quiet, verbose; /* --log-disable, -v */
+    struct cli_progress_flags pf;
+    double load_s;       /* llmk_model_load's time, for -v */
 };
 
 /* Parses and checks the options, then fills in the defaults; CLI_OPTS_GO,
@@ -118,6 +122,9 @@ static int parse_args(struct bench_opts *o, int argc, char **argv) {
         CLI_FLAG("--json", 0, &o->json, "an array of objects with llama-bench's keys"),
         CLI_FLAG("--phases", 0, &o->phases, "per-phase decode timings (fast path, phase-at-a-time mode)"),
         CLI_OPT_LONG_CTX(&o->long_ctx),
+        CLI_OPT_LOG_DISABLE(&o->quiet, "the table (or JSON) only: no bandwidth, cache and RSS notes, no progress"),
+        CLI_OPT_VERBOSE(&o->verbose, "the load's times, kernels and threads on stderr"),
+        CLI_OPT_PROGRESS(&o->pf),
     };
     const struct cli_opt_section sections[] = {{NULL, table, CLI_LEN(table)}};
     struct cli_cmd spec = {.name = "bench", .usage = USAGE, .sections = sections, .n_sections = CLI_LEN(sections)};
@@ -127,6 +134,7 @@ static int parse_args(struct bench_opts *o, int argc, char **argv) {
     o->kv_type = cli_kv_type_or_default(o->kv_type, o->path);
     if (o->phases && o->path != LLMK_PATH_FAST) return cli_usage_error("bench", "--phases needs --path fast");
     if (o->n_prompt + o->n_gen == 0) return cli_usage_error("bench", "nothing to measure (-p 0 -n 0)");
+    if (o->quiet) o->verbose = false; /* --log-disable wins, as in run and chat */
     if (!o->reps) o->reps = o->batch.n ? 1 : 5;
     if (o->batch.n) {
         if (o->path != LLMK_PATH_FAST) return cli_usage_error("bench", "-B runs the fast path only");
@@ -223,6 +231,7 @@ static void print_results(const struct bench_opts *o, const struct bench_facts *
         snprintf(test, sizeof test, "tg%ld%s", o->n_gen, at);
         printf("| %-36s | %6.2f MiB | %6.2f M | %-5s | %7d | %13s | %8.2f ± %7.2f |\n", mname,
                (double)f->size / 1048576.0, (double)f->params / 1e6, pname, f->nth, test, f->tgm, f->tgs);
+        if (o->quiet) return;
         printf("\ndecode streams %.1f MB of weights per token: %.1f GB/s effective, machine read bandwidth "
                "%.1f GB/s on %d threads (%.0f%%)\n",
                (double)f->wbytes / 1e6, eff, f->bw, f->nth, f->bw > 0 ? 100.0 * eff / f->bw : 0.0);
@@ -232,7 +241,7 @@ static void print_results(const struct bench_opts *o, const struct bench_facts *
             printf("the weights fit in this CPU's %.0f MB last-level cache: the decode can read them from "
                    "there, faster than from memory\n", (double)f->llc / 1e6);
     }
-    if (f->peak_rss)
+    if (f->peak_rss && !o->quiet)
         printf("peak RSS %.1f MB (model file %.1f MB)\n", (double)f->peak_rss / 1e6, (double)f->size / 1e6);
 }
 
@@ -264,16 +273,29 @@ static int run_phases(struct runner *r, const struct bench_opts *o, const int32_
     return st;
 }
 
-static int runner_init(struct runner *r, const llmk_model *m, const struct bench_opts *o, int32_t n_ctx) {
+/* The context (fast path) or session, drawing the load's progress on load;
+ * with -v, the load line. */
+static int runner_init(struct runner *r, const llmk_model *m, const struct bench_opts *o, int32_t n_ctx,
+                       struct cli_progress *load) {
+    int st;
+    double t_init = cli_now();
     if (o->path == LLMK_PATH_FAST) {
         llmk_context_params cp = {.n_seq_max = 1, .n_ctx = n_ctx, .n_threads = (int32_t)o->threads,
                                   .n_batch = (int32_t)o->n_batch, .kv_type = o->kv_type,
-                                  .allow_long_ctx = o->long_ctx};
-        return llmk_context_init(m, &cp, &r->c);
+                                  .allow_long_ctx = o->long_ctx, .progress_callback = cli_progress_load,
+                                  .progress_callback_user_data = load};
+        st = llmk_context_init(m, &cp, &r->c);
+    } else {
+        llmk_session_params sp = {.n_ctx = n_ctx, .n_threads = (int32_t)o->threads, .path = o->path,
+                                  .n_batch = (int32_t)o->n_batch, .allow_long_ctx = o->long_ctx,
+                                  .progress_callback = cli_progress_load, .progress_callback_user_data = load};
+        st = llmk_session_init(m, &sp, &r->s);
     }
-    llmk_session_params sp = {.n_ctx = n_ctx, .n_threads = (int32_t)o->threads, .path = o->path,
-                              .n_batch = (int32_t)o->n_batch, .allow_long_ctx = o->long_ctx};
-    return llmk_session_init(m, &sp, &r->s);
+    cli_progress_clear(load);
+    if (st == LLMK_OK && o->verbose)
+        cli_log_load("bench", o->load_s, cli_now() - t_init, r->c ? llmk_context_kernels(r->c) : llmk_session_kernels(r->s),
+                     r->c ? llmk_context_n_threads(r->c) : llmk_session_n_threads(r->s), o->kv_type);
+    return st;
 }
 
 int cmd_bench(int argc, char **argv) {
@@ -283,12 +305,17 @@ int cmd_bench(int argc, char **argv) {
     if (prc != CLI_OPTS_GO) return prc;
     const long n_prompt = o.n_prompt, n_gen = o.n_gen, threads = o.threads, reps = o.reps, depth = o.depth;
     llmk_model *m = NULL;
+    struct cli_progress load; /* drawn once the init (the repacking) has taken a second */
+    cli_progress_start(&load, "bench", cli_progress_wanted(&o.pf, o.quiet), 1.0);
+    double t_load = cli_now();
     int st = llmk_model_load(o.model, &m);
     if (st != LLMK_OK) return cli_report("bench", st);
+    o.load_s = cli_now() - t_load;
     if (o.batch.n) {
         struct bench_batched_opts bo = {.list = o.batch, .n_prompt = n_prompt, .n_gen = n_gen, .threads = threads,
                                         .reps = reps, .n_batch = o.n_batch, .kv_type = o.kv_type, .json = o.json,
-                                        .long_ctx = o.long_ctx};
+                                        .long_ctx = o.long_ctx, .verbose = o.verbose, .load_s = o.load_s,
+                                        .load = &load};
         st = bench_batched(m, &bo);
         llmk_model_free(m);
         return st == LLMK_OK ? CLI_EXIT_OK : cli_report("bench", st);
@@ -300,7 +327,7 @@ int cmd_bench(int argc, char **argv) {
     long n_ids = depth + n_test;
     int32_t n_ctx = (int32_t)n_ids + 1;
     if (o.long_ctx) cli_warn_long_ctx("bench", m, n_ctx);
-    st = runner_init(&r, m, &o, n_ctx);
+    st = runner_init(&r, m, &o, n_ctx, &load);
     r.logits = malloc(r.V * sizeof(float));
     r.items = malloc((size_t)n_ids * sizeof *r.items);
     int32_t *ids = malloc((size_t)n_ids * sizeof *ids + 4);

@@ -293,7 +293,8 @@ static int runner_init(struct runner *r, const llmk_model *m, const struct bench
     }
     cli_progress_clear(load);
     if (st == LLMK_OK && o->verbose)
-        cli_log_load("bench", o->load_s, cli_now() - t_init, r->c ? llmk_context_kernels(r->c) : llmk_session_kernels(r->s),
+        cli_log_load("bench", o->load_s, cli_now() - t_init,
+                     r->c ? llmk_context_kernels(r->c) : llmk_session_kernels(r->s),
                      r->c ? llmk_context_n_threads(r->c) : llmk_session_n_threads(r->s), o->kv_type);
     return st;
 }

@@ -427,6 +427,7 @@ static int parse_args(struct opts *o, int argc, char **argv) {
     if (!o->text) return cli_usage_error(CMD, "-f TEXT is required");
     if (!o->model) o->model = cli_default_model();
     o->kv_type = cli_kv_type_or_default(o->kv_type, o->path);
+    if (o->quiet) o->verbose = false; /* --log-disable wins, as in every command */
     return CLI_OPTS_GO;
 }
 

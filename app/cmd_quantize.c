@@ -301,6 +301,7 @@ int cmd_quantize(int argc, char **argv) {
                            .pos = pos, .max_pos = 3, .pos_name = "IN.gguf OUT.gguf TYPE"};
     int prc = cli_opts_parse(&spec, argc, argv);
     if (prc != CLI_OPTS_GO) return prc;
+    verbose = verbose && !quiet; /* --log-disable wins, as in every command */
     int rc = CLI_EXIT_OK;
     llmk_gguf *g = NULL;
     struct qrun q = {.verbose = verbose};

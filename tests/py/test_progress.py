@@ -114,7 +114,7 @@ def test_quantize_piped_writes_nothing_extra(tmp_path):
 
 
 def test_quantize_log_disable_and_verbose(tmp_path):
-    q = piped(*quantize_args(tmp_path, "q.gguf"), "--log-disable")
+    q = piped(*quantize_args(tmp_path, "q.gguf"), "--log-disable", "-v")  # --log-disable wins over -v
     assert q.stdout == b"" and q.stderr == b""
     assert (tmp_path / "q.gguf").stat().st_size > 0
     # an explicit --progress still draws (and erases) its line
@@ -155,7 +155,7 @@ def test_perplexity_piped_and_forced():
 def test_perplexity_log_disable_keeps_only_the_results():
     plain = piped("perplexity", *PPL).stdout.decode().splitlines()
     assert [line.split(":")[0] for line in plain[:3]] == ["model", "text", "windows"]
-    quiet = piped("perplexity", *PPL, "--log-disable")
+    quiet = piped("perplexity", *PPL, "--log-disable", "-v")
     assert quiet.stderr == b""
     assert quiet.stdout.decode().splitlines() == [line for line in plain if line.startswith(("mean NLL", "PPL"))]
     v = piped("perplexity", *PPL, "-v").stderr.decode()

@@ -157,10 +157,16 @@ int bench_batched(const llmk_model *m, const struct bench_batched_opts *o) {
     int32_t per_seq = (n_ctx + LLMK_KV_BLOCK - 1) / LLMK_KV_BLOCK;
     llmk_context_params cp = {.n_seq_max = bmax, .n_ctx = n_ctx, .n_kv_blocks = bmax * per_seq,
                               .n_threads = (int32_t)o->threads, .n_batch = (int32_t)o->n_batch,
-                              .kv_type = o->kv_type, .allow_long_ctx = o->long_ctx};
+                              .kv_type = o->kv_type, .allow_long_ctx = o->long_ctx,
+                              .progress_callback = cli_progress_load, .progress_callback_user_data = o->load};
     struct batched w = {.o = o, .V = (size_t)llmk_model_hparams(m)->n_vocab, .rng = 0x9E3779B97F4A7C15ull};
+    double t_init = cli_now();
     int st = llmk_context_init(m, &cp, &w.c);
+    cli_progress_clear(o->load);
     if (st != LLMK_OK) return st;
+    if (o->verbose)
+        cli_log_load("bench", o->load_s, cli_now() - t_init, llmk_context_kernels(w.c), llmk_context_n_threads(w.c),
+                     o->kv_type);
     w.items = malloc((size_t)bmax * (size_t)o->n_prompt * sizeof *w.items);
     w.logits = malloc((size_t)bmax * w.V * sizeof *w.logits);
     w.gen = malloc((size_t)bmax * sizeof *w.gen);

@@ -3,6 +3,7 @@
 #define LLMK_BENCH_BATCHED_H
 
 #include "cli.h"
+#include "progress.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -19,6 +20,9 @@ struct bench_batched_opts {
     long n_prompt, n_gen, threads, reps, n_batch;
     uint32_t kv_type;
     bool json, long_ctx;
+    bool verbose;               /* -v: the load line */
+    double load_s;              /* llmk_model_load's time, for it */
+    struct cli_progress *load;  /* drawn during the context's init */
 };
 
 /* The -B option's parser (a cli_opt_fn): counts in 1..BENCH_MAX_B, no

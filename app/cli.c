@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static bool stdout_reported; /* a subcommand already said so; cli_finish_stdout stays quiet */
 
@@ -256,4 +257,16 @@ void cli_warn_long_ctx(const char *cmd, const llmk_model *m, int64_t n_ctx) {
     if (n_ctx > train)
         fprintf(stderr, "llmk %s: warning: a context of %lld tokens exceeds the %d the model was trained for; "
                 "output past that may degrade\n", cmd, (long long)n_ctx, train);
+}
+
+void cli_log_load(const char *cmd, double load_s, double init_s, const char *kernels, int threads, uint32_t kv_type) {
+    const char *kv = llmk_type_name(kv_type);
+    fprintf(stderr, "llmk %s: model loaded in %.2f s, weights ready in %.2f s (kernels %s, %d threads, KV cache %s)\n",
+            cmd, load_s, init_s, kernels ? kernels : "?", threads, kv ? kv : "?");
+}
+
+double cli_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }

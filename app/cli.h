@@ -90,6 +90,14 @@ int cli_stdout_status(void);
  * know when it does. */
 void cli_warn_long_ctx(const char *cmd, const llmk_model *m, int64_t n_ctx);
 
+/* -v's line about the load: "llmk CMD: model loaded in 0.02 s, weights
+ * ready in 0.31 s (kernels avx2, 2 threads, KV cache f16)"; the second time
+ * is the session's or context's init, where the fast path repacks. */
+void cli_log_load(const char *cmd, double load_s, double init_s, const char *kernels, int threads, uint32_t kv_type);
+
+/* Seconds on a monotonic clock, for the stats lines. */
+double cli_now(void);
+
 /* After a subcommand: flush stdout and turn a write error (disk full, closed
  * or broken pipe) into a failure with a message; returns the exit code. */
 int cli_finish_stdout(const char *cmd, int rc);

@@ -11,6 +11,7 @@
 #include "gen_opts.h"
 #include "spec_opts.h"
 #include "opts.h"
+#include "progress.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -36,7 +37,8 @@ static const char EPILOG[] =
     "fields override them. All lines are checked before anything is generated: a bad line fails the\n"
     "command, naming it. Output objects: index (among the requests), id (when given), text, token_ids\n"
     "(an end-of-generation or stop id included, its text not), prompt_tokens, completion_tokens,\n"
-    "finish_reason (\"stop\" or \"length\"), seed (when sampling). Progress and a stats line go to stderr.\n";
+    "finish_reason (\"stop\" or \"length\"), seed (when sampling). Progress and a stats line go to stderr:\n"
+    "on a terminal one progress line rewritten in place, else a line at every tenth of the requests.\n";
 
 enum { BATCH_MAX_PARALLEL = 1024, BATCH_MAX_TOKENS = 1 << 24 };
 #define SEED_MAX 9007199254740992.0 /* 2^53: larger integers do not survive JSON's doubles */
@@ -46,6 +48,9 @@ struct batch_opts {
     long n_predict, threads, n_ctx, n_parallel, kv_blocks, step_tokens;
     uint32_t kv_type;
     bool long_ctx, special;
+    bool quiet, verbose; /* --log-disable, -v */
+    struct cli_progress_flags pf;
+    double load_s;       /* llmk_model_load's time, for -v */
     struct gen_opts go;
     struct cli_opt gen_rows[GEN_OPT_ROWS];
     struct spec_opts so;
@@ -92,10 +97,10 @@ struct batch {
     char fail_why[256];  /* the evaluation's message, if one was seen */
     char *text; /* one token's text */
     size_t text_cap;
-    double t0, last_progress;
-    bool tty, line_open; /* line_open: a progress line rewritten in place, not ended */
-    int tenths_shown;
-    llmk_spec_stats spec; /* summed over finished requests */
+    double t0;
+    struct cli_progress prog; /* the line rewritten in place (a terminal, or --progress) */
+    int tenths_shown;         /* otherwise a line at every tenth of the requests */
+    llmk_spec_stats spec;     /* summed over finished requests */
 };
 
 /* Adds a finished request's speculation figures to the run's. */
@@ -152,6 +157,9 @@ static int parse_args(struct batch_opts *o, int argc, char **argv) {
                  "tokens per engine step: decode rows plus prompt chunks (default 512)"),
         CLI_OPT_LONG_CTX(&o->long_ctx),
         CLI_FLAG("--special", 0, &o->special, "recognise special-token texts (<|im_start|>) in \"prompt\" lines"),
+        CLI_OPT_LOG_DISABLE(&o->quiet, "no progress or stats lines on stderr (errors still)"),
+        CLI_OPT_VERBOSE(&o->verbose, "the load's times, kernels and threads, and the KV pool, on stderr"),
+        CLI_OPT_PROGRESS(&o->pf),
     };
     const struct cli_opt_section sections[] = {{NULL, table, CLI_LEN(table)}, batch_gen_section(o),
                                                spec_opts_section(&o->so)};
@@ -165,6 +173,7 @@ static int parse_args(struct batch_opts *o, int argc, char **argv) {
     if (!o->file) return cli_usage_error(CMD, "-f FILE (the requests, JSON lines) is required");
     if (!o->model) o->model = cli_default_model();
     o->kv_type = cli_kv_type_or_default(o->kv_type, LLMK_PATH_FAST);
+    if (o->quiet) o->verbose = false; /* --log-disable wins, as in run and chat */
     return CLI_OPTS_GO;
 }
 
@@ -437,9 +446,22 @@ static int start_engine(struct batch *b) {
                                      .allow_long_ctx = o->long_ctx},
                              .step_tokens = (int32_t)o->step_tokens, .max_waiting = n_seq};
     if (o->long_ctx) cli_warn_long_ctx(CMD, b->m, b->n_ctx);
-    if ((st = llmk_engine_init(b->m, &ep, &b->e)) != LLMK_OK) return st;
+    struct cli_progress load; /* drawn once the init (the repacking) has taken a second */
+    cli_progress_start(&load, CMD, cli_progress_wanted(&o->pf, o->quiet), 1.0);
+    ep.ctx.progress_callback = cli_progress_load, ep.ctx.progress_callback_user_data = &load;
+    double t_init = now_s();
+    st = llmk_engine_init(b->m, &ep, &b->e);
+    cli_progress_clear(&load);
+    if (st != LLMK_OK) return st;
+    const llmk_context *c = llmk_engine_context(b->e);
     llmk_kv_info kv;
-    if ((st = llmk_context_kv_info(llmk_engine_context(b->e), &kv)) != LLMK_OK) return st;
+    if ((st = llmk_context_kv_info(c, &kv)) != LLMK_OK) return st;
+    if (o->verbose) {
+        cli_log_load(CMD, o->load_s, now_s() - t_init, llmk_context_kernels(c), llmk_context_n_threads(c),
+                     o->kv_type);
+        fprintf(stderr, "llmk batch: %d requests at once, KV pool of %d blocks of %d positions (%.1f MiB), context "
+                "%d tokens\n", n_seq, kv.n_blocks, kv.block_size, kv.pool_bytes / 1048576.0, b->n_ctx);
+    }
     for (size_t i = 0; i < b->n_reqs; i++) {
         const struct req *r = &b->reqs[i];
         int64_t t = req_tokens(r, b->n_ctx), need = (t + kv.block_size - 1) / kv.block_size;
@@ -566,19 +588,23 @@ static int write_ready(struct batch *b) {
     return LLMK_OK;
 }
 
-/* Requests done / total, tokens, tok/s: rewritten in place on a terminal,
- * else a line at every tenth of the requests. */
+/* Requests done / total, tokens, tok/s: rewritten in place on a terminal
+ * (erased at the end: the stats line follows), else a line at every tenth
+ * of the requests. */
 static void progress(struct batch *b) {
-    double t = now_s(), el = t - b->t0;
-    bool end = b->n_finished == b->n_reqs;
+    if (b->o->quiet) return;
+    double el = now_s() - b->t0, rate = el > 0 ? (double)b->n_generated / el : 0.0;
+    if (b->prog.on) {
+        if (b->n_finished == b->n_reqs) cli_progress_clear(&b->prog);
+        else cli_progress_show(&b->prog, "%zu/%zu requests, %lld tokens generated, %.1f tok/s", b->n_finished,
+                               b->n_reqs, (long long)b->n_generated, rate);
+        return;
+    }
     int tenths = (int)(b->n_finished * 10 / b->n_reqs);
-    if (b->tty ? !end && t - b->last_progress < 0.2 : tenths <= b->tenths_shown) return;
-    b->last_progress = t, b->tenths_shown = tenths;
-    /* on a terminal, trailing spaces cover a longer line before this one */
-    fprintf(stderr, "%sllmk batch: %zu/%zu requests, %lld tokens generated, %.1f tok/s%s", b->tty ? "\r" : "",
-            b->n_finished, b->n_reqs, (long long)b->n_generated, el > 0 ? (double)b->n_generated / el : 0.0,
-            b->tty && !end ? "    " : "\n");
-    b->line_open = b->tty && !end;
+    if (tenths <= b->tenths_shown) return;
+    b->tenths_shown = tenths;
+    fprintf(stderr, "llmk batch: %zu/%zu requests, %lld tokens generated, %.1f tok/s\n", b->n_finished, b->n_reqs,
+            (long long)b->n_generated, rate);
 }
 
 static int generate(struct batch *b) {
@@ -608,6 +634,7 @@ static int generate(struct batch *b) {
 }
 
 static void print_stats(const struct batch *b) {
+    if (b->o->quiet) return;
     llmk_engine_stats s = {0};
     if (b->e) llmk_engine_stats_get(b->e, &s);
     double el = now_s() - b->t0;
@@ -648,7 +675,7 @@ static int batch_init(struct batch *b, const llmk_model *m) {
     size_t k = 0;
     for (int32_t i = 0; i < (int32_t)b->n_vocab; i++)
         if (llmk_tokenizer_is_eog(b->tok, i)) b->eog[k++] = i;
-    b->tty = isatty(2);
+    cli_progress_start(&b->prog, CMD, cli_progress_wanted(&b->o->pf, b->o->quiet), 0);
     return LLMK_OK;
 }
 
@@ -681,7 +708,10 @@ int cmd_batch(int argc, char **argv) {
     /* an output that is an input is refused before any work, not after it */
     if (o.out && (st = llmk_output_check(o.out, inputs, CLI_LEN(inputs))) != LLMK_OK) goto fail;
     if ((st = cli_read_file(o.file, &buf, &len)) != LLMK_OK) goto fail;
-    if ((st = llmk_model_load(o.model, &m)) != LLMK_OK || (st = batch_init(&b, m)) != LLMK_OK) goto fail;
+    double t_load = now_s();
+    if ((st = llmk_model_load(o.model, &m)) != LLMK_OK) goto fail;
+    o.load_s = now_s() - t_load;
+    if ((st = batch_init(&b, m)) != LLMK_OK) goto fail;
     if ((st = read_requests(&b, buf, len)) != LLMK_OK) goto fail;
     free(buf);
     buf = NULL;
@@ -690,7 +720,7 @@ int cmd_batch(int argc, char **argv) {
         if ((st = cli_outfile_open(o.out, inputs, CLI_LEN(inputs), &of)) != LLMK_OK) goto fail;
         b.out = llmk_outfile_stream(of);
     }
-    b.t0 = b.last_progress = now_s();
+    b.t0 = now_s();
     if ((st = generate(&b)) != LLMK_OK) goto fail;
     if (of) {
         st = cli_outfile_commit(of); /* a write error seen on the stream fails here */
@@ -700,7 +730,7 @@ int cmd_batch(int argc, char **argv) {
     print_stats(&b);
     goto done;
 fail:
-    if (b.line_open) fputc('\n', stderr);
+    cli_progress_clear(&b.prog);
     rc = cli_report(CMD, st);
 done:
     if (of) cli_outfile_discard(of); /* the temporary file only: OUT keeps what it had */

@@ -6,6 +6,7 @@
 #include "bench_spec.h"
 #include "cli.h"
 #include "opts.h"
+#include "progress.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -102,6 +103,9 @@ struct bench_opts {
     bool json, phases, long_ctx;
     struct spec_opts so;
     struct bench_spec_opts spec; /* --spec: -f files, --raw */
+    bool quiet, verbose; /* --log-disable, -v */
+    struct cli_progress_flags pf;
+    double load_s;       /* llmk_model_load's time, for -v */
 };
 
 /* Parses and checks the options, then fills in the defaults; CLI_OPTS_GO,
@@ -125,6 +129,9 @@ static int parse_args(struct bench_opts *o, int argc, char **argv) {
         CLI_OPT_LONG_CTX(&o->long_ctx),
         CLI_REPEAT("--file", 'f', bench_spec_add_file, &o->spec, "FILE", "--spec: a prompt file (text)"),
         CLI_FLAG("--raw", 0, &o->spec.raw, "--spec: the prompt files without the chat template"),
+        CLI_OPT_LOG_DISABLE(&o->quiet, "the table (or JSON) only: no bandwidth, cache and RSS notes, no progress"),
+        CLI_OPT_VERBOSE(&o->verbose, "the load's times, kernels and threads on stderr"),
+        CLI_OPT_PROGRESS(&o->pf),
     };
     const struct cli_opt_section sections[] = {{NULL, table, CLI_LEN(table)}, spec_opts_section(&o->so)};
     struct cli_cmd spec = {.name = "bench", .usage = USAGE, .sections = sections, .n_sections = CLI_LEN(sections)};
@@ -134,6 +141,7 @@ static int parse_args(struct bench_opts *o, int argc, char **argv) {
     o->kv_type = cli_kv_type_or_default(o->kv_type, o->path);
     if (o->phases && o->path != LLMK_PATH_FAST) return cli_usage_error("bench", "--phases needs --path fast");
     if (o->n_prompt + o->n_gen == 0) return cli_usage_error("bench", "nothing to measure (-p 0 -n 0)");
+    if (o->quiet) o->verbose = false; /* --log-disable wins, as in run and chat */
     if ((rc = spec_opts_check("bench", &o->so)) != CLI_OPTS_GO) return rc;
     if (spec_opts_on(&o->so) != (o->spec.n_files > 0))
         return cli_usage_error("bench", "--spec and -f go together (prompt files to decode speculatively)");
@@ -235,6 +243,7 @@ static void print_results(const struct bench_opts *o, const struct bench_facts *
         snprintf(test, sizeof test, "tg%ld%s", o->n_gen, at);
         printf("| %-36s | %6.2f MiB | %6.2f M | %-5s | %7d | %13s | %8.2f ± %7.2f |\n", mname,
                (double)f->size / 1048576.0, (double)f->params / 1e6, pname, f->nth, test, f->tgm, f->tgs);
+        if (o->quiet) return;
         printf("\ndecode streams %.1f MB of weights per token: %.1f GB/s effective, machine read bandwidth "
                "%.1f GB/s on %d threads (%.0f%%)\n",
                (double)f->wbytes / 1e6, eff, f->bw, f->nth, f->bw > 0 ? 100.0 * eff / f->bw : 0.0);
@@ -244,7 +253,7 @@ static void print_results(const struct bench_opts *o, const struct bench_facts *
             printf("the weights fit in this CPU's %.0f MB last-level cache: the decode can read them from "
                    "there, faster than from memory\n", (double)f->llc / 1e6);
     }
-    if (f->peak_rss)
+    if (f->peak_rss && !o->quiet)
         printf("peak RSS %.1f MB (model file %.1f MB)\n", (double)f->peak_rss / 1e6, (double)f->size / 1e6);
 }
 
@@ -276,16 +285,30 @@ static int run_phases(struct runner *r, const struct bench_opts *o, const int32_
     return st;
 }
 
-static int runner_init(struct runner *r, const llmk_model *m, const struct bench_opts *o, int32_t n_ctx) {
+/* The context (fast path) or session, drawing the load's progress on load;
+ * with -v, the load line. */
+static int runner_init(struct runner *r, const llmk_model *m, const struct bench_opts *o, int32_t n_ctx,
+                       struct cli_progress *load) {
+    int st;
+    double t_init = cli_now();
     if (o->path == LLMK_PATH_FAST) {
         llmk_context_params cp = {.n_seq_max = 1, .n_ctx = n_ctx, .n_threads = (int32_t)o->threads,
                                   .n_batch = (int32_t)o->n_batch, .kv_type = o->kv_type,
-                                  .allow_long_ctx = o->long_ctx};
-        return llmk_context_init(m, &cp, &r->c);
+                                  .allow_long_ctx = o->long_ctx, .progress_callback = cli_progress_load,
+                                  .progress_callback_user_data = load};
+        st = llmk_context_init(m, &cp, &r->c);
+    } else {
+        llmk_session_params sp = {.n_ctx = n_ctx, .n_threads = (int32_t)o->threads, .path = o->path,
+                                  .n_batch = (int32_t)o->n_batch, .allow_long_ctx = o->long_ctx,
+                                  .progress_callback = cli_progress_load, .progress_callback_user_data = load};
+        st = llmk_session_init(m, &sp, &r->s);
     }
-    llmk_session_params sp = {.n_ctx = n_ctx, .n_threads = (int32_t)o->threads, .path = o->path,
-                              .n_batch = (int32_t)o->n_batch, .allow_long_ctx = o->long_ctx};
-    return llmk_session_init(m, &sp, &r->s);
+    cli_progress_clear(load);
+    if (st == LLMK_OK && o->verbose)
+        cli_log_load("bench", o->load_s, cli_now() - t_init,
+                     r->c ? llmk_context_kernels(r->c) : llmk_session_kernels(r->s),
+                     r->c ? llmk_context_n_threads(r->c) : llmk_session_n_threads(r->s), o->kv_type);
+    return st;
 }
 
 int cmd_bench(int argc, char **argv) {
@@ -296,8 +319,12 @@ int cmd_bench(int argc, char **argv) {
     if (prc != CLI_OPTS_GO) return prc;
     const long n_prompt = o.n_prompt, n_gen = o.n_gen, threads = o.threads, reps = o.reps, depth = o.depth;
     llmk_model *m = NULL;
+    struct cli_progress load; /* drawn once the init (the repacking) has taken a second */
+    cli_progress_start(&load, "bench", cli_progress_wanted(&o.pf, o.quiet), 1.0);
+    double t_load = cli_now();
     int st = llmk_model_load(o.model, &m);
     if (st != LLMK_OK) return cli_report("bench", st);
+    o.load_s = cli_now() - t_load;
     if (spec_opts_on(&o.so)) {
         o.spec.n_gen = n_gen > 0 ? n_gen : 128, o.spec.threads = threads, o.spec.reps = reps, o.spec.json = o.json;
         o.spec.so = &o.so;
@@ -308,7 +335,8 @@ int cmd_bench(int argc, char **argv) {
     if (o.batch.n) {
         struct bench_batched_opts bo = {.list = o.batch, .n_prompt = n_prompt, .n_gen = n_gen, .threads = threads,
                                         .reps = reps, .n_batch = o.n_batch, .kv_type = o.kv_type, .json = o.json,
-                                        .long_ctx = o.long_ctx};
+                                        .long_ctx = o.long_ctx, .verbose = o.verbose, .load_s = o.load_s,
+                                        .load = &load};
         st = bench_batched(m, &bo);
         llmk_model_free(m);
         return st == LLMK_OK ? CLI_EXIT_OK : cli_report("bench", st);
@@ -320,7 +348,7 @@ int cmd_bench(int argc, char **argv) {
     long n_ids = depth + n_test;
     int32_t n_ctx = (int32_t)n_ids + 1;
     if (o.long_ctx) cli_warn_long_ctx("bench", m, n_ctx);
-    st = runner_init(&r, m, &o, n_ctx);
+    st = runner_init(&r, m, &o, n_ctx, &load);
     r.logits = malloc(r.V * sizeof(float));
     r.items = malloc((size_t)n_ids * sizeof *r.items);
     int32_t *ids = malloc((size_t)n_ids * sizeof *ids + 4);

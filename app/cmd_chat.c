@@ -10,6 +10,7 @@
 #include "gen_opts.h"
 #include "spec_opts.h"
 #include "opts.h"
+#include "progress.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -65,6 +66,8 @@ struct chat_opts {
     int path;
     uint32_t kv_type;
     bool verbose, long_ctx;
+    struct cli_progress_flags pf;
+    double load_s; /* llmk_model_load's time, for -v */
     struct gen_opts go;
     struct spec_opts so;
 };
@@ -82,8 +85,10 @@ static int parse_args(struct chat_opts *o, int argc, char **argv) {
         CLI_OPT_KV_TYPE(&o->kv_type, CLI_KV_TYPE_HELP),
         CLI_STR("--save", 0, &o->save, "FILE", "write the conversation as a JSON messages array after each turn"),
         CLI_STR("--messages", 0, &o->history, "FILE", "start from this conversation (e.g. one written by --save)"),
-        CLI_FLAG("--verbose", 'v', &o->verbose, "per-turn token counts (reused / prefilled / generated) on stderr"),
-        CLI_FLAG("--log-disable", 0, &o->go.quiet, "no seed or per-turn lines on stderr (errors still)"),
+        CLI_OPT_VERBOSE(&o->verbose, "the load's times, kernels and threads, and per-turn token counts (reused / "
+                                     "prefilled / generated) on stderr"),
+        CLI_OPT_LOG_DISABLE(&o->go.quiet, "no seed, per-turn or progress lines on stderr (errors still)"),
+        CLI_OPT_PROGRESS(&o->pf),
     };
     const struct cli_opt_section sections[] = {{NULL, table, CLI_LEN(table)}, gen_opts_section(&o->go),
                                                spec_opts_section(&o->so)};
@@ -133,7 +138,15 @@ static int chat_init(struct chat *c, llmk_model *m) {
                               .n_threads = o->threads > 0 ? (int32_t)o->threads : llmk_cpu_count(),
                               .allow_long_ctx = o->long_ctx};
     if (o->long_ctx) cli_warn_long_ctx(CMD, m, n_ctx);
-    if ((st = llmk_session_init(m, &sp, &c->s)) != LLMK_OK) return st;
+    struct cli_progress load; /* drawn once the init (the repacking) has taken a second */
+    cli_progress_start(&load, CMD, cli_progress_wanted(&o->pf, o->go.quiet), 1.0);
+    sp.progress_callback = cli_progress_load, sp.progress_callback_user_data = &load;
+    double t_init = cli_now();
+    st = llmk_session_init(m, &sp, &c->s);
+    cli_progress_clear(&load);
+    if (st != LLMK_OK) return st;
+    if (o->verbose)
+        cli_log_load(CMD, o->load_s, cli_now() - t_init, llmk_session_kernels(c->s), sp.n_threads, o->kv_type);
     c->n_ctx = llmk_session_n_ctx(c->s);
     c->n_vocab = (size_t)hp->n_vocab;
     c->ids_cap = (size_t)c->n_ctx + 1;
@@ -369,7 +382,9 @@ int cmd_chat(int argc, char **argv) {
     int st = LLMK_OK;
     /* --save must not name the model: refused before anything is loaded. */
     if (o.save && (st = llmk_output_check(o.save, &o.model, 1)) != LLMK_OK) goto fail;
+    double t_load = cli_now();
     if ((st = llmk_model_load(o.model, &m)) != LLMK_OK) goto fail;
+    o.load_s = cli_now() - t_load;
     if ((st = chat_init(&c, m)) != LLMK_OK) goto fail;
 
     struct sigaction sa;

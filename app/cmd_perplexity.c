@@ -4,7 +4,7 @@
  * statistics are in docs/quality.md; the usage text repeats the essentials. */
 #include "cli.h"
 #include "opts.h"
-
+#include "progress.h"
 
 #include <errno.h>
 #include <math.h>
@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static const char *const CMD = "perplexity";
 
@@ -25,7 +26,8 @@ static const char USAGE[] =
     "llama.cpp). In a window w[0..N-1], the logits at positions N/2 .. N-2 are\n"
     "scored against the next ids w[N/2+1 .. N-1]: the first half is context only,\n"
     "so every scored token sees at least N/2 tokens. Prints PPL = exp(mean NLL)\n"
-    "with its standard error (from the NLL's standard error).\n";
+    "with its standard error (from the NLL's standard error). On a terminal a\n"
+    "progress line on stderr shows the window, the PPL so far and the time left.\n";
 
 /* ---- the log-prob file -------------------------------------------------------
  * Little-endian. Header (32 bytes): magic "LLMKLOGP", u32 version (1), u32
@@ -206,6 +208,8 @@ struct opts {
     int path;
     uint32_t kv_type;
     bool long_ctx, ctx_given, chunks_given;
+    bool quiet, verbose; /* --log-disable, -v */
+    struct cli_progress_flags pf;
 };
 
 
@@ -245,6 +249,11 @@ struct run {
     double *kls;
     FILE *save, *base;
     struct logp_header bh;
+    double *chunk_ppl; /* [n_chunks]: the running PPL after each window */
+    size_t n_done;     /* windows evaluated */
+    size_t n_printed;  /* of them, printed as "[k] PPL" */
+    bool defer;        /* stdout shares the terminal with the progress line: print the values at the end */
+    struct cli_progress prog;
 };
 
 /* Checks a base file against this run before any evaluation: vocabulary,
@@ -317,10 +326,21 @@ static int write_header(struct run *r) {
 
 enum { BATCH = 64 }; /* scored rows per eval: bounds the logits buffer */
 
+/* "[k] PPL" for the windows done and not yet printed, on one line that ends
+ * with the last window (not with --log-disable). */
+static void print_chunks(struct run *r) {
+    if (r->o->quiet) return;
+    for (; r->n_printed < r->n_done; r->n_printed++)
+        printf("[%zu] %.4f%s", r->n_printed + 1, r->chunk_ppl[r->n_printed],
+               r->n_printed + 1 == r->n_chunks ? "\n" : " ");
+    fflush(stdout);
+}
+
 static int evaluate(struct run *r, struct acc *nll, struct acc *base_nll, struct acc *dnll, struct acc *kl,
                     uint64_t *agree) {
     const size_t V = r->V;
     size_t k = 0; /* scored positions so far */
+    cli_progress_show(&r->prog, "window 0/%zu", r->n_chunks);
     for (size_t c = 0; c < r->n_chunks; c++) {
         int st = llmk_session_truncate(r->s, 0);
         if (st != LLMK_OK) return st;
@@ -359,9 +379,14 @@ static int evaluate(struct run *r, struct acc *nll, struct acc *base_nll, struct
             if (r->save && !write_le32(r->save, r->lp, n * V))
                 return cli_fail(LLMK_IO_ERROR, "writing %s: %s", r->o->save, strerror(errno));
         }
-        printf("[%zu] %.4f%s", c + 1, exp(acc_mean(nll)), c + 1 == r->n_chunks ? "\n" : " ");
-        fflush(stdout);
+        r->chunk_ppl[c] = exp(acc_mean(nll));
+        r->n_done = c + 1;
+        if (!r->defer) print_chunks(r);
+        char eta[48];
+        cli_progress_eta(&r->prog, (double)(c + 1) / (double)r->n_chunks, eta, sizeof eta);
+        cli_progress_show(&r->prog, "window %zu/%zu, PPL %.4f%s", c + 1, r->n_chunks, r->chunk_ppl[c], eta);
     }
+    cli_progress_clear(&r->prog);
     return LLMK_OK;
 }
 
@@ -378,6 +403,10 @@ static int parse_args(struct opts *o, int argc, char **argv) {
         CLI_OPT_THREADS(&o->threads),
         CLI_OPT_PATH(&o->path),
         CLI_OPT_KV_TYPE(&o->kv_type, CLI_KV_TYPE_HELP),
+        CLI_OPT_LOG_DISABLE(&o->quiet, "only the results: no model, text and windows lines, no per-window "
+                                        "values, no progress (errors still)"),
+        CLI_OPT_VERBOSE(&o->verbose, "load and evaluation times, kernels and threads on stderr"),
+        CLI_OPT_PROGRESS(&o->pf),
         CLI_STR("--save-logits", 0, &o->save, "FILE",
                 "write the scored positions' log-probabilities (f32, full vocabulary) and the evaluated ids to FILE"),
         CLI_STR("--kl-base", 0, &o->base, "FILE",
@@ -398,7 +427,82 @@ static int parse_args(struct opts *o, int argc, char **argv) {
     if (!o->text) return cli_usage_error(CMD, "-f TEXT is required");
     if (!o->model) o->model = cli_default_model();
     o->kv_type = cli_kv_type_or_default(o->kv_type, o->path);
+    if (o->quiet) o->verbose = false; /* --log-disable wins, as in every command */
     return CLI_OPTS_GO;
+}
+
+/* Load the model (its init drawing the load progress on a terminal),
+ * tokenize the text, choose the windows and open the session. */
+static int open_run(struct run *r, const struct opts *o) {
+    struct cli_progress load;
+    cli_progress_start(&load, CMD, cli_progress_wanted(&o->pf, o->quiet), 1.0);
+    double t0 = cli_now();
+    int st = llmk_model_load(o->model, &r->m);
+    if (st != LLMK_OK) return st;
+    double t1 = cli_now();
+    r->V = (size_t)llmk_model_hparams(r->m)->n_vocab;
+    if ((st = tokenize_text(r->m, o->text, &r->toks, &r->n_toks, &r->bos)) != LLMK_OK) return st;
+    if (r->bos) {
+        const llmk_tokenizer *tok;
+        llmk_model_tokenizer(r->m, &tok);
+        r->bos_id = llmk_tokenizer_bos(tok);
+    }
+    r->ctx = (size_t)o->ctx;
+    if (o->base) {
+        if ((st = check_base(r)) != LLMK_OK) return st;
+    } else {
+        size_t avail = r->n_toks / r->ctx;
+        if (avail == 0)
+            return cli_fail(LLMK_BAD_REQUEST, "text %s has %zu tokens, fewer than one window of --ctx %zu", o->text,
+                            r->n_toks, r->ctx);
+        r->n_chunks = o->chunks_given && (size_t)o->chunks < avail ? (size_t)o->chunks : avail;
+    }
+    r->first = r->ctx / 2;
+    r->per_chunk = r->ctx - 1 - r->first;
+    if (r->n_chunks * r->per_chunk > UINT32_MAX)
+        return cli_fail(LLMK_COUNT_TOO_LARGE, "%zu windows of %zu scored positions exceed the file format's count",
+                        r->n_chunks, r->per_chunk);
+    if (o->long_ctx) cli_warn_long_ctx(CMD, r->m, (int64_t)r->ctx);
+    llmk_session_params sp = {.n_ctx = (int32_t)r->ctx,
+                              .n_threads = o->threads > 0 ? (int32_t)o->threads : llmk_cpu_count(),
+                              .path = o->path, .kv_type = o->kv_type, .allow_long_ctx = o->long_ctx,
+                              .progress_callback = cli_progress_load, .progress_callback_user_data = &load};
+    double t2 = cli_now();
+    st = llmk_session_init(r->m, &sp, &r->s);
+    cli_progress_clear(&load);
+    if (st != LLMK_OK) return st;
+    if (o->verbose)
+        cli_log_load(CMD, t1 - t0, cli_now() - t2, llmk_session_kernels(r->s), llmk_session_n_threads(r->s),
+                     o->kv_type);
+    r->win = malloc(r->ctx * sizeof *r->win);
+    r->lp = malloc((size_t)BATCH * r->V * sizeof *r->lp);
+    r->blp = o->base ? malloc((size_t)BATCH * r->V * sizeof *r->blp) : NULL;
+    r->kls = o->base ? malloc(r->n_chunks * r->per_chunk * sizeof *r->kls) : NULL;
+    r->chunk_ppl = malloc(r->n_chunks * sizeof *r->chunk_ppl);
+    if (!r->win || !r->lp || !r->chunk_ppl || (o->base && (!r->blp || !r->kls)))
+        return cli_fail(LLMK_OUT_OF_MEMORY, "buffers for %d scored rows of %zu log-probs", BATCH, r->V);
+    return LLMK_OK;
+}
+
+static void print_results(struct run *r, const struct acc *nll, const struct acc *base_nll, const struct acc *dnll,
+                          const struct acc *kl, uint64_t agree) {
+    const struct opts *o = r->o;
+    double mn = acc_mean(nll), se = acc_se(nll);
+    printf("mean NLL = %.6f +/- %.6f\n", mn, se);
+    printf("PPL = %.4f +/- %.4f\n", exp(mn), exp(mn) * se);
+    if (!o->base) return;
+    size_t n = (size_t)kl->n;
+    double bm = acc_mean(base_nll);
+    printf("base PPL = %.4f +/- %.4f (%s)\n", exp(bm), exp(bm) * acc_se(base_nll), o->base);
+    /* %g: an exact 0 (a model against its own saved run) prints as 0 */
+    printf("ln(PPL/base PPL) = %.6g +/- %.6g\n", acc_mean(dnll), acc_se(dnll));
+    qsort(r->kls, n, sizeof *r->kls, cmp_double);
+    printf("KL-divergence mean = %.6g +/- %.6g\n", acc_mean(kl), acc_se(kl));
+    printf("KL-divergence median = %.6g, p99 = %.6g, max = %.6g\n", quantile(r->kls, n, 0.5),
+           quantile(r->kls, n, 0.99), r->kls[n - 1]);
+    double p = (double)agree / (double)n;
+    printf("top-1 agreement = %.4f%% +/- %.4f%% (%llu of %zu)\n", 100 * p,
+           n > 1 ? 100 * sqrt(p * (1 - p) / (double)(n - 1)) : NAN, (unsigned long long)agree, n);
 }
 
 int cmd_perplexity(int argc, char **argv) {
@@ -413,48 +517,7 @@ int cmd_perplexity(int argc, char **argv) {
     const char *inputs[] = {o.model, o.text, o.base};
     llmk_outfile *save_of = NULL;
     if (o.save && (st = llmk_output_check(o.save, inputs, CLI_LEN(inputs))) != LLMK_OK) goto fail;
-    if ((st = llmk_model_load(o.model, &r.m)) != LLMK_OK) goto fail;
-    const llmk_hparams *hp = llmk_model_hparams(r.m);
-    r.V = (size_t)hp->n_vocab;
-    if ((st = tokenize_text(r.m, o.text, &r.toks, &r.n_toks, &r.bos)) != LLMK_OK) goto fail;
-    if (r.bos) {
-        const llmk_tokenizer *tok;
-        llmk_model_tokenizer(r.m, &tok);
-        r.bos_id = llmk_tokenizer_bos(tok);
-    }
-    r.ctx = (size_t)o.ctx;
-    if (o.base) {
-        if ((st = check_base(&r)) != LLMK_OK) goto fail;
-    } else {
-        size_t avail = r.n_toks / r.ctx;
-        if (avail == 0) {
-            st = cli_fail(LLMK_BAD_REQUEST, "text %s has %zu tokens, fewer than one window of --ctx %zu", o.text,
-                           r.n_toks, r.ctx);
-            goto fail;
-        }
-        r.n_chunks = o.chunks_given && (size_t)o.chunks < avail ? (size_t)o.chunks : avail;
-    }
-    r.first = r.ctx / 2;
-    r.per_chunk = r.ctx - 1 - r.first;
-    if (r.n_chunks * r.per_chunk > UINT32_MAX) {
-        st = cli_fail(LLMK_COUNT_TOO_LARGE, "%zu windows of %zu scored positions exceed the file format's count",
-                       r.n_chunks, r.per_chunk);
-        goto fail;
-    }
-    if (o.long_ctx) cli_warn_long_ctx(CMD, r.m, (int64_t)r.ctx);
-
-    llmk_session_params sp = {.n_ctx = (int32_t)r.ctx,
-                              .n_threads = o.threads > 0 ? (int32_t)o.threads : llmk_cpu_count(),
-                              .path = o.path, .kv_type = o.kv_type, .allow_long_ctx = o.long_ctx};
-    if ((st = llmk_session_init(r.m, &sp, &r.s)) != LLMK_OK) goto fail;
-    r.win = malloc(r.ctx * sizeof *r.win);
-    r.lp = malloc((size_t)BATCH * r.V * sizeof *r.lp);
-    r.blp = o.base ? malloc((size_t)BATCH * r.V * sizeof *r.blp) : NULL;
-    r.kls = o.base ? malloc(r.n_chunks * r.per_chunk * sizeof *r.kls) : NULL;
-    if (!r.win || !r.lp || (o.base && (!r.blp || !r.kls))) {
-        st = cli_fail(LLMK_OUT_OF_MEMORY, "buffers for %d scored rows of %zu log-probs", BATCH, r.V);
-        goto fail;
-    }
+    if ((st = open_run(&r, &o)) != LLMK_OK) goto fail;
     if (o.save) {
         if ((st = cli_outfile_open(o.save, inputs, CLI_LEN(inputs), &save_of)) != LLMK_OK) goto fail;
         r.save = llmk_outfile_stream(save_of);
@@ -463,47 +526,46 @@ int cmd_perplexity(int argc, char **argv) {
             goto fail;
         }
     }
-
-    printf("model:    %s\n", o.model);
-    printf("text:     %s: %zu tokens%s\n", o.text, r.n_toks, r.bos ? " (BOS first)" : " (no BOS)");
-    printf("windows:  %zu of %zu tokens (%zu in the text); per window, logits at positions %zu..%zu scored "
-           "against the next id: %zu per window, %zu in all\n",
-           r.n_chunks, r.ctx, r.n_toks / r.ctx, r.first, r.ctx - 2, r.per_chunk, r.n_chunks * r.per_chunk);
-    fflush(stdout);
+    if (!o.quiet) {
+        printf("model:    %s\n", o.model);
+        printf("text:     %s: %zu tokens%s\n", o.text, r.n_toks, r.bos ? " (BOS first)" : " (no BOS)");
+        printf("windows:  %zu of %zu tokens (%zu in the text); per window, logits at positions %zu..%zu scored "
+               "against the next id: %zu per window, %zu in all\n",
+               r.n_chunks, r.ctx, r.n_toks / r.ctx, r.first, r.ctx - 2, r.per_chunk, r.n_chunks * r.per_chunk);
+        fflush(stdout);
+    }
+    cli_progress_start(&r.prog, CMD, cli_progress_wanted(&o.pf, o.quiet), 0);
+    /* a value line on the terminal would be overwritten by the progress line */
+    r.defer = r.prog.on && isatty(STDOUT_FILENO);
+    double t0 = cli_now();
     if ((st = evaluate(&r, &nll, &base_nll, &dnll, &kl, &agree)) != LLMK_OK) goto fail;
+    print_chunks(&r);
+    double el = cli_now() - t0;
+    if (o.verbose)
+        fprintf(stderr, "llmk perplexity: %zu windows of %zu tokens evaluated in %.2f s (%.1f tok/s)\n", r.n_chunks,
+                r.ctx, el, (double)(r.n_chunks * r.ctx) / el);
     if (save_of) {
         st = cli_outfile_commit(save_of);
         save_of = NULL, r.save = NULL;
         if (st != LLMK_OK) goto fail;
     }
-
-    double mn = acc_mean(&nll), se = acc_se(&nll);
-    printf("mean NLL = %.6f +/- %.6f\n", mn, se);
-    printf("PPL = %.4f +/- %.4f\n", exp(mn), exp(mn) * se);
-    if (o.base) {
-        size_t n = (size_t)kl.n;
-        double bm = acc_mean(&base_nll);
-        printf("base PPL = %.4f +/- %.4f (%s)\n", exp(bm), exp(bm) * acc_se(&base_nll), o.base);
-        /* %g: an exact 0 (a model against its own saved run) prints as 0 */
-        printf("ln(PPL/base PPL) = %.6g +/- %.6g\n", acc_mean(&dnll), acc_se(&dnll));
-        qsort(r.kls, n, sizeof *r.kls, cmp_double);
-        printf("KL-divergence mean = %.6g +/- %.6g\n", acc_mean(&kl), acc_se(&kl));
-        printf("KL-divergence median = %.6g, p99 = %.6g, max = %.6g\n", quantile(r.kls, n, 0.5),
-               quantile(r.kls, n, 0.99), r.kls[n - 1]);
-        double p = (double)agree / (double)n;
-        printf("top-1 agreement = %.4f%% +/- %.4f%% (%llu of %zu)\n", 100 * p,
-               n > 1 ? 100 * sqrt(p * (1 - p) / (double)(n - 1)) : NAN, (unsigned long long)agree, n);
-    }
+    print_results(&r, &nll, &base_nll, &dnll, &kl, agree);
     if (fflush(stdout) != 0) {
         st = cli_fail(LLMK_IO_ERROR, "writing stdout: %s", strerror(errno));
         goto fail;
     }
     goto done;
 fail:
+    cli_progress_clear(&r.prog);
+    if (!o.quiet && r.n_printed < r.n_done) { /* the windows done before the failure, as without progress */
+        print_chunks(&r);
+        if (r.n_done < r.n_chunks) putchar('\n');
+    }
     rc = cli_report(CMD, st);
     if (save_of) cli_outfile_discard(save_of); /* the temporary file only: never a partial output */
 done:
     if (r.base) fclose(r.base);
+    free(r.chunk_ppl);
     free(r.kls);
     free(r.blp);
     free(r.lp);

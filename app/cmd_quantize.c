@@ -4,6 +4,7 @@
  * docs/codecs.md. */
 #include "cli.h"
 #include "opts.h"
+#include "progress.h"
 #include "quant_policy.h"
 
 #include <math.h>
@@ -26,7 +27,8 @@ static const char USAGE[] =
     "bits in some layers; rows that are not whole blocks fall back (q2_k/q3_k->\n"
     "q4_0, q4_k->q5_0, q5_k->q5_1, q6_k->q8_0, iq4_xs->iq4_nl, then f16).\n"
     "A quantized input is re-quantized only with --allow-requantize (it compounds\n"
-    "the error); f32, f16 and bf16 outputs need no flag.\n";
+    "the error); f32, f16 and bf16 outputs need no flag.\n"
+    "On a terminal a progress line on stderr names the tensor being converted.\n";
 
 struct override {
     const char *pat; /* pat[0 .. len): the NAME of --tensor-type NAME=TYPE */
@@ -210,15 +212,85 @@ static int opt_tensor_type(const char *cmd, const char *flag, const char *v, voi
     return 1;
 }
 
+/* The conversion's state, shared by the loop and the command. */
+struct qrun {
+    const llmk_gguf *g;
+    llmk_gguf_writer *wr;
+    llmk_pool *pool;
+    void **bufs;      /* [nt]: converted data (NULL: kept as is) */
+    uint32_t *types;  /* [nt]: each tensor's output type */
+    uint64_t *out_b;  /* [nt]: its output bytes */
+    size_t nt;
+    uint64_t in_bytes, out_bytes;
+    bool verbose;
+    struct cli_progress prog;
+};
+
+/* Converts tensor i (or checks it when it keeps its type) and hands it to the writer. */
+static int convert_one(struct qrun *q, size_t i) {
+    const llmk_tensor_info *ti = llmk_gguf_tensor(q->g, i);
+    uint32_t t = q->types[i];
+    uint64_t src_rb, dst_rb, bytes;
+    int st = llmk_row_bytes(ti->type, ti->ne[0], &src_rb);
+    if (st == LLMK_OK) st = llmk_row_bytes(t, ti->ne[0], &dst_rb);
+    if (st != LLMK_OK) return st;
+    uint64_t rows = ti->n_elements / ti->ne[0];
+    if (!cli_mul_u64(dst_rb, rows, &bytes) || bytes > SIZE_MAX)
+        return cli_fail(LLMK_DIMENSION_OVERFLOW, "quantize: tensor %s output size overflows", ti->name);
+    if (t != ti->type && !(q->bufs[i] = malloc(bytes ? (size_t)bytes : 1)))
+        return cli_fail(LLMK_OUT_OF_MEMORY, "quantize: %llu bytes for tensor %s", (unsigned long long)bytes, ti->name);
+    /* A tensor kept in its type is still checked: the output must not carry NaN on. */
+    struct conv_job job = {ti, t, q->bufs[i], src_rb, dst_rb, rows, NULL};
+    if ((st = convert(q->pool, &job, t)) != LLMK_OK) return st;
+    const void *data = q->bufs[i] ? q->bufs[i] : ti->data;
+    if ((st = llmk_gguf_writer_add_tensor(q->wr, ti->name, t, ti->n_dims, ti->ne, data, bytes)) != LLMK_OK) return st;
+    q->in_bytes += ti->n_bytes, q->out_bytes += bytes, q->out_b[i] = bytes;
+    return LLMK_OK;
+}
+
+/* Every tensor in file order; the progress line names the one being
+ * converted, as "[ 57/272] blk.6.ffn_up.weight  f16 -> q4_K". */
+static int convert_all(struct qrun *q) {
+    int digits = snprintf(NULL, 0, "%zu", q->nt);
+    for (size_t i = 0; i < q->nt; i++) {
+        const llmk_tensor_info *ti = llmk_gguf_tensor(q->g, i);
+        cli_progress_show(&q->prog, "[%*zu/%zu] %s  %s -> %s", digits, i + 1, q->nt, ti->name,
+                          llmk_type_name(ti->type), llmk_type_name(q->types[i]));
+        int st = convert_one(q, i);
+        if (st != LLMK_OK) return st;
+        if (q->verbose) {
+            cli_progress_clear(&q->prog); /* the line is redrawn below the tensor's */
+            printf("%-40s %-7s -> %-7s\n", ti->name, llmk_type_name(ti->type), llmk_type_name(q->types[i]));
+        }
+    }
+    return LLMK_OK;
+}
+
+/* The totals once written (not with --log-disable); with -v, the times. */
+static void print_done(const struct qrun *q, const char *out, const char *preset, bool quiet, double t_conv,
+                       double t_write) {
+    if (!quiet) {
+        print_summary(q->g, q->types, q->out_b);
+        printf("%s: %zu tensors, %.2f MiB -> %.2f MiB (%s)\n", out, q->nt, (double)q->in_bytes / 1048576.0,
+               (double)q->out_bytes / 1048576.0, preset);
+    }
+    if (q->verbose)
+        fprintf(stderr, "llmk quantize: converted in %.2f s on %d threads, written in %.2f s\n", t_conv,
+                llmk_pool_size(q->pool), t_write);
+}
+
 int cmd_quantize(int argc, char **argv) {
     const char *pos[3];
-    bool pure = false, requant = false, verbose = false, dry = false;
+    bool pure = false, requant = false, verbose = false, dry = false, quiet = false;
+    struct cli_progress_flags pf = {false, false};
     struct overrides ovs = {.n = 0};
     const struct cli_opt table[] = {
         CLI_FLAG("--pure", 0, &pure, "every tensor of 2+ dims gets TYPE (f16 if its rows cannot hold TYPE's "
                  "blocks); 1-D stay f32"),
         CLI_FLAG("--allow-requantize", 0, &requant, "quantize tensors that are already quantized (as llama-quantize)"),
-        CLI_FLAG("--verbose", 'v', &verbose, "one line per tensor before the summary"),
+        CLI_OPT_VERBOSE(&verbose, "one line per tensor before the summary; the times on stderr"),
+        CLI_OPT_LOG_DISABLE(&quiet, "no summary table or totals line, and no progress (errors still)"),
+        CLI_OPT_PROGRESS(&pf),
         CLI_FLAG("--dry-run", 0, &dry, "choose every tensor's type and print them (with -v) and the summary; "
                  "convert and write nothing"),
         CLI_REPEAT("--tensor-type", 0, opt_tensor_type, &ovs, "NAME=T",
@@ -229,99 +301,67 @@ int cmd_quantize(int argc, char **argv) {
                            .pos = pos, .max_pos = 3, .pos_name = "IN.gguf OUT.gguf TYPE"};
     int prc = cli_opts_parse(&spec, argc, argv);
     if (prc != CLI_OPTS_GO) return prc;
-    int npos = spec.n_pos, n_ov = ovs.n;
-    const struct override *ov = ovs.ov;
+    verbose = verbose && !quiet; /* --log-disable wins, as in every command */
     int rc = CLI_EXIT_OK;
     llmk_gguf *g = NULL;
-    llmk_gguf_writer *wr = NULL;
-    llmk_pool *pool = NULL;
-    void **bufs = NULL;
-    uint32_t *types = NULL;
-    uint64_t *out_b = NULL;
-    size_t nt = 0;
-    if (npos != 3) {
-        rc = cli_usage_error(CMD, "expected IN.gguf OUT.gguf TYPE");
-        goto out;
-    }
+    struct qrun q = {.verbose = verbose};
+    if (spec.n_pos != 3) return cli_usage_error(CMD, "expected IN.gguf OUT.gguf TYPE");
     const struct quant_preset *p = quant_preset_find(pos[2]);
-    if (!p) {
-        rc = cli_usage_error(CMD, "unknown type or preset '%s'", pos[2]);
-        goto out;
-    }
+    if (!p) return cli_usage_error(CMD, "unknown type or preset '%s'", pos[2]);
     /* Before reading anything: an output that is the input would be replaced
      * while mapped, and the user surely meant another path. */
     int st = llmk_output_check(pos[1], &pos[0], 1);
     if (st == LLMK_OK) st = llmk_gguf_open(pos[0], &g);
-    if (st == LLMK_OK) st = llmk_gguf_writer_init(&wr);
-    if (st == LLMK_OK) st = llmk_pool_create(0, &pool);
+    if (st == LLMK_OK) st = llmk_gguf_writer_init(&q.wr);
+    if (st == LLMK_OK) st = llmk_pool_create(0, &q.pool);
     if (st != LLMK_OK) goto fail;
+    q.g = g;
     for (size_t i = 0; i < llmk_gguf_n_kv(g) && st == LLMK_OK; i++) {
         const char *key = llmk_gguf_kv_key(g, i);
         if (strcmp(key, "general.file_type") && strcmp(key, "general.quantization_version"))
-            st = llmk_gguf_writer_copy_kv(wr, g, i);
+            st = llmk_gguf_writer_copy_kv(q.wr, g, i);
     }
-    if (st == LLMK_OK) st = llmk_gguf_writer_set_u32(wr, "general.file_type", p->ftype);
+    if (st == LLMK_OK) st = llmk_gguf_writer_set_u32(q.wr, "general.file_type", p->ftype);
     if (st == LLMK_OK && llmk_type_block_elems(p->type) > 1)
-        st = llmk_gguf_writer_set_u32(wr, "general.quantization_version", 2);
+        st = llmk_gguf_writer_set_u32(q.wr, "general.quantization_version", 2);
     if (st != LLMK_OK) goto fail;
-    nt = llmk_gguf_n_tensors(g);
-    bufs = calloc(nt ? nt : 1, sizeof *bufs);
-    types = calloc(nt ? nt : 1, sizeof *types);
-    out_b = calloc(nt ? nt : 1, sizeof *out_b);
-    if (!bufs || !types || !out_b) {
+    size_t nt = q.nt = llmk_gguf_n_tensors(g);
+    q.bufs = calloc(nt ? nt : 1, sizeof *q.bufs);
+    q.types = calloc(nt ? nt : 1, sizeof *q.types);
+    q.out_b = calloc(nt ? nt : 1, sizeof *q.out_b);
+    if (!q.bufs || !q.types || !q.out_b) {
         st = cli_fail(LLMK_OUT_OF_MEMORY, "quantize: %zu tensor pointers", nt);
         goto fail;
     }
-    if ((st = choose_all(g, p, pure, requant, ov, n_ov, types)) != LLMK_OK) goto fail;
+    if ((st = choose_all(g, p, pure, requant, ovs.ov, ovs.n, q.types)) != LLMK_OK) goto fail;
     if (dry) {
-        dry_run(g, types, verbose);
+        dry_run(g, q.types, verbose);
         goto out;
     }
-    uint64_t in_bytes = 0, out_bytes = 0;
-    for (size_t i = 0; i < nt; i++) {
-        const llmk_tensor_info *ti = llmk_gguf_tensor(g, i);
-        uint32_t t = types[i];
-        uint64_t src_rb, dst_rb, bytes;
-        st = llmk_row_bytes(ti->type, ti->ne[0], &src_rb);
-        if (st == LLMK_OK) st = llmk_row_bytes(t, ti->ne[0], &dst_rb);
-        if (st != LLMK_OK) goto fail;
-        uint64_t rows = ti->n_elements / ti->ne[0];
-        if (!cli_mul_u64(dst_rb, rows, &bytes) || bytes > SIZE_MAX) {
-            st = cli_fail(LLMK_DIMENSION_OVERFLOW, "quantize: tensor %s output size overflows", ti->name);
-            goto fail;
-        }
-        if (t != ti->type && !(bufs[i] = malloc(bytes ? (size_t)bytes : 1))) {
-            st = cli_fail(LLMK_OUT_OF_MEMORY, "quantize: %llu bytes for tensor %s", (unsigned long long)bytes, ti->name);
-            goto fail;
-        }
-        /* A tensor kept in its type is still checked: the output must not carry NaN on. */
-        struct conv_job job = {ti, t, bufs[i], src_rb, dst_rb, rows, NULL};
-        if ((st = convert(pool, &job, t)) != LLMK_OK) goto fail;
-        const void *data = bufs[i] ? bufs[i] : ti->data;
-        st = llmk_gguf_writer_add_tensor(wr, ti->name, t, ti->n_dims, ti->ne, data, bytes);
-        if (st != LLMK_OK) goto fail;
-        in_bytes += ti->n_bytes, out_bytes += bytes, out_b[i] = bytes;
-        if (verbose) printf("%-40s %-7s -> %-7s\n", ti->name, llmk_type_name(ti->type), llmk_type_name(t));
-    }
+    cli_progress_start(&q.prog, CMD, cli_progress_wanted(&pf, quiet), 0);
+    double t0 = cli_now();
+    if ((st = convert_all(&q)) != LLMK_OK) goto fail;
+    double t1 = cli_now();
+    cli_progress_show_now(&q.prog, "writing %s", pos[1]);
     llmk_outfile *of;
     if ((st = cli_outfile_open(pos[1], &pos[0], 1, &of)) != LLMK_OK) goto fail;
-    if ((st = llmk_gguf_writer_write_stream(wr, llmk_outfile_stream(of), pos[1])) != LLMK_OK) {
+    if ((st = llmk_gguf_writer_write_stream(q.wr, llmk_outfile_stream(of), pos[1])) != LLMK_OK) {
         cli_outfile_discard(of); /* the temporary file only: OUT is as it was */
         goto fail;
     }
     if ((st = cli_outfile_commit(of)) != LLMK_OK) goto fail;
-    print_summary(g, types, out_b);
-    printf("%s: %zu tensors, %.2f MiB -> %.2f MiB (%s)\n", pos[1], nt, (double)in_bytes / 1048576.0,
-           (double)out_bytes / 1048576.0, p->name);
+    cli_progress_clear(&q.prog);
+    print_done(&q, pos[1], p->name, quiet, t1 - t0, cli_now() - t1);
     goto out;
 fail:
+    cli_progress_clear(&q.prog);
     rc = cli_report(CMD, st);
 out:
-    if (bufs)
-        for (size_t i = 0; i < nt; i++) free(bufs[i]);
-    free(bufs), free(types), free(out_b);
-    llmk_pool_free(pool);
-    llmk_gguf_writer_free(wr);
+    if (q.bufs)
+        for (size_t i = 0; i < q.nt; i++) free(q.bufs[i]);
+    free(q.bufs), free(q.types), free(q.out_b);
+    llmk_pool_free(q.pool);
+    llmk_gguf_writer_free(q.wr);
     llmk_gguf_close(g);
     return rc;
 }

@@ -5,6 +5,7 @@
 #include "gen_opts.h"
 #include "spec_opts.h"
 #include "opts.h"
+#include "progress.h"
 
 
 #include <ctype.h>
@@ -58,6 +59,8 @@ struct run_opts {
     int path;
     uint32_t kv_type;
     bool print_ids, special, long_ctx, raw, conversation, escape, no_display, verbose;
+    struct cli_progress_flags pf;
+    double load_s;       /* llmk_model_load's time, for -v */
     struct gen_opts go;
     struct spec_opts so;
     char *prompt_buf;    /* the prompt read from -f or stdin, or unescaped (-e); else NULL */
@@ -141,8 +144,10 @@ static int parse_args(struct run_opts *o, int argc, char **argv) {
         CLI_FLAG("--print-ids", 0, &o->print_ids,
                  "print the generated ids (end-of-generation token included) as one JSON array on one line "
                  "instead of text"),
-        CLI_FLAG("--verbose", 'v', &o->verbose, "also say how the prompt was formatted (chat template or raw)"),
-        CLI_FLAG("--log-disable", 0, &o->go.quiet, "no seed or stats lines on stderr (errors still)"),
+        CLI_OPT_VERBOSE(&o->verbose, "also say how the prompt was formatted (chat template or raw), and the "
+                                     "load's times, kernels and threads"),
+        CLI_OPT_LOG_DISABLE(&o->go.quiet, "no seed, stats or progress lines on stderr (errors still)"),
+        CLI_OPT_PROGRESS(&o->pf),
     };
     const struct cli_opt_section sections[] = {{NULL, table, CLI_LEN(table)}, gen_opts_section(&o->go),
                                                spec_opts_section(&o->so)};
@@ -151,6 +156,7 @@ static int parse_args(struct run_opts *o, int argc, char **argv) {
     int rc = cli_opts_parse(&spec, argc, argv);
     if (rc != CLI_OPTS_GO) return rc;
     if (o->conversation) return conversation_args(o, &spec, argc, argv);
+    if (o->go.quiet) o->verbose = false; /* as chat: --log-disable wins */
     if ((rc = check_args(o)) != CLI_OPTS_GO || (rc = spec_opts_check(CMD, &o->so)) != CLI_OPTS_GO) return rc;
     if (!o->model) o->model = cli_default_model();
     o->kv_type = cli_kv_type_or_default(o->kv_type, o->path);
@@ -441,8 +447,15 @@ static int run_session(struct run_opts *o, const llmk_model *m, struct decode *d
                               .n_threads = o->threads > 0 ? (int32_t)o->threads : llmk_cpu_count(),
                               .allow_long_ctx = o->long_ctx};
     if (o->long_ctx) cli_warn_long_ctx(CMD, m, n_ctx);
+    struct cli_progress load; /* drawn once the init (the repacking) has taken a second */
+    cli_progress_start(&load, CMD, cli_progress_wanted(&o->pf, o->go.quiet), 1.0);
+    sp.progress_callback = cli_progress_load, sp.progress_callback_user_data = &load;
+    double t_init = cli_now();
     int st = llmk_session_init(m, &sp, &d->s);
+    cli_progress_clear(&load);
     if (st != LLMK_OK) return st;
+    if (o->verbose)
+        cli_log_load(CMD, o->load_s, cli_now() - t_init, llmk_session_kernels(d->s), sp.n_threads, o->kv_type);
     d->n_vocab = (size_t)hp->n_vocab;
     if ((st = decode_init(d, o, ids, n_prompt)) != LLMK_OK ||
         (st = spec_opts_init(&o->so, m, sp.n_threads, &d->draft, &d->spec)) != LLMK_OK)
@@ -491,7 +504,10 @@ int cmd_run(int argc, char **argv) {
             return cli_usage_error(CMD, "--prompt-ids: no token ids given");
         }
     }
-    if ((st = load_prompt(&o)) != LLMK_OK || (st = llmk_model_load(o.model, &m)) != LLMK_OK) goto fail;
+    if ((st = load_prompt(&o)) != LLMK_OK) goto fail;
+    double t_load = cli_now();
+    if ((st = llmk_model_load(o.model, &m)) != LLMK_OK) goto fail;
+    o.load_s = cli_now() - t_load;
     rc = CLI_OPTS_GO;
     if ((st = prompt_ids(&o, m, &d, &ids, &n_prompt, &rc)) != LLMK_OK) goto fail;
     if (rc != CLI_OPTS_GO) goto done;

@@ -108,6 +108,17 @@ enum { CLI_THREADS_MAX = 256, CLI_CTX_MAX = 1 << 22 };
 #define CLI_OPT_LONG_CTX(p) \
     CLI_FLAG("--allow-long-ctx", 0, p, "allow a context above the model's training context (warns)")
 
+/* What a command says on stderr besides errors (llama.cpp's spellings):
+ * --log-disable silences the informational lines (stats, notes, progress),
+ * -v adds detail; each command's help says what its lines are. --progress /
+ * --no-progress override the terminal check, into a struct
+ * cli_progress_flags (app/progress.h); the macro is two rows. */
+#define CLI_OPT_LOG_DISABLE(p, h) CLI_FLAG("--log-disable", 0, p, h)
+#define CLI_OPT_VERBOSE(p, h) CLI_FLAG("--verbose", 'v', p, h)
+#define CLI_OPT_PROGRESS(p) \
+    CLI_FLAG("--progress", 0, &(p)->on, "draw the progress line on stderr even when it is not a terminal"), \
+    CLI_FLAG("--no-progress", 0, &(p)->off, "no progress line (default: one when stderr is a terminal)")
+
 /* --path ref|f32|fast into an int (enum llmk_path). */
 int cli_opt_path(const char *cmd, const char *flag, const char *value, void *ctx);
 /* --kv-type f32|f16|q8_0 into a uint32_t (LLMK_TYPE_*). */

@@ -444,6 +444,18 @@ enum llmk_path { LLMK_PATH_REF = 0, LLMK_PATH_F32 = 1, LLMK_PATH_FAST = 2 };
 /* Name -> path ("ref", "f32", "fast"); LLMK_INVALID_ARGUMENT otherwise. */
 LLMK_API int llmk_path_from_name(const char *name, int *path_out);
 
+/* Progress of a session's or context's init. Loading a model maps the file
+ * and checks it without reading the weights (some 20 ms whatever its size);
+ * the init is where the time goes, because the fast path repacks the
+ * weights into its kernels' layouts and so reads the whole file (0.2-0.9 s
+ * for SmolLM2-135M on two cores; far longer for a large model or a cold
+ * disk). The callback runs on the calling thread with a fraction in [0, 1]
+ * that never decreases: 0 before the repacking, more after each phase's
+ * weights, and 1 last, once the init has succeeded (on the ref and f32
+ * paths, which repack nothing, only the 1). Returning false cancels: the
+ * init frees what it made and fails with LLMK_INTERRUPTED. */
+typedef bool (*llmk_progress_callback)(float fraction, void *user_data);
+
 /* A session: one sequence's KV cache, scratch and worker pool, all allocated
  * at init (nothing per token). Zero-initialise, then set what you need. */
 typedef struct llmk_session_params {
@@ -460,6 +472,8 @@ typedef struct llmk_session_params {
     uint64_t mem_limit;  /* bytes the KV cache and scratch may take; 0: the
                           * machine's memory. Checked before allocating
                           * (LLMK_OUT_OF_MEMORY names the figures). */
+    llmk_progress_callback progress_callback; /* NULL: none */
+    void *progress_callback_user_data;        /* its second argument */
 } llmk_session_params;
 typedef struct llmk_session llmk_session;
 
@@ -488,6 +502,11 @@ LLMK_API int llmk_session_eval_hidden(llmk_session *s, const int32_t *ids, size_
                                       bool all_positions);
 LLMK_API int32_t llmk_session_pos(const llmk_session *s);
 LLMK_API int32_t llmk_session_n_ctx(const llmk_session *s);
+/* Workers the session runs on, and the name of its kernel set: the fast
+ * path's (as llmk_context_kernels), "ref" or "f32" on the others. For a
+ * command's verbose line; 0 and NULL for NULL. */
+LLMK_API int32_t llmk_session_n_threads(const llmk_session *s);
+LLMK_API const char *llmk_session_kernels(const llmk_session *s);
 /* Forget every token from pos on (0 <= pos <= current position), so a chat
  * can reuse the cached prefix. */
 LLMK_API int llmk_session_truncate(llmk_session *s, int32_t pos);
@@ -508,6 +527,8 @@ typedef struct llmk_context_params {
     uint32_t kv_type;    /* LLMK_TYPE_F16, LLMK_TYPE_Q8_0, or 0: the configuration's (f32) */
     bool allow_long_ctx; /* as llmk_session_params */
     uint64_t mem_limit;  /* as llmk_session_params */
+    llmk_progress_callback progress_callback; /* as llmk_session_params */
+    void *progress_callback_user_data;
 } llmk_context_params;
 typedef struct llmk_context llmk_context;
 

@@ -46,7 +46,8 @@ int llmk_context_init(const llmk_model *m, const llmk_context_params *p, llmk_co
     if (!c) return llmk_fail(LLMK_OUT_OF_MEMORY, "llmk_context_init: struct");
     struct llmk_exec_params ep = {.n_ctx = p->n_ctx, .n_threads = p->n_threads, .n_batch = p->n_batch,
                                   .n_seq = p->n_seq_max, .n_kv_blocks = p->n_kv_blocks, .kv_type = p->kv_type,
-                                  .allow_long_ctx = p->allow_long_ctx, .mem_limit = p->mem_limit};
+                                  .allow_long_ctx = p->allow_long_ctx, .mem_limit = p->mem_limit,
+                                  .progress = p->progress_callback, .progress_user = p->progress_callback_user_data};
     int st = llmk_exec_init(m, &ep, &c->ex);
     if (st != LLMK_OK) {
         llmk_context_free(c);

@@ -83,6 +83,7 @@ struct llmk_exec {
     struct llmk_r8 *r8;       /* [n_phases][3][nth]: R8_A16 weights, worker views into r8_arena */
     unsigned char *r8_arena;
     struct llmk_q4_1_x2 *x2;    /* [n_phases][3]: X2_Q8_1X weights (qs NULL when not) */
+    int repack_phase;         /* the phase repack_worker packs */
     /* scratch */
     float *f32_rows;          /* F32_CHECK route: [nth][f32_row_stride] dequantized weight rows */
     int64_t f32_row_stride;
@@ -920,11 +921,13 @@ static int run_program(struct llmk_exec *ex) {
  * the init's largest cost), so the pages it streams are its own first.
  * Then the file pages of those rows leave the resident set: the mapping
  * would otherwise hold a second copy (peak RSS 217 MB for a 98 MB file);
- * released a few hundred rows at a time, the copies never add up. */
+ * released a few hundred rows at a time, the copies never add up. One
+ * region per phase (ex->repack_phase), so that the caller can report
+ * progress and cancel between phases. */
 static void repack_worker(void *ctx, int ith, int nth) {
     enum { CHUNK = 64 }; /* groups (512 rows) packed between releases: the file's copy never piles up */
     struct llmk_exec *ex = ctx;
-    for (int i = 0; i < ex->prog.n_phases * 3; i++) {
+    for (int i = ex->repack_phase * 3; i < ex->repack_phase * 3 + 3; i++) {
         struct llmk_r8 *w = &ex->r8[i * nth + ith];
         if (!w->data || w->g1 <= w->g0) continue;
         const llmk_tensor_info *t = ex->prog.ph[i / 3].w[i % 3];
@@ -1021,33 +1024,74 @@ static int exec_alloc_state(struct llmk_exec *ex) {
     return st;
 }
 
-/* The repacked weights the plan routes through them: X2 per tensor, r8 in
- * the plan's one arena (huge pages), packed by the workers. */
-static int exec_repack(struct llmk_exec *ex) {
+/* The caller's progress callback: false when it asks to stop. */
+static bool report(const struct llmk_exec_params *p, double fraction) {
+    return !p->progress || p->progress((float)fraction, p->progress_user);
+}
+
+static int cancelled(double fraction) {
+    return llmk_fail(LLMK_INTERRUPTED, "exec: init cancelled by the progress callback at %.0f%%", 100 * fraction);
+}
+
+/* Whether phase i has a weight on a repacked route; its bytes in the file. */
+static bool phase_repacked(const struct llmk_exec *ex, int i, uint64_t *bytes) {
+    const struct llmk_phase *ph = &ex->prog.ph[i];
+    *bytes = 0;
+    for (int w = 0; w < ph->n_w && ph->op == LLMK_OP_MATMUL; w++) {
+        int route = ex->plan.ph[i].w[w].route;
+        if (route == LLMK_ROUTE_X2_Q8_1X || route == LLMK_ROUTE_R8_A16) *bytes += ph->w[w]->n_bytes;
+    }
+    return *bytes > 0;
+}
+
+/* Phase i's repacked weights: X2 per tensor here, r8 by the workers into
+ * their views of the plan's arena. */
+static int repack_phase(struct llmk_exec *ex, int i) {
+    const struct llmk_phase *ph = &ex->prog.ph[i];
+    bool r8 = false;
+    for (int w = 0; w < ph->n_w && ph->op == LLMK_OP_MATMUL; w++) {
+        int route = ex->plan.ph[i].w[w].route, st;
+        if (route == LLMK_ROUTE_X2_Q8_1X) { /* then its file pages go, as repack_worker's */
+            if ((st = llmk_q4_1_x2_repack(ph->w[w], &ex->x2[i * 3 + w])) != LLMK_OK) return st;
+            llmk_gguf_release_range(ex->m->gguf, ph->w[w]->data, ph->w[w]->n_bytes);
+        }
+        for (int ith = 0; route == LLMK_ROUTE_R8_A16 && ith < ex->nth; ith++) {
+            int64_t r0, r1;
+            llmk_plan_share(&ex->plan, i, w, ith, &r0, &r1);
+            int64_t g0 = r0 / LLMK_R8_ROWS, g1 = r1 > r0 ? (r1 + LLMK_R8_ROWS - 1) / LLMK_R8_ROWS : g0;
+            size_t k = (size_t)(i * 3 + w) * (size_t)ex->nth + (size_t)ith;
+            llmk_r8_place_view(ph->w[w], &ex->r8[k], ex->r8_arena + ex->plan.r8_off[k], g0, g1);
+            r8 = true;
+        }
+    }
+    if (r8) {
+        ex->repack_phase = i;
+        llmk_pool_run(ex->pool, repack_worker, ex);
+    }
+    return LLMK_OK;
+}
+
+/* The repacked weights the plan routes through them, phase by phase; the
+ * progress is the share of their file bytes done. */
+static int exec_repack(struct llmk_exec *ex, const struct llmk_exec_params *p) {
     int st = LLMK_OK;
     ex->x2 = xalloc((uint64_t)ex->prog.n_phases * 3, sizeof *ex->x2, &st);
     ex->r8 = xalloc((uint64_t)ex->prog.n_phases * 3 * (uint64_t)ex->nth, sizeof *ex->r8, &st);
     if (st != LLMK_OK) return st;
     if (ex->plan.r8_bytes && !(ex->r8_arena = llmk_r8_buffer(ex->plan.r8_bytes)))
         return llmk_fail(LLMK_OUT_OF_MEMORY, "exec: %zu bytes of repacked weights", ex->plan.r8_bytes);
+    uint64_t total = 0, done = 0, b;
+    for (int i = 0; i < ex->prog.n_phases; i++)
+        if (phase_repacked(ex, i, &b)) total += b;
+    if (!report(p, 0.0)) return cancelled(0.0);
     for (int i = 0; i < ex->prog.n_phases; i++) {
-        const struct llmk_phase *ph = &ex->prog.ph[i];
-        for (int w = 0; w < ph->n_w && ph->op == LLMK_OP_MATMUL; w++) {
-            int route = ex->plan.ph[i].w[w].route;
-            if (route == LLMK_ROUTE_X2_Q8_1X) { /* then its file pages go, as repack_worker's */
-                if ((st = llmk_q4_1_x2_repack(ph->w[w], &ex->x2[i * 3 + w])) != LLMK_OK) return st;
-                llmk_gguf_release_range(ex->m->gguf, ph->w[w]->data, ph->w[w]->n_bytes);
-            }
-            for (int ith = 0; route == LLMK_ROUTE_R8_A16 && ith < ex->nth; ith++) {
-                int64_t r0, r1;
-                llmk_plan_share(&ex->plan, i, w, ith, &r0, &r1);
-                int64_t g0 = r0 / LLMK_R8_ROWS, g1 = r1 > r0 ? (r1 + LLMK_R8_ROWS - 1) / LLMK_R8_ROWS : g0;
-                size_t k = (size_t)(i * 3 + w) * (size_t)ex->nth + (size_t)ith;
-                llmk_r8_place_view(ph->w[w], &ex->r8[k], ex->r8_arena + ex->plan.r8_off[k], g0, g1);
-            }
-        }
+        if (!phase_repacked(ex, i, &b)) continue;
+        if ((st = repack_phase(ex, i)) != LLMK_OK) return st;
+        done += b;
+        /* below 1 until the whole init has succeeded */
+        double f = 0.99 * (double)done / (double)total;
+        if (!report(p, f)) return cancelled(f);
     }
-    if (ex->r8_arena) llmk_pool_run(ex->pool, repack_worker, ex);
     return LLMK_OK;
 }
 
@@ -1138,13 +1182,14 @@ int llmk_exec_init(const struct llmk_model *m, const struct llmk_exec_params *p,
         st = llmk_fail(LLMK_INVALID_ARGUMENT, "exec: %d threads (max %d)", ex->nth, MAX_WORKERS);
     if (st == LLMK_OK) st = exec_plan(ex);
     if (st == LLMK_OK) st = exec_alloc_state(ex);
-    if (st == LLMK_OK) st = exec_repack(ex);
+    if (st == LLMK_OK) st = exec_repack(ex, p);
     if (st == LLMK_OK) st = exec_alloc_scratch(ex);
+    if (st == LLMK_OK) exec_rope_table(ex);
+    if (st == LLMK_OK && !report(p, 1.0)) st = cancelled(1.0);
     if (st != LLMK_OK) {
         llmk_exec_free(ex);
         return st;
     }
-    exec_rope_table(ex);
     *out = ex;
     return LLMK_OK;
 }

@@ -28,6 +28,8 @@ struct llmk_exec_params {
     uint32_t kv_type;  /* LLMK_TYPE_F32 (default when 0), LLMK_TYPE_F16 or LLMK_TYPE_Q8_0 (head_dim % 32 == 0) */
     bool allow_long_ctx; /* as llmk_session_params */
     uint64_t mem_limit;  /* as llmk_session_params */
+    llmk_progress_callback progress; /* as llmk_session_params: called during init */
+    void *progress_user;
 };
 
 struct llmk_exec;

@@ -136,7 +136,8 @@ int llmk_session_init(const llmk_model *m, const llmk_session_params *p, llmk_se
     if (s->path == LLMK_PATH_FAST) { /* the executor brings its own workers */
         struct llmk_exec_params ep = {.n_ctx = n_ctx, .n_threads = p->n_threads, .n_batch = p->n_batch, .n_seq = 1,
                                       .kv_type = p->kv_type, .allow_long_ctx = p->allow_long_ctx,
-                                      .mem_limit = p->mem_limit};
+                                      .mem_limit = p->mem_limit, .progress = p->progress_callback,
+                                      .progress_user = p->progress_callback_user_data};
         st = llmk_exec_init(m, &ep, &s->ex);
     } else if ((st = llmk_pool_create(p->n_threads, &s->pool)) == LLMK_OK) {
         s->n_threads = llmk_pool_size(s->pool);
@@ -144,6 +145,9 @@ int llmk_session_init(const llmk_model *m, const llmk_session_params *p, llmk_se
             st = llmk_ref_state_init(m, n_ctx, s->pool, &s->ref);
         else
             st = f32_init(s);
+        /* nothing is repacked on these paths: the one report is the last */
+        if (st == LLMK_OK && p->progress_callback && !p->progress_callback(1.0f, p->progress_callback_user_data))
+            st = llmk_fail(LLMK_INTERRUPTED, "llmk_session_init: cancelled by the progress callback at 100%%");
     }
     if (st != LLMK_OK) {
         llmk_session_free(s);
@@ -177,6 +181,12 @@ void llmk_session_free(llmk_session *s) {
 
 int32_t llmk_session_pos(const llmk_session *s) { return s ? s->pos : 0; }
 int32_t llmk_session_n_ctx(const llmk_session *s) { return s ? s->n_ctx : 0; }
+int32_t llmk_session_n_threads(const llmk_session *s) {
+    return !s ? 0 : s->ex ? llmk_exec_n_threads(s->ex) : s->n_threads;
+}
+const char *llmk_session_kernels(const llmk_session *s) {
+    return !s ? NULL : s->ex ? llmk_exec_kernels(s->ex) : s->path == LLMK_PATH_REF ? "ref" : "f32";
+}
 
 int llmk_session_truncate(llmk_session *s, int32_t pos) {
     llmk_error_clear();

@@ -483,6 +483,88 @@ static const char *default_model(void) {
     return path;
 }
 
+/* ---- init progress ---------------------------------------------------------- */
+
+struct progress_log {
+    float f[4096];
+    int n;
+    int stop_at; /* the call (1-based) that returns false; 0: never */
+};
+
+static bool log_progress(float fraction, void *user) {
+    struct progress_log *l = user;
+    if (l->n < (int)(sizeof l->f / sizeof l->f[0])) l->f[l->n] = fraction;
+    l->n++;
+    return l->n != l->stop_at;
+}
+
+/* 0 first, never decreasing, 1 once and last; at least one report per layer
+ * between (the repacking goes phase by phase). */
+static void check_progress_log(const struct progress_log *l, int n_layer) {
+    CHECK(l->n >= n_layer + 2 && l->n <= (int)(sizeof l->f / sizeof l->f[0]));
+    if (l->n < 2 || l->n > (int)(sizeof l->f / sizeof l->f[0])) return;
+    CHECK(l->f[0] == 0.0f);
+    bool rising = true, below_one = true;
+    for (int i = 1; i < l->n; i++) rising = rising && l->f[i] >= l->f[i - 1];
+    for (int i = 0; i + 1 < l->n; i++) below_one = below_one && l->f[i] < 1.0f;
+    CHECK(rising && below_one);
+    CHECK(l->f[l->n - 1] == 1.0f);
+}
+
+/* The init's progress callback (where a load's time goes: the repacking),
+ * for a session and a context, and cancellation at its start, in the middle
+ * and at the final 1: LLMK_INTERRUPTED, nothing returned, nothing leaked
+ * (the ASan build runs this too). */
+static void test_init_progress(const llmk_model *m) {
+    int n_layer = llmk_model_hparams(m)->n_layer;
+    struct progress_log *l = calloc(1, sizeof *l);
+    llmk_session_params sp = {.n_ctx = 16, .n_threads = 2, .path = LLMK_PATH_FAST,
+                              .progress_callback = log_progress, .progress_callback_user_data = l};
+    llmk_session *s = NULL;
+    CHECK_STATUS(llmk_session_init(m, &sp, &s), LLMK_OK);
+    check_progress_log(l, n_layer);
+    CHECK_EQ_INT(llmk_session_n_threads(s), 2);
+    CHECK(llmk_session_kernels(s) && *llmk_session_kernels(s));
+    int full = l->n;
+    llmk_session_free(s);
+
+    llmk_context_params cp = {.n_seq_max = 2, .n_ctx = 16, .n_threads = 1,
+                              .progress_callback = log_progress, .progress_callback_user_data = l};
+    llmk_context *c = NULL;
+    memset(l, 0, sizeof *l);
+    CHECK_STATUS(llmk_context_init(m, &cp, &c), LLMK_OK);
+    check_progress_log(l, n_layer);
+    llmk_context_free(c);
+
+    int stops[] = {1, full / 2, full};
+    for (size_t k = 0; k < sizeof stops / sizeof stops[0]; k++) {
+        memset(l, 0, sizeof *l);
+        l->stop_at = stops[k];
+        s = (llmk_session *)l; /* must come back NULL */
+        CHECK_STATUS(llmk_session_init(m, &sp, &s), LLMK_INTERRUPTED);
+        CHECK(s == NULL && strstr(llmk_last_error(), "cancelled by the progress callback"));
+        CHECK_EQ_INT(l->n, stops[k]); /* no call after the one that said stop */
+        memset(l, 0, sizeof *l);
+        l->stop_at = stops[k];
+        c = (llmk_context *)l;
+        CHECK_STATUS(llmk_context_init(m, &cp, &c), LLMK_INTERRUPTED);
+        CHECK(c == NULL);
+    }
+
+    /* The f32 path repacks nothing: one report, the final 1; a stop there cancels too. */
+    memset(l, 0, sizeof *l);
+    sp.path = LLMK_PATH_F32;
+    CHECK_STATUS(llmk_session_init(m, &sp, &s), LLMK_OK);
+    CHECK(l->n == 1 && l->f[0] == 1.0f);
+    CHECK(s && !strcmp(llmk_session_kernels(s), "f32"));
+    llmk_session_free(s);
+    memset(l, 0, sizeof *l);
+    l->stop_at = 1;
+    CHECK_STATUS(llmk_session_init(m, &sp, &s), LLMK_INTERRUPTED);
+    CHECK(s == NULL);
+    free(l);
+}
+
 static void test_default_model(void) {
     llmk_model *m = NULL;
     CHECK_STATUS(llmk_model_load(default_model(), &m), LLMK_OK);
@@ -561,6 +643,7 @@ static void test_default_model(void) {
     free(f1);
     free(f2);
     free(f3);
+    test_init_progress(m);
     llmk_model_free(m);
 }
 

@@ -208,6 +208,58 @@ INLINE void rows_streams(int L, const struct llmk_r8 *w, int64_t g0, int64_t g1,
     }
 }
 
+/* A few activation rows (a verify step's drafts, a small batch) walk the
+ * groups as the decode does, LLMK_R8_RUNS runs side by side. Each lane's
+ * arithmetic is tile()'s, block after block: the same bits. */
+#define R8_HAVE_FEW_ROWS 4 /* the most rows rows_few takes: its accumulators stay in registers */
+INLINE void streams_few(int NA, int NP, int L, const unsigned char *const *rec, int64_t nb, int64_t k,
+                        const unsigned char *const *a, __m512 out[][R8_HAVE_FEW_ROWS]) {
+    const size_t rs = R8_RECORD_BYTES(L);
+    __m512 acc[2][R8_HAVE_FEW_ROWS];
+    const int16_t *q[R8_HAVE_FEW_ROWS];
+    const float *d[R8_HAVE_FEW_ROWS];
+    _Pragma("GCC unroll 4")
+    for (int i = 0; i < NA; i++) {
+        acc[0][i] = acc[1][i] = _mm512_setzero_ps();
+        split_act(a[i], k, &q[i], &d[i]);
+    }
+    for (int64_t b = 0; b < nb; b++) {
+        _Pragma("GCC unroll 2")
+        for (int p = 0; p < NP; p++) {
+            const unsigned char *ra = rec[2 * p] + (size_t)b * rs, *rb = rec[2 * p + 1] + (size_t)b * rs;
+            prefetch_rec(ra, (int)rs);
+            if (rb != ra) prefetch_rec(rb, (int)rs);
+            block_any(NA, L, ra, rb, q, d, b, nb, acc[p]);
+        }
+    }
+    _Pragma("GCC unroll 2")
+    for (int p = 0; p < NP; p++)
+        _Pragma("GCC unroll 4")
+        for (int i = 0; i < NA; i++) out[p][i] = acc[p][i];
+}
+
+INLINE void rows_few(int NA, int L, const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1,
+                     const unsigned char *const *a, float *y, size_t ys) {
+    int64_t len = (g1 - g0 + NSTREAM - 1) / NSTREAM;
+    size_t gb = (size_t)w->nb * w->block_bytes;
+    for (int64_t i = 0; i < len; i++) {
+        const unsigned char *rec[NSTREAM];
+        int ns = 0;
+        while (ns < NSTREAM && g0 + ns * len + i < g1) {
+            rec[ns] = w->data + (size_t)(g0 + ns * len + i - w->g0) * gb;
+            ns++;
+        }
+        if (ns % 2) rec[ns] = rec[ns - 1];
+        __m512 out[2][R8_HAVE_FEW_ROWS];
+        if (ns > 2) streams_few(NA, 2, L, rec, w->nb, w->k, a, out);
+        else streams_few(NA, 1, L, rec, w->nb, w->k, a, out);
+        for (int s = 0; s < ns; s++)
+            for (int j = 0; j < NA; j++)
+                store_group(y + (size_t)j * ys, g0 + s * len + i, r1,
+                            s % 2 ? hi8(out[s / 2][j]) : lo8(out[s / 2][j]));
+    }
+}
+
 /* NA activation rows x groups [g0, g1), two groups at a time. */
 INLINE void rows_na(int NA, int L, const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1,
                     const unsigned char *const *a, float *y, size_t ys) {

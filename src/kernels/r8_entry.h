@@ -56,6 +56,27 @@ static void r8_mm(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *a
         else rows_streams(LLMK_R8_Q8_0, w, g0, g1, r1, ab, y);
         return;
     }
+#ifdef R8_HAVE_FEW_ROWS
+    if (m <= R8_HAVE_FEW_ROWS) {
+        const unsigned char *a[R8_HAVE_FEW_ROWS];
+        for (int j = 0; j < (int)m; j++) a[j] = ab + (size_t)j * as;
+#define R8_FEW(N)                                                                           \
+    case N:                                                                                 \
+        if (w->layout == LLMK_R8_Q4_1) rows_few(N, LLMK_R8_Q4_1, w, g0, g1, r1, a, y, ys);    \
+        else if (w->layout == LLMK_R8_Q8S) rows_few(N, LLMK_R8_Q8S, w, g0, g1, r1, a, y, ys); \
+        else if (w->layout == LLMK_R8_Q8S2) rows_few(N, LLMK_R8_Q8S2, w, g0, g1, r1, a, y, ys); \
+        else rows_few(N, LLMK_R8_Q8_0, w, g0, g1, r1, a, y, ys);                            \
+        break;
+        switch (m) {
+            R8_FEW(4)
+            R8_FEW(3)
+        default:
+            R8_FEW(2)
+        }
+#undef R8_FEW
+        return;
+    }
+#endif
     for (int64_t i = 0; i < m; i += R8_NA_MAX) {
         int na = m - i < R8_NA_MAX ? (int)(m - i) : R8_NA_MAX;
         const unsigned char *a[R8_NA_MAX];

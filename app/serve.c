@@ -55,11 +55,14 @@ static int parse_args(struct serve_opts *o, int argc, char **argv) {
         CLI_LONG("--drain-timeout", 0, &o->drain_timeout_s, 0, 86400, "S",
                  "on SIGTERM/SIGINT, wait this long for running requests (default 30)"),
     };
-    const struct cli_opt_section sections[] = {{NULL, table, CLI_LEN(table)}};
+    const struct cli_opt_section sections[] = {{NULL, table, CLI_LEN(table)}, spec_opts_section(&o->so)};
     struct cli_cmd spec = {.name = CMD, .usage = USAGE, .epilog = EPILOG, .sections = sections,
                            .n_sections = CLI_LEN(sections)};
     int rc = cli_opts_parse(&spec, argc, argv);
-    if (rc != CLI_OPTS_GO) return rc;
+    if (rc != CLI_OPTS_GO || (rc = spec_opts_check(CMD, &o->so)) != CLI_OPTS_GO) return rc;
+    /* a draft model per running choice would mean a context and a worker pool each */
+    if (o->so.p.mode == LLMK_SPEC_DRAFT)
+        return cli_usage_error(CMD, "--spec draft is for run, chat and bench; serve takes --spec ngram");
     if (!o->model) o->model = cli_default_model();
     o->kv_type = cli_kv_type_or_default(o->kv_type, LLMK_PATH_FAST);
     return CLI_OPTS_GO;

@@ -14,6 +14,7 @@
 #define LLMK_SERVE_H
 
 #include "llmk.h"
+#include "spec_opts.h"
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -33,6 +34,7 @@ struct serve_opts {
     long port, n_parallel, n_ctx, threads, timeout_s, max_body, drain_timeout_s, max_queue, kv_blocks,
         step_tokens;
     uint32_t kv_type;
+    struct spec_opts so; /* --spec ngram: every choice gets its own drafter */
 };
 
 /* A checked request (serve_api.c); owns its allocations (serve_req_free). */
@@ -63,6 +65,7 @@ struct serve_choice {
     /* the engine thread's */
     int64_t eid;
     llmk_sampler *smp;
+    llmk_spec *spec;      /* --spec: borrowed by the engine, like smp */
     bool eng_ended;
     double t_last;
     int32_t cached;       /* prompt tokens the engine took from the prefix cache */

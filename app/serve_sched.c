@@ -70,6 +70,7 @@ static void job_free(struct serve_job *j) {
         free(c->tokens), free(c->lps), free(c->scratch), free(c->text);
         llmk_stop_free(c->stop);
         llmk_sampler_free(c->smp);
+        llmk_spec_free(c->spec);
     }
     serve_req_free(&j->req);
     pthread_mutex_destroy(&j->mu);
@@ -399,8 +400,10 @@ static bool submit_job(struct server *s, struct serve_job *j) {
         llmk_sampler_params sp = j->req.sp;
         if (sp.seed >= 0) sp.seed += in; /* n choices of one seeded request differ, reproducibly */
         if ((st = llmk_sampler_init(&sp, s->n_vocab, &c->smp)) != LLMK_OK) break;
+        if (spec_opts_on(&s->o.so) && (st = llmk_spec_init(s->m, &s->o.so.p, &c->spec)) != LLMK_OK) break;
         llmk_request q = {.prompt = j->req.prompt, .n_prompt = j->req.n_prompt, .max_tokens = c->cap,
-                          .sampler = c->smp, .stop_ids = s->eog, .n_stop = s->n_eog, .user = c};
+                          .sampler = c->smp, .stop_ids = s->eog, .n_stop = s->n_eog, .user = c,
+                          .spec = c->spec};
         if ((st = llmk_engine_submit(s->e, &q, &c->eid)) == LLMK_OK) in++;
     }
     if (st != LLMK_OK) refuse(j, st);
@@ -448,6 +451,8 @@ static struct serve_job *reap(struct serve_job *list) {
         for (int i = 0; i < j->req.n; i++) {
             llmk_sampler_free(j->ch[i].smp); /* the engine is done with it */
             j->ch[i].smp = NULL;
+            llmk_spec_free(j->ch[i].spec);
+            j->ch[i].spec = NULL;
         }
         job_release(j);
     }

@@ -175,3 +175,35 @@ def test_draft_model_errors():
         assert p.returncode == 1 and "vocabulary" in p.stderr.decode(), p.stderr
     p = llmk("batch", "-m", SMOL, "-f", "-", "--spec", "draft", "-md", SMOL, input=b"", check=False)
     assert p.returncode == 2 and "batch takes --spec ngram" in p.stderr.decode()
+
+
+def test_serve_identical():
+    """llmk serve --spec ngram: concurrent chat requests, greedy and seeded, get the tokens of a server
+    without it (and greedy ones those of llmk run)."""
+    import concurrent.futures
+
+    from test_serve import Server, http_req
+
+    texts = [open(os.path.join(PROMPTS, n + ".txt")).read() for n in ("copy_text", "copy_code", "free_story")]
+    keys = [(i, temp) for i in range(len(texts)) for temp in (0, 0.8)]
+
+    def answers(*flags):
+        s = Server("-np", 3, "-c", 1024, *flags)
+        try:
+            def one(key):
+                i, temp = key
+                body = {"messages": [{"role": "user", "content": texts[i]}], "max_tokens": 40,
+                        "temperature": temp, "seed": 5, "return_token_ids": True}
+                st, _, out = http_req(s, "POST", "/v1/chat/completions", body)
+                assert st == 200, out
+                return json.loads(out)["choices"][0]["token_ids"]
+
+            with concurrent.futures.ThreadPoolExecutor(len(keys)) as ex:
+                return dict(zip(keys, ex.map(one, keys)))
+        finally:
+            assert s.stop() == 0, s.err()
+
+    plain = answers()
+    assert answers("--spec", "ngram", "--draft-max", "8") == plain
+    for i, t in enumerate(texts):
+        assert plain[(i, 0)] == ids("-p", t, "-n", "40", "--temp", "0", "-t", "2")

@@ -15,7 +15,7 @@ static const char *CMD = "plan";
 static const char USAGE[] =
     "usage: llmk plan [-m MODEL | --layers L --kv-heads H --head-dim D] --ctx N\n"
     "                 [--batch B] [--kv-type f32|f16|q8_0] [--block-size S]\n"
-    "                 [--prefix P] [--accept-rate A --draft-depth K [--draft-cost C]]\n"
+    "                 [--prefix P] [--accept-rate A [--draft-depth K] [--draft-cost C] [--row-cost R]]\n"
     "                 [--json]\n"
     "\n"
     "KV-cache and weight memory for a model before it is loaded, from the GGUF\n"
@@ -107,7 +107,7 @@ struct plan_req {
     const char *model;
     uint32_t kv;
     long ctx, batch, block, prefix, depth, layers, kv_heads, head_dim;
-    double accept, draft_cost;
+    double accept, draft_cost, row_cost;
     bool json;
 };
 
@@ -129,6 +129,9 @@ static int parse_args(struct plan_req *r, int argc, char **argv) {
         CLI_LONG("--draft-depth", 0, &r->depth, 1, 1024, "K", "draft tokens per step (default 4 with --accept-rate)"),
         CLI_NUM("--draft-cost", 0, &r->draft_cost, 0.0, 100.0, "C",
                 "draft step time as a fraction of a target step (default 0.1)"),
+        CLI_NUM("--row-cost", 0, &r->row_cost, 0.0, 100.0, "R",
+                "extra time of each verified draft row as a fraction of a target step (default 0; llmk run "
+                "--spec prints its measured one)"),
         CLI_FLAG("--json", 0, &r->json, "one JSON object (bytes as numbers) instead of text"),
     };
     const struct cli_opt_section sections[] = {{NULL, table, CLI_LEN(table)}};
@@ -153,6 +156,7 @@ static int parse_args(struct plan_req *r, int argc, char **argv) {
 struct plan_fig {
     double dtype_bytes, per_layer, total, per_token, blocks_seq, blocks_total, paged_total, savings;
     double expected, speedup;
+    int32_t best_depth; /* the depth llmk_spec_best_len picks in 1..64 (the runtime's choice) */
 };
 
 static void compute(const struct plan_req *r, const struct plan_model *pm, struct plan_fig *f) {
@@ -171,9 +175,11 @@ static void compute(const struct plan_req *r, const struct plan_model *pm, struc
     double shared = r->prefix >= 0 ? (double)(r->prefix / r->block * r->block) : 0.0;
     f->savings = r->prefix >= 0 ? llmk_prefix_sharing_savings(shared, B, L, H, D, db) : 0.0;
     f->expected = f->speedup = 0.0;
+    f->best_depth = 0;
     if (r->accept >= 0) {
         f->expected = llmk_speculative_expected_tokens(r->accept, (double)r->depth);
-        f->speedup = llmk_draft_model_speedup(f->expected, 1.0, r->draft_cost, (double)r->depth);
+        f->speedup = llmk_spec_predicted_speedup(r->accept, (int32_t)r->depth, r->draft_cost, r->row_cost);
+        f->best_depth = llmk_spec_best_len(r->accept, r->draft_cost, r->row_cost, 1, 64);
     }
 }
 
@@ -209,7 +215,9 @@ static int print_json(const struct plan_req *r, const struct plan_model *pm, con
         cJSON_AddNumberToObject(o, "draft_depth", (double)r->depth);
         cJSON_AddNumberToObject(o, "draft_cost", r->draft_cost);
         cJSON_AddNumberToObject(o, "expected_tokens_per_step", f->expected);
+        cJSON_AddNumberToObject(o, "row_cost", r->row_cost);
         cJSON_AddNumberToObject(o, "speculative_speedup", f->speedup);
+        cJSON_AddNumberToObject(o, "best_draft_depth", f->best_depth);
     }
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
@@ -245,10 +253,11 @@ static void print_text(const struct plan_req *r, const struct plan_model *pm, co
                "");
     }
     if (r->accept >= 0) {
-        printf("%-28s accept %.3g, depth %ld, draft cost %.3g of a target step\n",
-               "speculative decoding", r->accept, r->depth, r->draft_cost);
+        printf("%-28s accept %.3g, depth %ld, draft cost %.3g and row cost %.3g of a target step\n",
+               "speculative decoding", r->accept, r->depth, r->draft_cost, r->row_cost);
         printf("%-28s %.4f tokens per step, %.3fx speedup\n", "", f->expected, f->speedup);
-        printf("%-28s a model of speculative decoding: the runtime does not run it yet\n", "");
+        printf("%-28s best depth %d (the length llmk run --spec drafts at this acceptance and these costs)\n", "",
+               f->best_depth);
     }
 }
 

@@ -77,9 +77,11 @@ void spec_opts_report(const char *cmd, const struct spec_opts *o, const llmk_spe
     if (!spec || llmk_spec_stats_get(spec, &s) != LLMK_OK) return;
     fprintf(f,
             "llmk %s: speculative %s: %lld/%lld drafted tokens accepted (%.1f%%), %.2f tokens per step over %lld "
-            "steps, draft length now %d (acceptance estimate %.2f, predicted speedup %.2fx)\n",
+            "steps; now: acceptance estimate %.3f, draft cost %.3f, row cost %.3f -> draft length %d, %.3f "
+            "expected tokens per step, predicted speedup %.3fx (llmk plan --accept-rate A --draft-cost C "
+            "--row-cost R prints the same)\n",
             cmd, mode_names[o->p.mode], (long long)s.n_accepted, (long long)s.n_drafted,
             s.n_drafted ? 100.0 * (double)s.n_accepted / (double)s.n_drafted : 0.0,
-            s.n_steps ? (double)s.n_tokens / (double)s.n_steps : 0.0, (long long)s.n_steps, s.draft_len,
-            s.accept_rate, s.speedup);
+            s.n_steps ? (double)s.n_tokens / (double)s.n_steps : 0.0, (long long)s.n_steps, s.accept_rate,
+            s.draft_cost, s.row_cost, s.draft_len, s.expected_tokens, s.speedup);
 }

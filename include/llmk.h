@@ -771,9 +771,17 @@ LLMK_API void llmk_spec_free(llmk_spec *sp);
 /* The drafter alone: up to max tokens that may follow hist[0..n) (n >= 1). */
 LLMK_API int llmk_spec_draft(llmk_spec *sp, const int32_t *hist, size_t n, int32_t max, int32_t *draft,
                              int32_t *n_draft);
-/* How many tokens to draft next (0: a plain step). Unless fixed_len, the
- * length that maximises seed 001's speedup (llmk_speculative_expected_tokens,
- * llmk_draft_model_speedup) for the measured acceptance rate and step times. */
+/* The cost model behind the adaptive length (llmk plan prints the same):
+ * drafting g tokens at per-token acceptance rate `accept`, each drafted
+ * token costing draft_cost and each verified row row_cost of a plain
+ * step, speeds decoding up by seed 001's llmk_draft_model_speedup with
+ * llmk_speculative_expected_tokens(accept, g) tokens per step, the target
+ * step being the verify of g + 1 rows (1 + g row_cost), over a plain step. */
+LLMK_API double llmk_spec_predicted_speedup(double accept, int32_t g, double draft_cost, double row_cost);
+/* The g in [g_min, g_max] with the highest predicted speedup, 0 when none beats 1. */
+LLMK_API int32_t llmk_spec_best_len(double accept, double draft_cost, double row_cost, int32_t g_min, int32_t g_max);
+/* How many tokens to draft next (0: a plain step). Unless fixed_len,
+ * llmk_spec_best_len for the measured acceptance rate and step costs. */
 LLMK_API int32_t llmk_spec_draft_len(const llmk_spec *sp);
 /* A verify step's outcome, for the acceptance estimate and cost model:
  * n_draft tokens verified, n_accepted kept, the step took verify_s seconds
@@ -789,6 +797,7 @@ typedef struct llmk_spec_stats {
     int32_t draft_len;      /* llmk_spec_draft_len now */
     double expected_tokens; /* llmk_speculative_expected_tokens(accept_rate, draft_len) */
     double speedup;         /* the predicted speedup over plain decoding at draft_len */
+    double draft_cost, row_cost; /* the measured costs (of a plain step) the prediction uses */
     double draft_s, verify_s;
 } llmk_spec_stats;
 LLMK_API int llmk_spec_stats_get(const llmk_spec *sp, llmk_spec_stats *out);

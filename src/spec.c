@@ -22,7 +22,7 @@
 #define DECAY 0.9
 /* Until steps are timed: an extra verified row costs this share of a
  * one-row step (a decode step reads every weight once; rows are compute). */
-#define PRIOR_ROW_COST 0.08
+#define PRIOR_ROW_COST 0.25
 
 struct llmk_spec {
     llmk_spec_params p;
@@ -252,17 +252,30 @@ static double accept_rate(const llmk_spec *sp) {
     return (sp->acc_kept + PRIOR_RATE * PRIOR_WEIGHT) / (sp->acc_tried + PRIOR_WEIGHT);
 }
 
-/* Seed 001's speedup of drafting g tokens: expected tokens per step times a
- * plain step's time over the speculative step's. The formula's step is
- * g draft tokens plus one target step; here the target step is the verify
- * of g + 1 rows, which costs g extra rows over a plain step. */
-static double predicted_speedup(const llmk_spec *sp, double a, int32_t g) {
-    double t1 = sp->have_plain ? sp->t_plain : 1.0;
-    double row = sp->have_row ? sp->t_row : PRIOR_ROW_COST * t1;
-    double td = sp->p.mode == LLMK_SPEC_DRAFT ? (sp->have_draft ? sp->t_draft : 0.5 * t1) : 0.0;
-    double tv = t1 + g * row;
-    double e = llmk_speculative_expected_tokens(a, (double)g);
-    return llmk_draft_model_speedup(e, tv, td, (double)g) * t1 / tv;
+double llmk_spec_predicted_speedup(double accept, int32_t g, double draft_cost, double row_cost) {
+    if (g <= 0) return 1.0;
+    double tv = 1.0 + g * row_cost; /* the verify of g + 1 rows, in plain steps */
+    double e = llmk_speculative_expected_tokens(accept, (double)g);
+    return llmk_draft_model_speedup(e, tv, draft_cost, (double)g) / tv;
+}
+
+int32_t llmk_spec_best_len(double accept, double draft_cost, double row_cost, int32_t g_min, int32_t g_max) {
+    double best = 1.0;
+    int32_t len = 0;
+    for (int32_t g = g_min < 1 ? 1 : g_min; g <= g_max; g++) {
+        double s = llmk_spec_predicted_speedup(accept, g, draft_cost, row_cost);
+        if (s > best) best = s, len = g;
+    }
+    return len;
+}
+
+/* The costs, as shares of a plain step: measured, or priors until measured. */
+static double row_cost(const llmk_spec *sp) {
+    return sp->have_row && sp->have_plain ? sp->t_row / sp->t_plain : PRIOR_ROW_COST;
+}
+static double draft_cost(const llmk_spec *sp) {
+    if (sp->p.mode != LLMK_SPEC_DRAFT) return 0.0;
+    return sp->have_draft && sp->have_plain ? sp->t_draft / sp->t_plain : 0.5;
 }
 
 /* A draft model's cost is only known once it has drafted: until then, and
@@ -279,13 +292,7 @@ int32_t llmk_spec_draft_len(const llmk_spec *sp) {
         int32_t g = PROBE_LEN < sp->p.draft_min ? sp->p.draft_min : PROBE_LEN;
         return g < sp->p.draft_max ? g : sp->p.draft_max;
     }
-    double a = accept_rate(sp), best = 1.0;
-    int32_t len = 0;
-    for (int32_t g = sp->p.draft_min; g <= sp->p.draft_max; g++) {
-        double s = predicted_speedup(sp, a, g);
-        if (s > best) best = s, len = g;
-    }
-    return len;
+    return llmk_spec_best_len(accept_rate(sp), draft_cost(sp), row_cost(sp), sp->p.draft_min, sp->p.draft_max);
 }
 
 static void ewma(double *v, bool *have, double x) {
@@ -318,7 +325,9 @@ void llmk_spec_feedback(llmk_spec *sp, int32_t n_draft, int32_t n_accepted, doub
     sp->st.accept_rate = accept_rate(sp);
     sp->st.draft_len = llmk_spec_draft_len(sp);
     sp->st.expected_tokens = llmk_speculative_expected_tokens(sp->st.accept_rate, (double)sp->st.draft_len);
-    sp->st.speedup = sp->st.draft_len ? predicted_speedup(sp, sp->st.accept_rate, sp->st.draft_len) : 1.0;
+    sp->st.draft_cost = draft_cost(sp), sp->st.row_cost = row_cost(sp);
+    sp->st.speedup = llmk_spec_predicted_speedup(sp->st.accept_rate, sp->st.draft_len, sp->st.draft_cost,
+                                                 sp->st.row_cost);
 }
 
 int llmk_spec_stats_get(const llmk_spec *sp, llmk_spec_stats *out) {

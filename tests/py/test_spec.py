@@ -207,3 +207,26 @@ def test_serve_identical():
     assert answers("--spec", "ngram", "--draft-max", "8") == plain
     for i, t in enumerate(texts):
         assert plain[(i, 0)] == ids("-p", t, "-n", "40", "--temp", "0", "-t", "2")
+
+
+def test_plan_prints_the_runtime_figures():
+    """The runtime's adaptive length and predicted speedup are llmk plan's for the same acceptance and costs."""
+    err = llmk("run", "-m", SMOL, *prompt("copy_text"), "-n", "64", "--temp", "0", "-t", "2",
+               "--spec", "ngram").stderr.decode()
+    line = [ln for ln in err.splitlines() if "speculative ngram:" in ln][0]
+    now = line.split("now: ")[1]
+    acc = float(now.split("acceptance estimate ")[1].split(",")[0])
+    dcost = float(now.split("draft cost ")[1].split(",")[0])
+    rcost = float(now.split("row cost ")[1].split(" ")[0])
+    length = int(now.split("draft length ")[1].split(",")[0])
+    expected = float(now.split(", ")[3].split(" ")[0])
+    speedup = float(now.split("predicted speedup ")[1].split("x")[0])
+    if length == 0:
+        pytest.skip(f"the run ended with drafting off: {line}")
+    p = llmk("plan", "--ctx", "512", "--accept-rate", str(acc), "--draft-depth", str(length), "--draft-cost",
+             str(dcost), "--row-cost", str(rcost), "--json")
+    plan = json.loads(p.stdout)
+    # the runtime printed its inputs to 3 decimals: the figures agree to about that
+    assert plan["best_draft_depth"] == pytest.approx(length, abs=1)
+    assert plan["expected_tokens_per_step"] == pytest.approx(expected, rel=2e-2)
+    assert plan["speculative_speedup"] == pytest.approx(speedup, rel=2e-2)

@@ -60,6 +60,7 @@ static int choose(void *user, const float *logits, int32_t *token, bool *end) {
 static int run_once(struct gen_run *g, llmk_spec *spec, double *secs) {
     int st = llmk_session_truncate(g->s, 0);
     if (st == LLMK_OK) st = llmk_session_eval(g->s, g->hist, g->n_prompt, g->logits, g->V, false);
+    if (st == LLMK_OK && spec) st = llmk_spec_prefill(spec, g->hist, g->n_prompt); /* untimed, as the prefill */
     if (st != LLMK_OK) return st;
     g->n = g->n_prompt;
     double t = now_s();

@@ -260,6 +260,7 @@ static int prefill_turn(struct chat *c, int turn) {
     c->n_hist = n_ids;
     if ((st = llmk_session_eval(c->s, c->ids + reuse, n_ids - reuse, c->logits, c->n_vocab, false)) != LLMK_OK)
         return st;
+    if (c->spec && (st = llmk_spec_prefill(c->spec, c->ids, n_ids)) != LLMK_OK) return st; /* a draft model's */
     if (c->o->verbose) {
         fprintf(stderr, "llmk chat: turn %d: reused %zu tokens, prefilled %zu tokens\n", turn, reuse, n_ids - reuse);
         print_ids("prompt ids", turn, c->ids, n_ids);

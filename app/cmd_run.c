@@ -467,6 +467,7 @@ static int run_session(struct run_opts *o, const llmk_model *m, struct decode *d
     }
     double t0 = now_s();
     if ((st = llmk_session_eval(d->s, ids, n_prompt, d->logits, d->n_vocab, false)) != LLMK_OK) return st;
+    if (d->spec && (st = llmk_spec_prefill(d->spec, ids, n_prompt)) != LLMK_OK) return st; /* a draft model's prompt */
     double t1 = now_s();
     if ((st = d->spec ? generate_spec(o, d, n_prompt) : generate(o, d)) != LLMK_OK) return st;
     double t2 = now_s();

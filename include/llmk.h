@@ -768,6 +768,10 @@ typedef struct llmk_spec llmk_spec;
  * vocabulary differs from the target's (the message names the difference). */
 LLMK_API int llmk_spec_init(const llmk_model *target, const llmk_spec_params *p, llmk_spec **out);
 LLMK_API void llmk_spec_free(llmk_spec *sp);
+/* Prepare the drafter for a sequence that starts with ids[0..n) (a draft
+ * model evaluates them, so the first draft does not pay for the prompt);
+ * optional, and a no-op for prompt lookup. */
+LLMK_API int llmk_spec_prefill(llmk_spec *sp, const int32_t *ids, size_t n);
 /* The drafter alone: up to max tokens that may follow hist[0..n) (n >= 1). */
 LLMK_API int llmk_spec_draft(llmk_spec *sp, const int32_t *hist, size_t n, int32_t max, int32_t *draft,
                              int32_t *n_draft);

@@ -24,6 +24,19 @@
  * one-row step (a decode step reads every weight once; rows are compute). */
 #define PRIOR_ROW_COST 0.25
 
+/* The costs are shares of a plain step's time, so the first step is plain
+ * and every REFRESH_EVERY-th after it too (the machine and the context
+ * length change it). A draft model's cost is only known once it has
+ * drafted: until then, and every PROBE_EVERY plain steps after, a step
+ * drafts PROBE_LEN tokens so the estimates can change their mind. (Prompt
+ * lookup costs nothing to draft: its acceptance estimate decays back to
+ * the prior instead.) */
+#define PROBE_EVERY 32 /* at first; doubled after each probe that finds drafting not worth it, and after */
+#define PROBE_MAX 128  /* the one at this interval no more probes: each costs the draft model catching up on
+                        * every token since the last */
+#define PROBE_LEN 4
+#define REFRESH_EVERY 64
+
 struct llmk_spec {
     llmk_spec_params p;
     size_t n_vocab;
@@ -37,6 +50,8 @@ struct llmk_spec {
     double t_plain, t_row, t_draft; /* seconds: a one-row step, each extra row, one drafted token */
     bool have_plain, have_row, have_draft;
     int32_t plain_run; /* steps since the last one that verified drafts */
+    int32_t probe_every; /* draft model: plain steps between probes, doubled while probes find it not worth it */
+    int32_t draft_run; /* steps since the last plain one */
     llmk_spec_stats st;
     /* the verify step's buffers */
     int32_t *ids;
@@ -151,6 +166,7 @@ int llmk_spec_init(const llmk_model *target, const llmk_spec_params *p, llmk_spe
         llmk_spec_free(sp);
         return st;
     }
+    sp->probe_every = PROBE_EVERY;
     sp->st.draft_len = llmk_spec_draft_len(sp);
     *out = sp;
     return LLMK_OK;
@@ -190,29 +206,46 @@ static int on_draft_token(void *user, size_t entry, int32_t token) {
     return 0;
 }
 
-/* The draft model, greedy: its KV is brought to hist (kept up to the
- * longest common prefix with what it holds, the rest evaluated), then it
- * generates max tokens in one executor call. */
+/* The draft context brought to hist[0..m): kept up to the longest common
+ * prefix with what it holds, the rest evaluated. */
+static int draft_sync(llmk_spec *sp, const int32_t *hist, size_t m) {
+    size_t lcp = 0;
+    while (lcp < sp->n_dtok && lcp < m && sp->dtok[lcp] == hist[lcp]) lcp++;
+    int st = llmk_context_seq_truncate(sp->dc, 0, (int32_t)lcp);
+    if (st != LLMK_OK) return st;
+    sp->n_dtok = lcp;
+    if (lcp == m) return LLMK_OK;
+    size_t k = m - lcp;
+    llmk_batch_item *it = malloc(k * sizeof *it);
+    if (!it) return llmk_fail(LLMK_OUT_OF_MEMORY, "draft model: %zu items", k);
+    for (size_t i = 0; i < k; i++) it[i] = (llmk_batch_item){.seq = 0, .id = hist[lcp + i]};
+    st = llmk_context_eval(sp->dc, it, k, NULL, 0);
+    free(it);
+    if (st != LLMK_OK) return st;
+    memcpy(sp->dtok + lcp, hist + lcp, k * sizeof *hist);
+    sp->n_dtok = m;
+    return LLMK_OK;
+}
+
+int llmk_spec_prefill(llmk_spec *sp, const int32_t *ids, size_t n) {
+    llmk_error_clear();
+    if (!sp || (!ids && n)) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_spec_prefill: NULL argument");
+    if (sp->p.mode != LLMK_SPEC_DRAFT || n > sp->dcap) return LLMK_OK; /* nothing to prepare, or no room */
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || (size_t)ids[i] >= sp->n_vocab)
+            return llmk_fail(LLMK_INVALID_TOKEN, "llmk_spec_prefill: token %d (index %zu) outside the vocabulary",
+                             ids[i], i);
+    return draft_sync(sp, ids, n);
+}
+
+/* The draft model, greedy: its KV is brought to hist but the last token,
+ * then it generates max tokens in one executor call (fed that token). */
 static int draft_model(llmk_spec *sp, const int32_t *hist, size_t n, int32_t max, int32_t *draft, int32_t *n_draft) {
     *n_draft = 0;
     if (n + (size_t)max > sp->dcap) max = n < sp->dcap ? (int32_t)(sp->dcap - n) : 0;
     if (max <= 0) return LLMK_OK;
-    size_t lcp = 0;
-    while (lcp < sp->n_dtok && lcp < n - 1 && sp->dtok[lcp] == hist[lcp]) lcp++;
-    int st = llmk_context_seq_truncate(sp->dc, 0, (int32_t)lcp);
+    int st = draft_sync(sp, hist, n - 1);
     if (st != LLMK_OK) return st;
-    sp->n_dtok = lcp;
-    if (lcp < n - 1) { /* everything but hist's last token, which generate feeds */
-        size_t m = n - 1 - lcp;
-        llmk_batch_item *it = malloc(m * sizeof *it);
-        if (!it) return llmk_fail(LLMK_OUT_OF_MEMORY, "draft model: %zu items", m);
-        for (size_t i = 0; i < m; i++) it[i] = (llmk_batch_item){.seq = 0, .id = hist[lcp + i]};
-        st = llmk_context_eval(sp->dc, it, m, NULL, 0);
-        free(it);
-        if (st != LLMK_OK) return st;
-        memcpy(sp->dtok + lcp, hist + lcp, m * sizeof *hist);
-        sp->n_dtok = n - 1;
-    }
     struct draft_out out = {draft, 0};
     llmk_gen_seq gs = {.seq = 0, .id = hist[n - 1], .max_tokens = max};
     if ((st = llmk_context_generate(sp->dc, &gs, 1, on_draft_token, &out)) != LLMK_OK) {
@@ -278,17 +311,11 @@ static double draft_cost(const llmk_spec *sp) {
     return sp->have_draft && sp->have_plain ? sp->t_draft / sp->t_plain : 0.5;
 }
 
-/* A draft model's cost is only known once it has drafted: until then, and
- * every PROBE_EVERY plain steps after, a step drafts PROBE_LEN tokens so the
- * estimates can change their mind. (Prompt lookup costs nothing to draft:
- * its acceptance estimate decays back to the prior instead.) */
-#define PROBE_EVERY 32
-#define PROBE_LEN 4
-
 int32_t llmk_spec_draft_len(const llmk_spec *sp) {
     if (!sp || sp->p.mode == LLMK_SPEC_NONE) return 0;
     if (sp->p.fixed_len) return sp->p.draft_max;
-    if (sp->p.mode == LLMK_SPEC_DRAFT && (!sp->have_draft || sp->plain_run >= PROBE_EVERY)) {
+    if (!sp->have_plain || sp->draft_run >= REFRESH_EVERY) return 0;
+    if (sp->p.mode == LLMK_SPEC_DRAFT && (!sp->have_draft || sp->plain_run >= sp->probe_every)) {
         int32_t g = PROBE_LEN < sp->p.draft_min ? sp->p.draft_min : PROBE_LEN;
         return g < sp->p.draft_max ? g : sp->p.draft_max;
     }
@@ -309,7 +336,11 @@ void llmk_spec_feedback(llmk_spec *sp, int32_t n_draft, int32_t n_accepted, doub
     sp->st.draft_s += draft_s;
     sp->st.verify_s += verify_s;
     sp->acc_kept *= DECAY, sp->acc_tried *= DECAY;
+    /* a draft model drafting after plain steps first catches up on their
+     * tokens: a one-off that is not what drafting costs step after step */
+    bool catch_up = sp->plain_run > 0;
     sp->plain_run = n_draft ? 0 : sp->plain_run + 1;
+    sp->draft_run = n_draft ? sp->draft_run + 1 : 0;
     if (n_draft == 0) {
         if (verify_s > 0) ewma(&sp->t_plain, &sp->have_plain, verify_s);
     } else {
@@ -320,10 +351,18 @@ void llmk_spec_feedback(llmk_spec *sp, int32_t n_draft, int32_t n_accepted, doub
             double row = (verify_s - sp->t_plain) / n_draft;
             ewma(&sp->t_row, &sp->have_row, row > 0 ? row : 0);
         }
-        if (sp->p.mode == LLMK_SPEC_DRAFT && draft_s > 0) ewma(&sp->t_draft, &sp->have_draft, draft_s / n_draft);
+        if (sp->p.mode == LLMK_SPEC_DRAFT && draft_s > 0 && (!catch_up || !sp->have_draft))
+            ewma(&sp->t_draft, &sp->have_draft, draft_s / n_draft);
     }
     sp->st.accept_rate = accept_rate(sp);
     sp->st.draft_len = llmk_spec_draft_len(sp);
+    /* A probe that turns drafting off backs off; one that shows drafting
+     * could not pay even if every draft held ends probing for good. */
+    if (n_draft && (catch_up || sp->st.n_steps <= 2) && !sp->st.draft_len)
+        sp->probe_every = llmk_spec_best_len(1.0, draft_cost(sp), row_cost(sp), 1, sp->p.draft_max) == 0 ? INT32_MAX
+                          : sp->probe_every < PROBE_MAX ? 2 * sp->probe_every : INT32_MAX;
+    else if (n_draft && sp->st.draft_len)
+        sp->probe_every = PROBE_EVERY;
     sp->st.expected_tokens = llmk_speculative_expected_tokens(sp->st.accept_rate, (double)sp->st.draft_len);
     sp->st.draft_cost = draft_cost(sp), sp->st.row_cost = row_cost(sp);
     sp->st.speedup = llmk_spec_predicted_speedup(sp->st.accept_rate, sp->st.draft_len, sp->st.draft_cost,
@@ -362,6 +401,7 @@ int llmk_session_spec_step(llmk_session *s, llmk_spec *sp, const int32_t *hist, 
     if (st != LLMK_OK) return st;
     if (nd < sp->p.draft_min) nd = 0;
     double t1 = now_s();
+    double draft_s = t1 - t0;
     sp->ids[0] = hist[n_hist - 1];
     size_t V = sp->n_vocab;
     if ((st = llmk_session_eval(s, sp->ids, (size_t)nd + 1, sp->logits, ((size_t)nd + 1) * V, true)) != LLMK_OK)
@@ -381,6 +421,6 @@ int llmk_session_spec_step(llmk_session *s, llmk_spec *sp, const int32_t *hist, 
     int32_t keep = pos + (st == LLMK_OK ? i + 1 : i);
     int tst = llmk_session_truncate(s, keep);
     if (st == LLMK_OK) st = tst;
-    if (st == LLMK_OK) llmk_spec_feedback(sp, nd, i < nd ? i : nd, t1 - t0, t2 - t1);
+    if (st == LLMK_OK) llmk_spec_feedback(sp, nd, i < nd ? i : nd, draft_s, t2 - t1);
     return st;
 }

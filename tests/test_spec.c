@@ -212,7 +212,8 @@ static void test_lossless(const llmk_model *m) {
     llmk_spec_params modes[] = {
         {.mode = LLMK_SPEC_NGRAM, .ngram_min = 1, .draft_max = 6, .fixed_len = true}, /* mostly rejected */
         {.mode = LLMK_SPEC_NGRAM},                                                     /* adaptive */
-        {.mode = LLMK_SPEC_DRAFT, .draft_model = m, .draft_max = 5, .draft_threads = 1}, /* always right when greedy */
+        {.mode = LLMK_SPEC_DRAFT, .draft_model = m, .draft_max = 5, .draft_threads = 1, .fixed_len = true},
+        {.mode = LLMK_SPEC_DRAFT, .draft_model = m, .draft_max = 5, .draft_threads = 1}, /* adaptive */
     };
     for (int threads = 1; threads <= 3; threads++)
         for (size_t k = 0; k < sizeof modes / sizeof modes[0]; k++)

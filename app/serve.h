@@ -49,6 +49,7 @@ struct serve_req {
     char *stops[SERVE_MAX_STOPS];
     size_t n_stops;
     int logprobs; /* -1: none; else how many top alternatives per token (0 .. 20) */
+    int32_t spec_max, spec_min; /* "speculative.n_max" / "speculative.n_min" (llama-server's); -1: not given */
 };
 void serve_req_free(struct serve_req *r);
 

@@ -325,6 +325,15 @@ static int shape(struct parse *p, bool chat) {
         if ((rc = num(p, "logprobs", 0, 20, true, &v, &g))) return rc;
         if (g) r->logprobs = (int)v;
     }
+    /* llama-server's per-request speculation: n_max 0 turns it off, more turns prompt lookup on */
+    r->spec_max = r->spec_min = -1;
+    if ((rc = num(p, "speculative.n_max", 0, 64, true, &v, &g))) return rc;
+    if (g) r->spec_max = (int32_t)v;
+    if ((rc = num(p, "speculative.n_min", 1, 64, true, &v, &g))) return rc;
+    if (g) r->spec_min = (int32_t)v;
+    if (r->spec_min > 0 && r->spec_max > 0 && r->spec_min > r->spec_max)
+        return bad(p, "speculative.n_min", "'speculative.n_min' %d exceeds 'speculative.n_max' %d", r->spec_min,
+                   r->spec_max);
     bool echo = false;
     if ((rc = boolean(p, "echo", &echo))) return rc;
     if (echo) return bad(p, "echo", "'echo' is not supported");

@@ -400,7 +400,11 @@ static bool submit_job(struct server *s, struct serve_job *j) {
         llmk_sampler_params sp = j->req.sp;
         if (sp.seed >= 0) sp.seed += in; /* n choices of one seeded request differ, reproducibly */
         if ((st = llmk_sampler_init(&sp, s->n_vocab, &c->smp)) != LLMK_OK) break;
-        if (spec_opts_on(&s->o.so) && (st = llmk_spec_init(s->m, &s->o.so.p, &c->spec)) != LLMK_OK) break;
+        llmk_spec_params spp = s->o.so.p; /* the server's --spec, as the request adjusts it */
+        if (j->req.spec_max >= 0) spp.mode = j->req.spec_max ? LLMK_SPEC_NGRAM : LLMK_SPEC_NONE;
+        if (j->req.spec_max > 0) spp.draft_max = j->req.spec_max;
+        if (j->req.spec_min > 0) spp.draft_min = j->req.spec_min;
+        if (spp.mode != LLMK_SPEC_NONE && (st = llmk_spec_init(s->m, &spp, &c->spec)) != LLMK_OK) break;
         llmk_request q = {.prompt = j->req.prompt, .n_prompt = j->req.n_prompt, .max_tokens = c->cap,
                           .sampler = c->smp, .stop_ids = s->eog, .n_stop = s->n_eog, .user = c,
                           .spec = c->spec};

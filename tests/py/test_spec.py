@@ -187,13 +187,13 @@ def test_serve_identical():
     texts = [open(os.path.join(PROMPTS, n + ".txt")).read() for n in ("copy_text", "copy_code", "free_story")]
     keys = [(i, temp) for i in range(len(texts)) for temp in (0, 0.8)]
 
-    def answers(*flags):
+    def answers(*flags, extra=None):
         s = Server("-np", 3, "-c", 1024, *flags)
         try:
             def one(key):
                 i, temp = key
                 body = {"messages": [{"role": "user", "content": texts[i]}], "max_tokens": 40,
-                        "temperature": temp, "seed": 5, "return_token_ids": True}
+                        "temperature": temp, "seed": 5, "return_token_ids": True, **(extra or {})}
                 st, _, out = http_req(s, "POST", "/v1/chat/completions", body)
                 assert st == 200, out
                 return json.loads(out)["choices"][0]["token_ids"]
@@ -205,8 +205,19 @@ def test_serve_identical():
 
     plain = answers()
     assert answers("--spec", "ngram", "--draft-max", "8") == plain
+    # llama-server's per-request fields: on for one request, off for another
+    assert answers(extra={"speculative.n_max": 6, "speculative.n_min": 2}) == plain
+    assert answers("--spec", "ngram", extra={"speculative.n_max": 0}) == plain
     for i, t in enumerate(texts):
         assert plain[(i, 0)] == ids("-p", t, "-n", "40", "--temp", "0", "-t", "2")
+    s = Server("-np", 1, "-c", 512)
+    try:
+        for bad in ({"speculative.n_max": 65}, {"speculative.n_max": "8"},
+                    {"speculative.n_max": 4, "speculative.n_min": 5}):
+            st, _, out = http_req(s, "POST", "/v1/completions", {"prompt": "hi", "max_tokens": 2, **bad})
+            assert st == 400 and b"speculative" in out, (bad, st, out)
+    finally:
+        assert s.stop() == 0, s.err()
 
 
 def test_plan_prints_the_runtime_figures():

@@ -65,7 +65,7 @@ struct chat_opts {
     long n_predict, threads, n_ctx;
     int path;
     uint32_t kv_type;
-    bool verbose, long_ctx;
+    bool verbose, long_ctx, conversation;
     struct cli_progress_flags pf;
     double load_s; /* llmk_model_load's time, for -v */
     struct gen_opts go;
@@ -89,6 +89,9 @@ static int parse_args(struct chat_opts *o, int argc, char **argv) {
                                      "prefilled / generated) on stderr"),
         CLI_OPT_LOG_DISABLE(&o->go.quiet, "no seed, per-turn or progress lines on stderr (errors still)"),
         CLI_OPT_PROGRESS(&o->pf),
+        /* llama-cli's spellings for "a conversation": chat always is one */
+        CLI_FLAG2("--conversation", "-cnv", 0, &o->conversation, "accepted and ignored: chat is always a conversation"),
+        CLI_FLAG("--interactive", 'i', &o->conversation, "the same as --conversation"),
     };
     const struct cli_opt_section sections[] = {{NULL, table, CLI_LEN(table)}, gen_opts_section(&o->go),
                                                spec_opts_section(&o->so)};

@@ -286,7 +286,7 @@ def test_llama_spellings_parse():
     for cmd, args in (("run", ["-f", "x"]), ("run", ["-cnv"]), ("run", ["-i"]), ("run", ["-e"]),
                       ("run", ["--log-disable"]), ("run", ["-n", "-1"]), ("run", ["--n-predict=-1"]),
                       ("run", ["-s", "5"]), ("run", ["--no-chat"]), ("run", ["--raw"]), ("chat", ["-s", "5"]),
-                      ("chat", ["-n", "-1"]), ("chat", ["--log-disable"]), ("batch", ["-s", "3"]),
+                      ("chat", ["-n", "-1"]), ("chat", ["--log-disable"]), ("chat", ["-i"]), ("chat", ["-cnv"]), ("batch", ["-s", "3"]),
                       ("batch", ["--n-predict", "4"]), ("run", ["--verbose"])):
         r = llmk(cmd, *args, "-h")
         assert r.returncode == 0 and r.stdout.startswith(f"usage: llmk {cmd}"), (cmd, args, r.stderr)

@@ -4,9 +4,9 @@
  * the final RMSNorm, llmk_session_eval_hidden) are pooled and normalized.
  * docs/embeddings.md. */
 #include "cli.h"
+#include "embed_pool.h"
 #include "opts.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +32,6 @@ static const char EPILOG[] =
     "         and \"token\" (its id)\n"
     "values are printed with 9 significant digits: the f32 value exactly.\n";
 
-enum pooling { POOL_MEAN, POOL_LAST, POOL_NONE };
 enum out_format { FMT_TEXT, FMT_ARRAY, FMT_JSON };
 
 struct embed_opts {
@@ -55,10 +54,8 @@ struct prompt {
 
 static int opt_pooling(const char *cmd, const char *flag, const char *value, void *ctx) {
     int *out = ctx;
-    if (!strcmp(value, "mean")) *out = POOL_MEAN;
-    else if (!strcmp(value, "last")) *out = POOL_LAST;
-    else if (!strcmp(value, "none")) *out = POOL_NONE;
-    else return cli_usage_error(cmd, "%s expects mean, last or none, got '%s'", flag, value), 0;
+    if ((*out = embed_pooling_from_name(value, 1)) < 0)
+        return cli_usage_error(cmd, "%s expects mean, last or none, got '%s'", flag, value), 0;
     return 1;
 }
 
@@ -188,63 +185,23 @@ static int tokenize_prompts(const llmk_tokenizer *tok, struct prompt *ps, size_t
     return LLMK_OK;
 }
 
-/* llama.cpp's normalizations of one embedding (--embd-normalize), in f64:
- * -1 none; 0 scaled so its largest magnitude is 32760 (the int16 range);
- * p >= 1 divided by its p-norm (1 taxicab, 2 euclidean). A zero vector
- * stays zero. The p-norm is taken of the values over their largest
- * magnitude, so a large p does not overflow. */
-static void normalize(double *v, size_t n, long p) {
-    if (p < 0) return;
-    double amax = 0, sum = 0, scale;
-    for (size_t i = 0; i < n; i++) amax = fabs(v[i]) > amax ? fabs(v[i]) : amax;
-    if (amax == 0) return;
-    if (p == 0) {
-        scale = amax / 32760.0;
-    } else {
-        for (size_t i = 0; i < n; i++) sum += p == 2 ? (v[i] / amax) * (v[i] / amax) : pow(fabs(v[i]) / amax, (double)p);
-        scale = amax * (p == 2 ? sqrt(sum) : pow(sum, 1.0 / (double)p));
-    }
-    for (size_t i = 0; i < n; i++) v[i] /= scale;
-}
-
-/* Prompt p's embeddings from its n_ids x E hidden states h: pooled (mean:
- * summed in order, then divided; last: the last row; none: every row),
- * normalized, rounded to f32 into p->emb. */
-static int pool_prompt(const struct embed_opts *o, struct prompt *p, const float *h, size_t E, double *acc) {
-    size_t rows = o->pooling == POOL_NONE ? p->n_ids : 1;
-    if (!(p->emb = malloc(rows * E * sizeof *p->emb))) return cli_fail(LLMK_OUT_OF_MEMORY, "embeddings");
-    p->n_rows = rows;
-    for (size_t r = 0; r < rows; r++) {
-        if (o->pooling == POOL_MEAN) {
-            for (size_t i = 0; i < E; i++) acc[i] = 0;
-            for (size_t t = 0; t < p->n_ids; t++)
-                for (size_t i = 0; i < E; i++) acc[i] += h[t * E + i];
-            for (size_t i = 0; i < E; i++) acc[i] /= (double)p->n_ids;
-        } else {
-            const float *src = h + (o->pooling == POOL_LAST ? 0 : r * E); /* last: the only row computed */
-            for (size_t i = 0; i < E; i++) acc[i] = src[i];
-        }
-        normalize(acc, E, o->normalize);
-        for (size_t i = 0; i < E; i++) p->emb[r * E + i] = (float)acc[i];
-    }
-    return LLMK_OK;
-}
-
 /* Each prompt on the session from position 0: its hidden states (the last
- * row only with --pooling last), pooled. */
+ * row only with --pooling last), pooled and normalized into p->emb. */
 static int embed_prompts(const struct embed_opts *o, llmk_session *s, struct prompt *ps, size_t n, size_t E) {
     size_t most = 0;
     for (size_t i = 0; i < n; i++) most = ps[i].n_ids > most ? ps[i].n_ids : most;
-    float *h = malloc(most * E * sizeof *h);
-    double *acc = malloc(E * sizeof *acc);
-    int st = h && acc ? LLMK_OK : cli_fail(LLMK_OUT_OF_MEMORY, "hidden states of %zu tokens", most);
+    struct embed_scratch sc;
+    int st = embed_scratch_init(&sc, most, E);
     for (size_t i = 0; i < n && st == LLMK_OK; i++) {
-        if ((st = llmk_session_truncate(s, 0)) == LLMK_OK)
-            st = llmk_session_eval_hidden(s, ps[i].ids, ps[i].n_ids, h, most * E, o->pooling != POOL_LAST);
-        st = st == LLMK_OK ? pool_prompt(o, &ps[i], h, E, acc) : cli_fail(st, "prompt %zu: %s", i + 1, llmk_last_error());
+        ps[i].n_rows = o->pooling == EMBED_POOL_NONE ? ps[i].n_ids : 1;
+        if (!(ps[i].emb = malloc(ps[i].n_rows * E * sizeof *ps[i].emb))) {
+            st = cli_fail(LLMK_OUT_OF_MEMORY, "embeddings");
+            break;
+        }
+        st = embed_eval(s, ps[i].ids, ps[i].n_ids, o->pooling, o->normalize, &sc, ps[i].emb);
+        if (st != LLMK_OK) st = cli_fail(st, "prompt %zu: %s", i + 1, llmk_last_error());
     }
-    free(h);
-    free(acc);
+    embed_scratch_free(&sc);
     return st;
 }
 
@@ -272,7 +229,7 @@ static void print_json(const struct embed_opts *o, const struct prompt *ps, size
         tokens += ps[i].n_ids;
         for (size_t r = 0; r < ps[i].n_rows; r++, index++) {
             printf("%s{\"object\":\"embedding\",\"index\":%zu,", index ? "," : "", index);
-            if (o->pooling == POOL_NONE)
+            if (o->pooling == EMBED_POOL_NONE)
                 printf("\"prompt\":%zu,\"position\":%zu,\"token\":%d,", i, r, ps[i].ids[r]);
             printf("\"embedding\":[");
             print_vector(ps[i].emb + r * E, E, ",");
@@ -292,7 +249,7 @@ static void print_embeddings(const struct embed_opts *o, const struct prompt *ps
     bool array = o->format == FMT_ARRAY, first = true;
     if (array) putchar('[');
     for (size_t i = 0; i < n; i++) {
-        if (!array && i && o->pooling == POOL_NONE) putchar('\n'); /* a blank line between prompts' tokens */
+        if (!array && i && o->pooling == EMBED_POOL_NONE) putchar('\n'); /* a blank line between prompts' tokens */
         for (size_t r = 0; r < ps[i].n_rows; r++, first = false) {
             if (array) fputs(first ? "[" : ",[", stdout);
             print_vector(ps[i].emb + r * E, E, array ? "," : " ");
@@ -319,7 +276,7 @@ static int session_for(const struct embed_opts *o, const llmk_model *m, const st
 }
 
 int cmd_embed(int argc, char **argv) {
-    struct embed_opts o = {.normalize = 2, .pooling = POOL_MEAN, .format = FMT_TEXT, .path = LLMK_PATH_FAST,
+    struct embed_opts o = {.normalize = 2, .pooling = EMBED_POOL_MEAN, .format = FMT_TEXT, .path = LLMK_PATH_FAST,
                            .kv_type = (uint32_t)CLI_KV_DEFAULT};
     int rc = parse_args(&o, argc, argv);
     if (rc != CLI_OPTS_GO) return rc;

@@ -67,7 +67,7 @@ $(BUILD)/tests/%: tests/%.c tests/check.h $(BUILD)/libllmk.a
 
 # The fuzz corpora's replay also runs llmk serve's request parser
 # (fuzz/fuzz_serve.c): the command's objects it needs are linked in.
-SERVE_PARSE_OBJ := $(addprefix $(BUILD)/obj/app/,serve_api.o gen_opts.o cli.o)
+SERVE_PARSE_OBJ := $(addprefix $(BUILD)/obj/app/,serve_api.o serve_embed.o embed_pool.o gen_opts.o cli.o)
 $(BUILD)/tests/test_fuzz_corpus: tests/test_fuzz_corpus.c tests/check.h $(wildcard fuzz/*.c fuzz/*.h) \
 		$(SERVE_PARSE_OBJ) $(BUILD)/libllmk.a
 	@mkdir -p $(dir $@)

@@ -17,7 +17,8 @@ static const char CMD[] = "serve";
 static const char USAGE[] =
     "usage: llmk serve [-m MODEL] [--host ADDR] [--port N] [-np N] [-c N] [-t N] [--api-key KEY] [--alias ID]\n"
     "  Serves the model over HTTP with the OpenAI API: POST /v1/chat/completions, POST /v1/completions,\n"
-    "  GET /v1/models, GET /health, GET /metrics (Prometheus). Requests run side by side on one\n"
+    "  GET /v1/models, GET /health, GET /metrics (Prometheus), and with --embeddings POST /v1/embeddings.\n"
+    "  Requests run side by side on one\n"
     "  continuous-batching engine, -np at once; the others wait in its queue (--max-queue).\n";
 static const char EPILOG[] =
     "Prints \"llmk serve: listening on http://ADDR:PORT\" on stderr once it listens (--port 0 picks a free\n"
@@ -26,6 +27,13 @@ static const char EPILOG[] =
     "Sampling defaults are the OpenAI API's (temperature 1, top_p 1); see docs/serve.md.\n";
 
 enum { SERVE_MAX_PARALLEL = 256, SERVE_DEFAULT_CTX = 4096 };
+
+static int opt_pooling(const char *cmd, const char *flag, const char *value, void *ctx) {
+    int *out = ctx;
+    if ((*out = embed_pooling_from_name(value, 0)) < 0)
+        return cli_usage_error(cmd, "%s expects mean or last, got '%s'", flag, value), 0;
+    return 1;
+}
 
 static int parse_args(struct serve_opts *o, int argc, char **argv) {
     const struct cli_opt table[] = {
@@ -52,6 +60,10 @@ static int parse_args(struct serve_opts *o, int argc, char **argv) {
                  "a request generating longer ends with what it has, finish_reason \"length\" (default 600; 0: "
                  "none)"),
         CLI_LONG("--max-body", 0, &o->max_body, 1, 1L << 30, "BYTES", "largest request body (default 8 MiB; 413)"),
+        CLI_FLAG2("--embeddings", "--embedding", 0, &o->embeddings,
+                  "answer /v1/embeddings (llama-server's flag): the final hidden states, pooled, L2-normalized"),
+        CLI_FN("--pooling", 0, opt_pooling, &o->pooling, "P",
+               "how /v1/embeddings pools a text's tokens: mean (the default) or last"),
         CLI_LONG("--drain-timeout", 0, &o->drain_timeout_s, 0, 86400, "S",
                  "on SIGTERM/SIGINT, wait this long for running requests (default 30)"),
     };
@@ -89,6 +101,7 @@ static int load_model(struct server *s) {
     for (int32_t i = 0; i < (int32_t)s->n_vocab; i++)
         if (llmk_tokenizer_is_eog(s->tok, i)) s->eog[k++] = i;
     const char *base = strrchr(s->o.model, '/');
+    s->n_embd = llmk_model_hparams(s->m)->n_embd;
     snprintf(s->model_id, sizeof s->model_id, "%s", s->o.alias ? s->o.alias : base ? base + 1 : s->o.model);
     return LLMK_OK;
 }
@@ -105,6 +118,7 @@ static int start_engine(struct server *s) {
                                      .kv_type = o->kv_type},
                              .step_tokens = (int32_t)o->step_tokens, .max_waiting = (int32_t)o->max_queue};
     int st = llmk_engine_init(s->m, &ep, &s->e);
+    if (st == LLMK_OK) st = embed_start(s);
     if (st != LLMK_OK) return st;
     return sched_start(s);
 }
@@ -188,6 +202,7 @@ int cmd_serve(int argc, char **argv) {
     int st = serve(&s, &sigs);
     rc = st == LLMK_OK ? CLI_EXIT_OK : cli_report(CMD, st);
     llmk_engine_free(s.e);
+    embed_stop(&s);
     llmk_model_free(s.m);
     free(s.eog);
     pthread_cond_destroy(&s.jobs_cv);

@@ -13,6 +13,7 @@
 #ifndef LLMK_SERVE_H
 #define LLMK_SERVE_H
 
+#include "embed_pool.h"
 #include "llmk.h"
 #include "spec_opts.h"
 
@@ -27,6 +28,7 @@ enum {
     SERVE_MAX_TOP_LOGPROBS = 20,
     SERVE_N_CODES = 11,         /* HTTP statuses counted in /metrics */
     SERVE_N_BUCKETS = 12,
+    SERVE_MAX_EMBED_INPUTS = 2048, /* /v1/embeddings inputs per request (OpenAI's limit) */
 };
 
 struct serve_opts {
@@ -35,6 +37,8 @@ struct serve_opts {
         step_tokens;
     uint32_t kv_type;
     struct spec_opts so; /* --spec ngram: every choice gets its own drafter */
+    bool embeddings;     /* --embeddings: /v1/embeddings answers */
+    int pooling;         /* --pooling: enum embed_pooling (mean or last) */
 };
 
 /* A checked request (serve_api.c); owns its allocations (serve_req_free). */
@@ -148,6 +152,11 @@ struct server {
     int n_conns; /* open HTTP connections (MHD's connection notifications) */
     uint64_t next_id;
     struct serve_metrics met;
+    /* /v1/embeddings (--embeddings): a session of its own, one request at a time */
+    int32_t n_embd;
+    llmk_session *emb;
+    struct embed_scratch emb_sc;
+    pthread_mutex_t emb_mu;
 };
 
 double serve_now(void);
@@ -188,6 +197,24 @@ char *api_response(struct serve_job *j);
 /* The SSE events a stream owes now, appended to *buf (malloc'd, grown): new
  * text, finishes, and after the last finish usage and [DONE]. */
 int api_stream_events(struct serve_job *j, bool all_ended, bool *first, char **buf, size_t *len, size_t *cap);
+
+/* serve_embed.c: /v1/embeddings. A checked request: each input's tokens. */
+struct serve_embed_req {
+    int32_t **ids;
+    size_t *n_ids, n, n_tokens;
+    bool base64; /* "encoding_format": "base64" */
+};
+void serve_embed_req_free(struct serve_embed_req *r);
+/* As api_parse (200, or the status with an error object in *err_json); it
+ * reads s's model_id, n_ctx, n_embd, n_vocab and tok (NULL: a byte is a token). */
+int api_parse_embed(const struct server *s, const char *body, size_t len, struct serve_embed_req *out,
+                    char **err_json);
+/* The session and scratch, with --embeddings (after the model is loaded). */
+int embed_start(struct server *s);
+void embed_stop(struct server *s);
+/* Every input's vector into out (r->n rows of n_embd); an llmk status. */
+int serve_embed_run(struct server *s, const struct serve_embed_req *r, float *out);
+char *api_embed_response(const struct server *s, const struct serve_embed_req *r, const float *vecs);
 
 /* serve_http.c */
 struct MHD_Daemon;

@@ -188,6 +188,31 @@ static enum MHD_Result generate(struct conn *k, bool chat) {
     return respond(k, 200, api_response(k->job), JSON, NULL, NULL);
 }
 
+/* /v1/embeddings: answered on this connection's thread, on the server's
+ * embedding session (generation's engine goes on meanwhile). */
+static enum MHD_Result ep_embeddings(struct conn *k) {
+    struct server *s = k->s;
+    if (!s->emb)
+        return fail(k, 501, "this server does not compute embeddings; start it with --embeddings",
+                    "invalid_request_error", "embeddings_disabled");
+    if (k->too_big) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "the request body is larger than %ld bytes (--max-body)", s->o.max_body);
+        return fail(k, 413, msg, "invalid_request_error", "request_too_large");
+    }
+    struct serve_embed_req r;
+    char *err = NULL;
+    int code = api_parse_embed(s, k->body ? k->body : "", k->len, &r, &err);
+    if (code != 200) return respond(k, code, err, JSON, NULL, NULL);
+    float *vecs = malloc(r.n * (size_t)s->n_embd * sizeof *vecs);
+    int st = vecs ? serve_embed_run(s, &r, vecs) : LLMK_OUT_OF_MEMORY;
+    char *body = st == LLMK_OK ? api_embed_response(s, &r, vecs) : NULL;
+    free(vecs);
+    serve_embed_req_free(&r);
+    if (!body) return fail(k, 500, st == LLMK_OK ? "out of memory" : llmk_last_error(), "server_error", NULL);
+    return respond(k, 200, body, JSON, NULL, NULL);
+}
+
 static enum MHD_Result ep_chat(struct conn *k) { return generate(k, true); }
 static enum MHD_Result ep_completions(struct conn *k) { return generate(k, false); }
 static enum MHD_Result ep_models(struct conn *k) { return respond(k, 200, api_models(k->s), JSON, NULL, NULL); }
@@ -222,6 +247,8 @@ static const struct endpoint ENDPOINTS[] = {
     {"/models", "GET", ep_models, false, false},
     {"/chat/completions", "POST", ep_chat, false, true},
     {"/completions", "POST", ep_completions, false, true},
+    {"/v1/embeddings", "POST", ep_embeddings, false, true},
+    {"/embeddings", "POST", ep_embeddings, false, true},
 };
 
 /* "Authorization: Bearer KEY", compared in time independent of where it differs. */

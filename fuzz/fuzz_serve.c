@@ -9,7 +9,8 @@
  * (FSERVE_CTX) are small so their bounds are reached.
  *
  * Input: one flags byte, then the body (not NUL-terminated: the parser must
- * keep to its length). Flags: bit 0 chat (/v1/chat/completions), otherwise
+ * keep to its length). Flags: bit 1 /v1/embeddings (api_parse_embed, in
+ * app/serve_embed.c); else bit 0 chat (/v1/chat/completions), otherwise
  * /v1/completions.
  *
  * Checked beyond "no crash, leak or UB": a 200 has no error and a request
@@ -57,10 +58,37 @@ static void fserve_check_request(const struct serve_req *r, bool chat) {
     FUZZ_REQUIRE(r->sp.top_p >= 0 && r->sp.top_p <= 1);
 }
 
+static void fserve_check_embed(const struct serve_embed_req *r) {
+    FUZZ_REQUIRE(r->n >= 1 && r->n <= SERVE_MAX_EMBED_INPUTS);
+    size_t total = 0;
+    for (size_t i = 0; i < r->n; i++) {
+        FUZZ_REQUIRE(r->n_ids[i] >= 1 && r->n_ids[i] <= FSERVE_CTX);
+        for (size_t k = 0; k < r->n_ids[i]; k++) FUZZ_REQUIRE(r->ids[i][k] >= 0 && r->ids[i][k] < FSERVE_VOCAB);
+        total += r->n_ids[i];
+    }
+    FUZZ_REQUIRE(total == r->n_tokens);
+}
+
+/* A /v1/embeddings body (flags bit 1): 1 when accepted. */
+static int fuzz_serve_embed(const struct server *s, const char *body, size_t len) {
+    struct serve_embed_req r;
+    char *err = NULL;
+    int code = api_parse_embed(s, body, len, &r, &err);
+    if (code == 200) {
+        FUZZ_REQUIRE(err == NULL);
+        fserve_check_embed(&r);
+        serve_embed_req_free(&r);
+    } else {
+        fserve_check_error(code, err);
+        free(err);
+    }
+    return code == 200;
+}
+
 /* 1 when the body is accepted as a request. */
 static int fuzz_serve_one(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
-    bool chat = data[0] & 1;
+    bool chat = data[0] & 1, embed = data[0] & 2;
     /* the body in its own exactly-sized allocation: a read past it is ASan's */
     size_t len = size - 1;
     char *body = malloc(len ? len : 1);
@@ -69,7 +97,13 @@ static int fuzz_serve_one(const uint8_t *data, size_t size) {
     static struct server s; /* only what api_parse reads: no model, no tokenizer, no engine */
     s.n_vocab = FSERVE_VOCAB;
     s.n_ctx = FSERVE_CTX;
+    s.n_embd = 64;
     snprintf(s.model_id, sizeof s.model_id, "fuzz.gguf");
+    if (embed) {
+        int ok = fuzz_serve_embed(&s, body, len);
+        free(body);
+        return ok;
+    }
     struct serve_req r;
     char *err = NULL;
     int code = api_parse(&s, chat, body, len, &r, &err);

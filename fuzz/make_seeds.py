@@ -392,7 +392,7 @@ def write_chat_seeds():
 
 
 def write_serve_seeds():
-    """Request bodies, flags byte first (bit 0: chat). Valid ones fit fuzz_serve.c's
+    """Request bodies, flags byte first (bit 0: chat, bit 1: /v1/embeddings). Valid ones fit fuzz_serve.c's
     context of 256 one-byte tokens; each bad one stops at a different check."""
     def body(chat, b):
         return bytes([1 if chat else 0]) + (b if isinstance(b, bytes) else json.dumps(b).encode())
@@ -438,6 +438,19 @@ def write_serve_seeds():
     }
     for name, (chat, b) in bad.items():
         put("serve", f"bad_{name}", body(chat, b))
+    # /v1/embeddings bodies: flags bit 1
+    embed = {
+        "valid_embed_text": {"input": "Hello", "model": "fuzz.gguf"},
+        "valid_embed_list": {"input": ["a", "bc"], "encoding_format": "base64", "dimensions": 64},
+        "valid_embed_ids": {"input": [[1, 2], [299]], "encoding_format": "float"},
+        "bad_embed_empty": {"input": []},
+        "bad_embed_token": {"input": [300]},
+        "bad_embed_long": {"input": "x" * 257},
+        "bad_embed_format": {"input": "x", "encoding_format": "int8"},
+        "bad_embed_dimensions": {"input": "x", "dimensions": 32},
+    }
+    for name, b in embed.items():
+        put("serve", name, bytes([2]) + json.dumps(b).encode())
 
 
 if __name__ == "__main__":

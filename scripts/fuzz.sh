@@ -57,7 +57,7 @@ for t in $targets; do
     else
         srcs=("fuzz/fuzz_$t.c")
         # the server's parser is the command's code, not the library's
-        [ "$t" = serve ] && srcs+=(app/serve_api.c app/gen_opts.c app/cli.c)
+        [ "$t" = serve ] && srcs+=(app/serve_api.c app/serve_embed.c app/embed_pool.c app/gen_opts.c app/cli.c)
         link=("${lib[@]}" "${libs[@]}")
     fi
     mkdir -p "$out/corpus/$t"

@@ -30,7 +30,7 @@ static const struct {
     {"fuzz/corpus/tokenizer", fuzz_tokenizer_one, 8, false},
     {"fuzz/corpus/model", fuzz_model_one, 3, false},
     {"fuzz/corpus/chat", fuzz_chat_one, 8, false},
-    {"fuzz/corpus/serve", fuzz_serve_one, 7, true},
+    {"fuzz/corpus/serve", fuzz_serve_one, 10, true},
 };
 
 static int cmp_names(const void *a, const void *b) {

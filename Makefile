@@ -47,9 +47,13 @@ lib: $(BUILD)/libllmk.a
 # application would be; the library's own files also see src/.
 src_inc = $(if $(filter app/%,$1),,-Isrc)
 
-$(BUILD)/obj/%.o: %.c $(wildcard include/*.h) $(shell find src -name '*.h') $(wildcard app/*.h)
+# -MMD: each object's own header dependencies (build/obj/**/*.d), so a
+# header change rebuilds the files that include it, not the whole tree.
+$(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $(call src_inc,$<) $(call isa_flags,$<) -c $< -o $@
+	$(CC) $(CFLAGS_ALL) -MMD -MP $(call src_inc,$<) $(call isa_flags,$<) -c $< -o $@
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 
 $(BUILD)/libllmk.a: $(LIB_OBJ)
 	@rm -f $@

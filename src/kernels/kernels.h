@@ -22,6 +22,7 @@
 
 #include "codec/codec.h"
 #include "kernels/attn.h"
+#include "kernels/dsa.h"
 #include "kernels/r8.h"
 #include "kernels/q4_1_x2.h"
 
@@ -103,6 +104,9 @@ struct llmk_kernels {
     int attn_head_multiple;
 
     uint64_t (*read_xor)(const void *p, size_t bytes); /* the bandwidth probe (readbw.h) */
+
+    /* DeepSeek sparse attention kernels (dsa.h): scalar or AVX2, the same bits */
+    const struct llmk_dsa_kernels *dsa;
 };
 
 /* The table this process uses, filled on first use; and the scalar one. */

@@ -24,6 +24,8 @@
 #ifndef LLMK_KERNELS_DSA_H
 #define LLMK_KERNELS_DSA_H
 
+#include "codec/minifloat.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -127,10 +129,6 @@ float llmk_dsa_exp(float x);
  * mapped so that unsigned order is numeric order; NaN maps to 0, below -inf. */
 uint16_t llmk_dsa_score_key(float s);
 
-/* FP8-E4M3FN and FP4-E2M1 round to nearest even of a finite f32 (values past
- * the largest finite saturate to it: 448, 6). */
-float llmk_round_e4m3(float x);
-float llmk_round_e2m1(float x);
 /* The FP4 block scale: amax / 6 rounded up to a power of two (amax > 0). */
 float llmk_dsa_e8m0_scale(float amax);
 

@@ -117,6 +117,7 @@ const struct llmk_kernels *llmk_kernels_ref(void);
 void llmk_kernels_dot_avx2(struct llmk_type_kernels *type);
 void llmk_kernels_dot_kq_avx2(struct llmk_type_kernels *type);
 void llmk_kernels_dot_neon(struct llmk_type_kernels *type);
+void llmk_kernels_dot_nvfp4_avx2(struct llmk_type_kernels *type);
 /* attention chunks, swiglu, add, to_f16: the references (attn.c), AVX2 and
  * AVX-512 (attn_avx2.c, attn_avx512.c; the latter over the AVX2 entries) */
 void llmk_kernels_attn_ref(struct llmk_kernels *k);

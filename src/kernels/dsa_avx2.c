@@ -141,6 +141,15 @@ static void keys(const float *scores, int64_t n, uint16_t *out) {
     for (; i < n; i++) out[i] = llmk_dsa_score_key(scores[i]);
 }
 
+/* Gathered rows are scattered over the cache: fetch a row's lines ahead of
+ * use (the hardware prefetcher cannot guess a gather). */
+static inline void prefetch_row(const float *p, int n, int l2) {
+    for (int i = 0; i < n; i += 16) {
+        if (l2) _mm_prefetch((const char *)(p + i), _MM_HINT_T1);
+        else _mm_prefetch((const char *)(p + i), _MM_HINT_T0);
+    }
+}
+
 static void attn_part(const float *q, const float *const *krows, const float *const *vrows, int64_t n, int dk,
                       int dv, float scale, int key_tile, float *part, float *scratch) {
     float mx = -INFINITY, l = 0, *o = part + 2;
@@ -150,10 +159,14 @@ static void attn_part(const float *q, const float *const *krows, const float *co
         int64_t nt = n - j0 < key_tile ? n - j0 : key_tile, j = 0;
         const float *const *kr = krows + j0;
         float tm = mx;
-        for (; j + 4 <= nt; j += 4) dot4(q, kr[j], kr[j + 1], kr[j + 2], kr[j + 3], dk, scratch + j);
+        for (; j + 4 <= nt; j += 4) {
+            for (int64_t f = j0 + j + 8; f < j0 + j + 12 && f < n; f++) prefetch_row(krows[f], dk, 0);
+            for (int64_t f = j0 + j; f < j0 + j + 4; f++) prefetch_row(vrows[f], dv, 1); /* read after the softmax */
+            dot4(q, kr[j], kr[j + 1], kr[j + 2], kr[j + 3], dk, scratch + j);
+        }
         for (; j < nt; j++) scratch[j] = dot(q, kr[j], dk);
         for (j = 0; j < nt; j++) {
-            float s = scratch[j] * scale;
+            float s = scratch[j] * scale; /* (the reference's product, after the dot) */
             scratch[j] = s;
             if (s > tm) tm = s;
         }

@@ -52,6 +52,7 @@ static void ref_table(struct llmk_kernels *k) {
     llmk_kernels_attn_ref(k);
     k->read_xor = llmk_read_xor_ref;
     k->dsa = &llmk_dsa_kernels_ref;
+    k->norm = &llmk_norm_kernels_ref;
 }
 
 #if defined(__x86_64__)
@@ -72,6 +73,7 @@ static void x86_table(struct llmk_kernels *k, unsigned f) {
     k->nonfinite = llmk_f32_nonfinite_avx2;
     k->read_xor = llmk_read_xor_avx2;
     k->dsa = &llmk_dsa_kernels_avx2;
+    k->norm = &llmk_norm_kernels_avx2;
     if (f & LLMK_CPU_AVX512) {
         llmk_kernels_attn_avx512(k);
         k->name = "avx512";

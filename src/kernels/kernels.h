@@ -23,6 +23,7 @@
 #include "codec/codec.h"
 #include "kernels/attn.h"
 #include "kernels/dsa.h"
+#include "kernels/norm_fused.h"
 #include "kernels/r8.h"
 #include "kernels/q4_1_x2.h"
 
@@ -107,6 +108,8 @@ struct llmk_kernels {
 
     /* DeepSeek sparse attention kernels (dsa.h): scalar or AVX2, the same bits */
     const struct llmk_dsa_kernels *dsa;
+    /* seed 002's norm fusions (norm_fused.h): scalar or AVX2, the same bits */
+    const struct llmk_norm_kernels *norm;
 };
 
 /* The table this process uses, filled on first use; and the scalar one. */

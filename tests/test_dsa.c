@@ -267,6 +267,18 @@ static void test_refusals(void) {
 
 /* ---- the bridge for tests/py/test_dsa.py ---- */
 
+/* Every buffer of one io call, freed before it returns (leak-checked builds). */
+static void *held[16];
+static int n_held;
+static void *hold(void *p) {
+    if (!p || n_held == 16) exit(3);
+    return held[n_held++] = p;
+}
+static int release(int rc) {
+    while (n_held > 0) free(held[--n_held]);
+    return rc;
+}
+
 static void *load(const char *dir, const char *name, size_t bytes) {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -277,7 +289,7 @@ static void *load(const char *dir, const char *name, size_t bytes) {
         exit(3);
     }
     fclose(f);
-    return p;
+    return hold(p);
 }
 
 static int save(const char *dir, const void *p, size_t bytes) {
@@ -292,9 +304,9 @@ static int save(const char *dir, const void *p, size_t bytes) {
 static int io_done(int st, const char *dir, const void *p, size_t bytes) {
     if (st != LLMK_OK) {
         fprintf(stderr, "test_dsa io: %s\n", llmk_last_error());
-        return 2;
+        return release(2);
     }
-    return save(dir, p, bytes);
+    return release(save(dir, p, bytes));
 }
 
 static int io_main(int argc, char **argv) {
@@ -305,7 +317,7 @@ static int io_main(int argc, char **argv) {
     if (!strcmp(op, "scores") || !strcmp(op, "decode")) { /* nq H D N */
         size_t nq = (size_t)v[0], H = (size_t)v[1], D = (size_t)v[2], N = (size_t)v[3];
         float *q = load(dir, "q.bin", 4 * nq * H * D), *k = load(dir, "k.bin", 4 * N * D), *w = load(dir, "w.bin", 4 * nq * H);
-        float *o = calloc(nq * N + 1, 4);
+        float *o = hold(calloc(nq * N + 1, 4));
         int st = (!strcmp(op, "scores") ? llmk_dsa_indexer_scores : llmk_dsa_indexer_score_decode)(
             kt, q, k, w, (int64_t)nq, (int)H, (int)D, (int64_t)N, o);
         return io_done(st, dir, o, 4 * nq * N);
@@ -314,7 +326,7 @@ static int io_main(int argc, char **argv) {
         size_t nq = (size_t)v[0], N = (size_t)v[1], k = (size_t)v[2];
         float *s = load(dir, "s.bin", 4 * nq * N);
         int64_t *valid = v[3] ? load(dir, "valid.bin", 8 * nq) : NULL;
-        int32_t *idx = calloc(nq * k + 1, 4);
+        int32_t *idx = hold(calloc(nq * k + 1, 4));
         return io_done(llmk_dsa_topk_indices(kt, s, (int64_t)nq, (int64_t)N, (int64_t)N, valid, (int)k, idx), dir, idx,
                        4 * nq * k);
     }
@@ -330,7 +342,7 @@ static int io_main(int argc, char **argv) {
         a.pv = load(dir, "pv.bin", 4 * (size_t)a.n_pool * kv * (size_t)a.dv);
         a.idx = load(dir, "idx.bin", 4 * nq * (size_t)a.topk);
         a.sinks = v[10] ? load(dir, "sinks.bin", 4 * (size_t)a.n_heads) : NULL;
-        float *o = calloc(nq * (size_t)a.n_heads * (size_t)a.dv + 1, 4);
+        float *o = hold(calloc(nq * (size_t)a.n_heads * (size_t)a.dv + 1, 4));
         return io_done(llmk_dsa_sparse_attention(kt, &a, o), dir, o, 4 * nq * (size_t)a.n_heads * (size_t)a.dv);
     }
     if (!strcmp(op, "kvqat") || !strcmp(op, "idxqat") || !strcmp(op, "hadamard")) { /* n [f16] */

@@ -53,6 +53,7 @@ static void ref_table(struct llmk_kernels *k) {
     k->read_xor = llmk_read_xor_ref;
     k->dsa = &llmk_dsa_kernels_ref;
     k->norm = &llmk_norm_kernels_ref;
+    k->glu = &llmk_glu_kernels_ref;
 }
 
 #if defined(__x86_64__)
@@ -74,6 +75,7 @@ static void x86_table(struct llmk_kernels *k, unsigned f) {
     k->read_xor = llmk_read_xor_avx2;
     k->dsa = &llmk_dsa_kernels_avx2;
     k->norm = &llmk_norm_kernels_avx2;
+    k->glu = &llmk_glu_kernels_avx2;
     if (f & LLMK_CPU_AVX512) {
         llmk_kernels_attn_avx512(k);
         k->name = "avx512";

@@ -23,6 +23,7 @@
 #include "codec/codec.h"
 #include "kernels/attn.h"
 #include "kernels/dsa.h"
+#include "kernels/glu.h"
 #include "kernels/norm_fused.h"
 #include "kernels/r8.h"
 #include "kernels/q4_1_x2.h"
@@ -110,6 +111,8 @@ struct llmk_kernels {
     const struct llmk_dsa_kernels *dsa;
     /* seed 002's norm fusions (norm_fused.h): scalar or AVX2, the same bits */
     const struct llmk_norm_kernels *norm;
+    /* seed 002's GLU variants beside swiglu (glu.h): scalar or AVX2, the same bits */
+    const struct llmk_glu_kernels *glu;
 };
 
 /* The table this process uses, filled on first use; and the scalar one. */

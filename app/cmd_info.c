@@ -67,6 +67,7 @@ static const char *ftype_name(uint32_t ft) {
         {11, "MOSTLY_Q3_K_S"}, {12, "MOSTLY_Q3_K_M"}, {13, "MOSTLY_Q3_K_L"}, {14, "MOSTLY_Q4_K_S"},
         {15, "MOSTLY_Q4_K_M"}, {16, "MOSTLY_Q5_K_S"}, {17, "MOSTLY_Q5_K_M"}, {18, "MOSTLY_Q6_K"},
         {25, "MOSTLY_IQ4_NL"}, {30, "MOSTLY_IQ4_XS"}, {32, "MOSTLY_BF16"},   {38, "MOSTLY_MXFP4_MOE"},
+        {39, "MOSTLY_NVFP4"},
     };
     for (size_t i = 0; i < CLI_LEN(names); i++)
         if (names[i].id == ft) return names[i].name;

@@ -19,7 +19,7 @@ static const char USAGE[] =
     "usage: llmk quantize IN.gguf OUT.gguf TYPE [--pure] [--tensor-type NAME=TYPE]... [--allow-requantize] [-v]\n"
     "\n"
     "TYPE (case-insensitive) is a codec (f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k\n"
-    "q3_k q4_k q5_k q6_k iq4_nl iq4_xs mxfp4) or a preset: q2_k, q3_k_s, q3_k_m,\n"
+    "q3_k q4_k q5_k q6_k iq4_nl iq4_xs mxfp4 nvfp4) or a preset: q2_k, q3_k_s, q3_k_m,\n"
     "q3_k_l, q4_k_s, q4_k_m, q5_k_s, q5_k_m, q6_k, q8_0 ...\n"
     "Without --pure, each tensor gets the type llama-quantize gives it for the\n"
     "same preset: 1-D tensors stay f32; the output (or token_embd when the model\n"

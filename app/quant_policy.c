@@ -23,6 +23,7 @@ static const struct quant_preset presets[] = {
     {"q5_k_m", LLMK_TYPE_Q5_K, QMIX_M, 17},     {"q6_k", LLMK_TYPE_Q6_K, QMIX_NONE, 18},
     {"iq4_nl", LLMK_TYPE_IQ4_NL, QMIX_NONE, 25}, {"iq4_xs", LLMK_TYPE_IQ4_XS, QMIX_NONE, 30},
     {"mxfp4", LLMK_TYPE_MXFP4, QMIX_NONE, 38},
+    {"nvfp4", LLMK_TYPE_NVFP4, QMIX_NONE, 39}, /* LLAMA_FTYPE_MOSTLY_NVFP4 */
 };
 
 const struct quant_preset *quant_preset_find(const char *name) {

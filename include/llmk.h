@@ -152,7 +152,8 @@ enum llmk_type {
     LLMK_TYPE_F64 = 28,
     LLMK_TYPE_BF16 = 30,
     LLMK_TYPE_MXFP4 = 39,
-    LLMK_TYPE_COUNT_ = 40 /* one past the largest id; not a type */
+    LLMK_TYPE_NVFP4 = 40, /* ggml's id: 64-element blocks, 4 UE4M3 scales (src/codec/nvfp4.c) */
+    LLMK_TYPE_COUNT_ = 41 /* one past the largest id; not a type */
 };
 
 /* Facts about a type id; all return 0 / NULL for an id llmk does not know. */

@@ -80,7 +80,8 @@ static void test_half(void) {
 static const uint32_t all_types[] = {
     LLMK_TYPE_F32,  LLMK_TYPE_F16,  LLMK_TYPE_BF16, LLMK_TYPE_Q4_0, LLMK_TYPE_Q4_1,   LLMK_TYPE_Q5_0,
     LLMK_TYPE_Q5_1, LLMK_TYPE_Q8_0, LLMK_TYPE_Q8_1, LLMK_TYPE_Q2_K, LLMK_TYPE_Q3_K,   LLMK_TYPE_Q4_K,
-    LLMK_TYPE_Q5_K, LLMK_TYPE_Q6_K, LLMK_TYPE_Q8_K, LLMK_TYPE_IQ4_NL, LLMK_TYPE_IQ4_XS, LLMK_TYPE_MXFP4};
+    LLMK_TYPE_Q5_K, LLMK_TYPE_Q6_K, LLMK_TYPE_Q8_K, LLMK_TYPE_IQ4_NL, LLMK_TYPE_IQ4_XS, LLMK_TYPE_MXFP4,
+    LLMK_TYPE_NVFP4};
 
 /* Relative RMSE ceilings of quantize->dequantize on Gaussian data: a loose
  * envelope per bit width (a broken packing or scale gives errors near 1). */
@@ -93,7 +94,7 @@ static double rmse_ceiling(uint32_t t) {
     case LLMK_TYPE_Q6_K: return 0.03;
     case LLMK_TYPE_Q5_0: case LLMK_TYPE_Q5_1: case LLMK_TYPE_Q5_K: return 0.06;
     case LLMK_TYPE_Q4_0: case LLMK_TYPE_Q4_1: case LLMK_TYPE_Q4_K: case LLMK_TYPE_IQ4_NL:
-    case LLMK_TYPE_IQ4_XS: case LLMK_TYPE_MXFP4: return 0.13;
+    case LLMK_TYPE_IQ4_XS: case LLMK_TYPE_MXFP4: case LLMK_TYPE_NVFP4: return 0.13;
     case LLMK_TYPE_Q3_K: return 0.25;
     case LLMK_TYPE_Q2_K: return 0.45;
     }

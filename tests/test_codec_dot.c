@@ -34,7 +34,8 @@ static float unif(void) { return (float)(rnd32() >> 8) / 8388608.0f - 1.0f; } /*
 static const uint32_t types[] = {
     LLMK_TYPE_F32,  LLMK_TYPE_F16,  LLMK_TYPE_BF16, LLMK_TYPE_Q4_0, LLMK_TYPE_Q4_1,   LLMK_TYPE_Q5_0,
     LLMK_TYPE_Q5_1, LLMK_TYPE_Q8_0, LLMK_TYPE_Q8_1, LLMK_TYPE_Q2_K, LLMK_TYPE_Q3_K,   LLMK_TYPE_Q4_K,
-    LLMK_TYPE_Q5_K, LLMK_TYPE_Q6_K, LLMK_TYPE_Q8_K, LLMK_TYPE_IQ4_NL, LLMK_TYPE_IQ4_XS, LLMK_TYPE_MXFP4};
+    LLMK_TYPE_Q5_K, LLMK_TYPE_Q6_K, LLMK_TYPE_Q8_K, LLMK_TYPE_IQ4_NL, LLMK_TYPE_IQ4_XS, LLMK_TYPE_MXFP4,
+    LLMK_TYPE_NVFP4};
 
 static size_t row_bytes(uint32_t t, int64_t k) {
     uint64_t b = 0;
@@ -71,6 +72,7 @@ static void set_scales(uint32_t t, unsigned char *row, int64_t k, uint16_t h) {
         case LLMK_TYPE_Q6_K: offs[0] = 208; break;
         case LLMK_TYPE_Q8_K: { float d = llmk_fp16_to_fp32(h); memcpy(p, &d, 4); } break;
         case LLMK_TYPE_MXFP4: p[0] = 125; break;
+        case LLMK_TYPE_NVFP4: memset(p, 0x38, 4); break; /* UE4M3 1.0 in every sub-block */
         }
         for (int i = 0; i < 2; i++)
             if (offs[i] >= 0) memcpy(p + offs[i], &h, 2);

@@ -16,6 +16,7 @@ static size_t n_codec_names;
 static void codec_init(void) {
     for (size_t i = 0; i < llmk_codecs_legacy_n; i++) codec_tab[llmk_codecs_legacy[i].type] = &llmk_codecs_legacy[i];
     for (size_t i = 0; i < llmk_codecs_k_n; i++) codec_tab[llmk_codecs_k[i].type] = &llmk_codecs_k[i];
+    codec_tab[LLMK_TYPE_NVFP4] = &llmk_codecs_nvfp4[0];
     for (uint32_t t = 0; t < LLMK_TYPE_COUNT_; t++)
         if (codec_tab[t]) codec_names[n_codec_names++] = llmk_type_name(t);
 }

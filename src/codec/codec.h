@@ -3,7 +3,8 @@
  *
  * Every weight codec pairs with an activation form for its dot product:
  *   F32, F16, BF16                      -> f32 activations
- *   Q4_0, Q5_0, Q8_0, IQ4_NL, MXFP4     -> Q8_0 activations
+ *   Q4_0, Q5_0, Q8_0, IQ4_NL, MXFP4,
+ *   NVFP4                               -> Q8_0 activations
  *   Q4_1, Q5_1, Q8_1                    -> Q8_1 activations (s carries the min term)
  *   Q2_K..Q6_K, Q8_K, IQ4_XS            -> Q8_K activations
  * Activations are quantized with the act codec's quantize function. */
@@ -49,6 +50,7 @@ const struct llmk_codec *llmk_codec_get(uint32_t type);
 /* Per-family reference tables (src/codec/legacy.c, src/codec/kquants.c). */
 extern const struct llmk_codec llmk_codecs_legacy[];
 extern const size_t llmk_codecs_legacy_n;
+extern const struct llmk_codec llmk_codecs_nvfp4[]; /* src/codec/nvfp4.c: one entry */
 extern const struct llmk_codec llmk_codecs_k[];
 extern const size_t llmk_codecs_k_n;
 

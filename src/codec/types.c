@@ -42,6 +42,7 @@ static const struct type_fact {
     [34] = {"tq1_0", 256, 54},
     [35] = {"tq2_0", 256, 66},
     [LLMK_TYPE_MXFP4] = {"mxfp4", 32, 17},
+    [LLMK_TYPE_NVFP4] = {"nvfp4", 64, 36},
 };
 
 static const struct type_fact *fact(uint32_t type) {

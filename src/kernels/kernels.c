@@ -51,6 +51,9 @@ static void ref_table(struct llmk_kernels *k) {
     k->nonfinite = llmk_f32_nonfinite;
     llmk_kernels_attn_ref(k);
     k->read_xor = llmk_read_xor_ref;
+    k->dsa = &llmk_dsa_kernels_ref;
+    k->norm = &llmk_norm_kernels_ref;
+    k->glu = &llmk_glu_kernels_ref;
 }
 
 #if defined(__x86_64__)
@@ -59,6 +62,7 @@ static void x86_table(struct llmk_kernels *k, unsigned f) {
     k->name = "avx2";
     llmk_kernels_dot_avx2(k->type);
     llmk_kernels_dot_kq_avx2(k->type);
+    llmk_kernels_dot_nvfp4_avx2(k->type);
     k->act_quant[LLMK_ACT_A16] = llmk_a16_quantize_row_avx2;
     k->gemm_r8_a16 = (f & LLMK_CPU_AVX512_VNNI) ? llmk_gemm_r8_a16_avx512 : llmk_gemm_r8_a16_avx2;
     k->gemm_q4_1_x2_q8_1x = llmk_gemm_q4_1_x2_q8_1x_avx2;
@@ -69,6 +73,9 @@ static void x86_table(struct llmk_kernels *k, unsigned f) {
     k->argmax = llmk_f32_argmax_avx2;
     k->nonfinite = llmk_f32_nonfinite_avx2;
     k->read_xor = llmk_read_xor_avx2;
+    k->dsa = &llmk_dsa_kernels_avx2;
+    k->norm = &llmk_norm_kernels_avx2;
+    k->glu = &llmk_glu_kernels_avx2;
     if (f & LLMK_CPU_AVX512) {
         llmk_kernels_attn_avx512(k);
         k->name = "avx512";

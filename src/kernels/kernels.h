@@ -22,6 +22,9 @@
 
 #include "codec/codec.h"
 #include "kernels/attn.h"
+#include "kernels/dsa.h"
+#include "kernels/glu.h"
+#include "kernels/norm_fused.h"
 #include "kernels/r8.h"
 #include "kernels/q4_1_x2.h"
 
@@ -103,6 +106,13 @@ struct llmk_kernels {
     int attn_head_multiple;
 
     uint64_t (*read_xor)(const void *p, size_t bytes); /* the bandwidth probe (readbw.h) */
+
+    /* DeepSeek sparse attention kernels (dsa.h): scalar or AVX2, the same bits */
+    const struct llmk_dsa_kernels *dsa;
+    /* seed 002's norm fusions (norm_fused.h): scalar or AVX2, the same bits */
+    const struct llmk_norm_kernels *norm;
+    /* seed 002's GLU variants beside swiglu (glu.h): scalar or AVX2, the same bits */
+    const struct llmk_glu_kernels *glu;
 };
 
 /* The table this process uses, filled on first use; and the scalar one. */
@@ -113,6 +123,7 @@ const struct llmk_kernels *llmk_kernels_ref(void);
 void llmk_kernels_dot_avx2(struct llmk_type_kernels *type);
 void llmk_kernels_dot_kq_avx2(struct llmk_type_kernels *type);
 void llmk_kernels_dot_neon(struct llmk_type_kernels *type);
+void llmk_kernels_dot_nvfp4_avx2(struct llmk_type_kernels *type);
 /* attention chunks, swiglu, add, to_f16: the references (attn.c), AVX2 and
  * AVX-512 (attn_avx2.c, attn_avx512.c; the latter over the AVX2 entries) */
 void llmk_kernels_attn_ref(struct llmk_kernels *k);

@@ -13,7 +13,7 @@ SAN_BIN = os.environ.get("LLMK_SAN_BIN")
 
 # The 18 codecs issue 4 asks for, in GGUF type-id order.
 CODECS = ["f32", "f16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q8_1", "q2_k", "q3_k", "q4_k",
-          "q5_k", "q6_k", "q8_k", "iq4_nl", "iq4_xs", "bf16", "mxfp4"]
+          "q5_k", "q6_k", "q8_k", "iq4_nl", "iq4_xs", "bf16", "mxfp4", "nvfp4"]
 
 
 def system(env_extra=None, binary=BIN):

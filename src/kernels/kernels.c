@@ -51,6 +51,8 @@ static void ref_table(struct llmk_kernels *k) {
     k->nonfinite = llmk_f32_nonfinite;
     llmk_kernels_attn_ref(k);
     k->read_xor = llmk_read_xor_ref;
+    k->moe_router = llmk_moe_router_ref;
+    k->moe_combine = llmk_moe_combine_ref;
 }
 
 #if defined(__x86_64__)
@@ -69,6 +71,7 @@ static void x86_table(struct llmk_kernels *k, unsigned f) {
     k->argmax = llmk_f32_argmax_avx2;
     k->nonfinite = llmk_f32_nonfinite_avx2;
     k->read_xor = llmk_read_xor_avx2;
+    k->moe_combine = llmk_moe_combine_avx2;
     if (f & LLMK_CPU_AVX512) {
         llmk_kernels_attn_avx512(k);
         k->name = "avx512";

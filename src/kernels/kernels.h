@@ -22,6 +22,7 @@
 
 #include "codec/codec.h"
 #include "kernels/attn.h"
+#include "kernels/moe.h"
 #include "kernels/r8.h"
 #include "kernels/q4_1_x2.h"
 
@@ -103,6 +104,11 @@ struct llmk_kernels {
     int attn_head_multiple;
 
     uint64_t (*read_xor)(const void *p, size_t bytes); /* the bandwidth probe (readbw.h) */
+
+    /* mixture of experts (moe.h): the router has only its reference (k
+     * passes over a few dozen logits per token), the combine an AVX2 form */
+    void (*moe_router)(const float *logits, int n_expert, int k, bool norm, int32_t *sel, float *w);
+    llmk_moe_combine_fn moe_combine;
 };
 
 /* The table this process uses, filled on first use; and the scalar one. */

@@ -287,8 +287,11 @@ static int f32_moe(llmk_session *s, const struct llmk_layer *L, int64_t n_tok) {
         for (int32_t i = 0; i < n; i++)
             memcpy(s->moe_y + (int64_t)s->moe_slots[a + i] * E, s->moe_in + i * E, (size_t)E * sizeof(float));
     }
-    for (int64_t t = 0; t < n_tok; t++)
-        K->moe_combine(s->x + t * E, s->moe_y + t * k * E, (size_t)E, s->moe_w + t * k, (int)k, E);
+    for (int64_t t = 0; t < n_tok; t++) {
+        const float *ys[LLMK_MOE_KMAX];
+        for (int64_t j = 0; j < k; j++) ys[j] = s->moe_y + (t * k + j) * E;
+        K->moe_combine(s->x + t * E, ys, s->moe_w + t * k, (int)k, E);
+    }
     return LLMK_OK;
 }
 

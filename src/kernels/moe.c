@@ -65,11 +65,11 @@ void llmk_moe_expert_matvec(const struct llmk_type_kernels *tk, const llmk_tenso
         tk->vec_dot(k_in, base, ws, r1 - r0, (const char *)act + (size_t)i * a_stride, y + (size_t)i * y_stride);
 }
 
-void llmk_moe_combine_ref(float *x, const float *y, size_t y_stride, const float *w, int k, int64_t n) {
+void llmk_moe_combine_ref(float *x, const float *const *y, const float *w, int k, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
         float acc = 0.0f;
         for (int j = 0; j < k; j++) {
-            float prod = w[j] * y[(size_t)j * y_stride + (size_t)i];
+            float prod = w[j] * y[j][i];
             acc += prod;
         }
         x[i] += acc;

@@ -44,10 +44,12 @@ void llmk_moe_tile_map(const int32_t *sel, int32_t n_rows, int k, int n_expert, 
 void llmk_moe_expert_matvec(const struct llmk_type_kernels *tk, const llmk_tensor_info *w, int64_t e, int64_t r0,
                             int64_t r1, const void *act, size_t a_stride, int64_t m, float *y, size_t y_stride);
 
-/* x[i] += sum over slots j = 0..k-1, in that order, of w[j] * y[j * y_stride + i]
- * (a product rounded, then added: no fused multiply-add), for i in [0, n). */
-typedef void (*llmk_moe_combine_fn)(float *x, const float *y, size_t y_stride, const float *w, int k, int64_t n);
-void llmk_moe_combine_ref(float *x, const float *y, size_t y_stride, const float *w, int k, int64_t n);
-void llmk_moe_combine_avx2(float *x, const float *y, size_t y_stride, const float *w, int k, int64_t n);
+/* x[i] += sum over slots j = 0..k-1, in that order, of w[j] * y[j][i] (each
+ * product rounded, then added: no fused multiply-add), for i in [0, n). The
+ * slots' rows are pointers: wherever the experts wrote them (the executor's
+ * are in tile-map order; a shared expert's row is one more slot). */
+typedef void (*llmk_moe_combine_fn)(float *x, const float *const *y, const float *w, int k, int64_t n);
+void llmk_moe_combine_ref(float *x, const float *const *y, const float *w, int k, int64_t n);
+void llmk_moe_combine_avx2(float *x, const float *const *y, const float *w, int k, int64_t n);
 
 #endif

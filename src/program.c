@@ -202,9 +202,12 @@ static void qmask_str(unsigned qm, char *s, size_t cap) {
 
 void llmk_program_dump(const struct llmk_program *p, FILE *f) {
     const llmk_hparams *hp = &p->m->hp;
-    fprintf(f, "program: %d phases (1 + %d layers x 8 + %d final), d_model %d, heads %d/%d x %d, ffn %d, vocab %d\n",
-            p->n_phases, hp->n_layer, p->n_phases - p->n_layer_phases, hp->n_embd, hp->n_head, hp->n_head_kv,
-            hp->head_dim, hp->n_ff, hp->n_vocab);
+    fprintf(f, "program: %d phases (1 + %d layers x %d + %d final), d_model %d, heads %d/%d x %d, ffn %d, vocab %d\n",
+            p->n_phases, hp->n_layer, (p->n_layer_phases - 1) / hp->n_layer, p->n_phases - p->n_layer_phases,
+            hp->n_embd, hp->n_head, hp->n_head_kv, hp->head_dim, hp->n_ff, hp->n_vocab);
+    if (p->m->moe.n_expert)
+        fprintf(f, "experts: %d, %d per token, expert ffn %d\n", p->m->moe.n_expert, p->m->moe.n_used,
+                p->m->moe.n_ff_exp);
     for (int i = 0; i < p->n_phases; i++) {
         const struct llmk_phase *ph = &p->ph[i];
         char q[48];

@@ -834,6 +834,7 @@ static void ph_moe_route(struct llmk_exec *ex, const struct llmk_phase *ph, int 
     for (int64_t t = lo; t < hi; t++) {
         const float *xn = ex->buf[ph->in] + t * E;
         for (int64_t e = 0; e < ex->moe_x; e++) l[e] = ex->K->f32_dot(ph->vec[0] + e * E, xn, E);
+        if (ex->K->nonfinite(l, ex->moe_x)) note_nonfinite(ex, ph, ith, (int32_t)t); /* the routing would be arbitrary */
         ex->K->moe_router(l, ex->moe_x, ex->moe_k, ex->m->moe.norm_w, ex->moe_sel + t * ex->moe_k,
                           ex->moe_w + t * ex->moe_k);
     }
@@ -1022,7 +1023,8 @@ static int nonfinite_status(const struct llmk_exec *ex) {
     }
     const char *what = ph->op == LLMK_OP_ROPE_KV ? "q, k or v" : ph->op == LLMK_OP_ATTN ? "the attention output"
                      : ph->op == LLMK_OP_MATMUL ? "the SwiGLU output"
-                     : ph->op == LLMK_OP_MOE_GATE_UP ? "an expert's SwiGLU output" : "the normed activations";
+                     : ph->op == LLMK_OP_MOE_GATE_UP ? "an expert's SwiGLU output"
+                     : ph->op == LLMK_OP_MOE_ROUTE ? "the router logits" : "the normed activations";
     return llmk_fail(LLMK_NAN_INPUT, "exec: NaN or infinity in %s of phase %d (%s), sequence %d, position %d: a "
                      "weight or activation at or before it is not finite", what, f.phase, ph->name, seq, pos);
 }

@@ -177,3 +177,29 @@ def test_refusals(tmp_path):
     refused(f, "qwen3moe.expert_used_count = 9")
     rewrite(F32, f, kv={"qwen3moe.expert_feed_forward_length": None})
     refused(f, "qwen3moe.expert_feed_forward_length is missing")
+
+
+@pytest.mark.parametrize("tensor,index,where", [
+    ("blk.0.ffn_up_exps.weight", (3, 5, 7), "blk.0.moe_gate_up"),
+    ("blk.1.ffn_gate_inp.weight", (2, 5), "blk.1.moe_route"),
+])
+def test_nonfinite_weight(tmp_path, tensor, index, where):
+    """A NaN in an expert or router weight is a clear error on every path,
+    the fast path naming the phase where it appeared."""
+    f = str(tmp_path / "nan.gguf")
+
+    def poison(n, a):
+        if n == tensor:
+            a = a.copy()
+            a[index] = np.nan
+        return a
+
+    rewrite(F32, f, tensor_fn=poison)
+    ids = ",".join(str(i) for i in range(1, 13))
+    for path in ("fast", "f32", "ref"):
+        p = subprocess.run([LLMK, "logits", "-m", f, "--ids", ids, "--path", path, "--out", os.devnull],
+                           capture_output=True, timeout=120)
+        err = p.stderr.decode("utf-8", "replace")
+        assert p.returncode == 1 and "llmk_nan_input" in err, (path, p.returncode, err)
+        if path == "fast":
+            assert where in err, err

@@ -45,6 +45,34 @@ static void fmodel_weight(struct fmodel_span *sp, const llmk_tensor_info *t, uin
     sp->bytes += t->n_bytes;
 }
 
+/* An expert stack: ne2 matrices of ne1 rows of ne0, inside the image. */
+static void fmodel_stack(struct fmodel_span *sp, const llmk_tensor_info *t, uint64_t ne0, uint64_t ne1,
+                         uint64_t ne2) {
+    FUZZ_REQUIRE(t && t->ne[0] == ne0 && t->ne[1] == ne1 && t->ne[2] == ne2 && t->ne[3] == 1);
+    uint64_t row = 0, need = 0;
+    FUZZ_REQUIRE(llmk_row_bytes(t->type, ne0, &row) == LLMK_OK);
+    FUZZ_REQUIRE(!__builtin_mul_overflow(row, ne1 * ne2, &need) && need == t->n_bytes && need > 0);
+    const uint8_t *p = t->data;
+    FUZZ_REQUIRE(p >= sp->lo && t->n_bytes <= (uint64_t)(sp->hi - p));
+    sp->bytes += t->n_bytes;
+}
+
+/* A MoE layer (qwen3moe): no dense FFN; the router, its f32 rows and the
+ * three stacks; gate and up of one type. */
+static void fmodel_moe(struct fmodel_span *sp, const llmk_model *m, const struct llmk_layer *L) {
+    uint64_t E = (uint64_t)m->hp.n_embd, X = (uint64_t)m->moe.n_expert, FE = (uint64_t)m->moe.n_ff_exp;
+    FUZZ_REQUIRE(!L->w_gate && !L->w_up && !L->w_down && L->gate_inp && L->gate_inp_f);
+    FUZZ_REQUIRE(m->moe.n_used >= 1 && m->moe.n_used <= m->moe.n_expert && FE >= 1);
+    fmodel_weight(sp, L->gate_inp, E, X);
+    fmodel_stack(sp, L->gate_exps, E, FE, X);
+    fmodel_stack(sp, L->up_exps, E, FE, X);
+    fmodel_stack(sp, L->down_exps, FE, E, X);
+    FUZZ_REQUIRE(L->gate_exps->type == L->up_exps->type);
+    volatile float sink = 0;
+    for (uint64_t i = 0; i < X * E; i++) sink += L->gate_inp_f[i];
+    (void)sink;
+}
+
 /* An f32 view of a 1-D tensor: n readable floats, present iff the tensor is. */
 static void fmodel_vec(const llmk_tensor_info *t, const float *v, uint64_t n) {
     FUZZ_REQUIRE((t == NULL) == (v == NULL));
@@ -76,8 +104,9 @@ static void fmodel_check(const llmk_model *m, const uint8_t *data, size_t size,
     fmodel_vec(m->out_norm, m->out_norm_f, E);
     for (int il = 0; il < hp->n_layer; il++) {
         const struct llmk_layer *L = &m->layers[il];
-        FUZZ_REQUIRE(L->attn_norm && L->wq && L->wk && L->wv && L->wo && L->ffn_norm &&
-                     L->w_gate && L->w_up && L->w_down);
+        FUZZ_REQUIRE(L->attn_norm && L->wq && L->wk && L->wv && L->wo && L->ffn_norm);
+        if (m->moe.n_expert) fmodel_moe(&sp, m, L);
+        else FUZZ_REQUIRE(L->w_gate && L->w_up && L->w_down && !L->gate_exps);
         fmodel_weight(&sp, L->attn_norm, E, 1);
         fmodel_weight(&sp, L->wq, E, QD);
         fmodel_weight(&sp, L->wk, E, KD);

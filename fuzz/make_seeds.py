@@ -214,7 +214,7 @@ def kquant_rows(rng, qtype, rows, cols):
 
 
 def model_fill(arch, E=8, H=2, HKV=1, HD=None, FF=16, L=1, types=None, rope=None, bias=False,
-               qk_norm=False, separate_output=False, tokenizer="spm", seed=1):
+               qk_norm=False, separate_output=False, tokenizer="spm", seed=1, moe=None):
     """A tiny model; types maps a tensor kind (embd, attn, ffn_down, ...) to a codec."""
     types = types or {}
     rng = np.random.default_rng(seed)
@@ -227,8 +227,15 @@ def model_fill(arch, E=8, H=2, HKV=1, HD=None, FF=16, L=1, types=None, rope=None
         vocab = ["H", "i", "Ġ", "t", "h", "e", "r", "<|im_end|>"] + vocab
     V = len(vocab)
 
-    def tensor(w, name, kind, ne0, ne1=1, norm=False):
+    def tensor(w, name, kind, ne0, ne1=1, norm=False, ne2=None):
         qtype = types.get(kind, Q.F32)
+        if ne2:  # an expert stack: F32 or a quantized type gguf-py writes
+            x = (0.3 * rng.standard_normal((ne2, ne1, ne0))).astype(np.float32)
+            if qtype == Q.F32:
+                w.add_tensor(name, x)
+            else:
+                w.add_tensor(name, quantize(x, qtype), raw_dtype=qtype)
+            return
         if qtype in (Q.Q4_K, Q.Q6_K):
             w.add_tensor(name, kquant_rows(rng, qtype, ne1, ne0), raw_dtype=qtype)
             return
@@ -252,6 +259,10 @@ def model_fill(arch, E=8, H=2, HKV=1, HD=None, FF=16, L=1, types=None, rope=None
         w.add_head_count_kv(HKV)
         w.add_layer_norm_rms_eps(1e-5)
         w.add_rope_freq_base(10000.0)
+        if moe:
+            w.add_expert_count(moe[0])
+            w.add_expert_used_count(moe[1])
+            w.add_expert_feed_forward_length(moe[2])
         if HD:
             w.add_key_length(HD)
             w.add_value_length(HD)
@@ -298,6 +309,13 @@ def model_fill(arch, E=8, H=2, HKV=1, HD=None, FF=16, L=1, types=None, rope=None
                 tensor(w, p + "attn_q_norm.weight", "norm", hd, norm=True)
                 tensor(w, p + "attn_k_norm.weight", "norm", hd, norm=True)
             tensor(w, p + "ffn_norm.weight", "norm", E, norm=True)
+            if moe:
+                X, _, FE = moe
+                tensor(w, p + "ffn_gate_inp.weight", "router", E, X)
+                tensor(w, p + "ffn_gate_exps.weight", "exps", E, FE, ne2=X)
+                tensor(w, p + "ffn_up_exps.weight", "exps", E, FE, ne2=X)
+                tensor(w, p + "ffn_down_exps.weight", "exps_down", FE, E, ne2=X)
+                continue
             tensor(w, p + "ffn_gate.weight", "ffn", E, FF)
             tensor(w, p + "ffn_up.weight", "ffn_up", E, FF)
             tensor(w, p + "ffn_down.weight", "ffn_down", FF, E)
@@ -323,6 +341,10 @@ def write_model_seeds():
         "qwen3": ("qwen3", dict(E=8, H=2, HKV=1, HD=8, qk_norm=True, tokenizer="bpe", seed=6)),
         "qwen3_gqa": ("qwen3", dict(E=16, H=4, HKV=2, HD=4, L=2, qk_norm=True, seed=7,
                                     types={"norm": Q.BF16})),
+        "qwen3moe": ("qwen3moe", dict(E=8, H=2, HKV=1, HD=8, qk_norm=True, tokenizer="bpe", seed=8,
+                                      moe=(4, 2, 8))),
+        "qwen3moe_q8_0": ("qwen3moe", dict(E=32, H=2, HKV=1, HD=16, L=2, qk_norm=True, seed=9, moe=(6, 3, 32),
+                                           types={"exps": Q.Q8_0, "exps_down": Q.Q4_0})),
     }
     for name, (arch, kw) in seeds.items():
         put("model", f"valid_{name}", gguf_bytes(arch, model_fill(arch, **kw)))

@@ -117,6 +117,13 @@ struct llmk_exec {
     llmk_gen_callback gen_cb;
     void *gen_user;
     int gen_status;
+    /* mixture of experts (moe_* phases): per row its k experts and weights;
+     * per worker its own copy of the call's tile map (moe_map_of) */
+    int32_t moe_k, moe_x;
+    int32_t *moe_sel;
+    float *moe_w;
+    int32_t *moe_map;
+    size_t moe_map_stride;
     /* modes */
     bool phase_mode;          /* one timed pool region per phase */
     bool prefetch_next;       /* prefetch_next_runs (configuration prefetch_next) */
@@ -164,6 +171,9 @@ static int exec_check_budget(const struct llmk_exec *ex, const struct llmk_exec_
     double kv = llmk_kv_bytes(1, (double)ex->n_blocks * LLMK_KV_BLOCK, hp->n_head_kv, hd, (double)ex->kv_row_bytes / hd) *
                 hp->n_layer;
     double widths = 3.0 * hp->n_embd + 2.0 * (double)ex->qd + 2.0 * (double)ex->kvd + 2.0 * hp->n_ff;
+    const struct llmk_moe_hp *mo = &ex->m->moe;
+    if (mo->n_expert) /* the per-slot rows (x2 for their quantized forms, roughly) and the routing */
+        widths += 2.0 * mo->n_used * (2.0 * hp->n_embd + 2.0 * mo->n_ff_exp) + 2.0 * mo->n_used;
     double scratch = 4.0 * ((double)ex->n_ctx * hd                                        /* rope table */
                             + (SPLIT_ROWS * hp->n_head + nth * ATTN_MQ) * (double)ex->max_chunks * (hd + 2)
                             + ex->rows_cap * widths + (double)ex->n_seq * hp->n_vocab); /* activations, logits */
@@ -789,6 +799,151 @@ static void ph_argmax(struct llmk_exec *ex, const struct llmk_phase *ph, int ith
     }
 }
 
+/* ---- mixture of experts -------------------------------------------------- */
+
+/* Worker ith's tile map of the call: off[n_expert + 1], the active experts
+ * (active[0] of them in active[1..]), the slots in expert order and each
+ * slot's position in that order (inv). Every worker builds the same map
+ * from the routing (a pure function of it), so no barrier or shared write
+ * is needed between the gather and the phases that read it. */
+struct moe_map {
+    int32_t *off, *active, *slots, *inv;
+};
+
+static struct moe_map moe_map_of(const struct llmk_exec *ex, int ith) {
+    int32_t *b = ex->moe_map + (size_t)ith * ex->moe_map_stride;
+    int64_t nk = (int64_t)ex->rows_cap * ex->moe_k;
+    return (struct moe_map){b, b + ex->moe_x + 1, b + 2 * (ex->moe_x + 1), b + 2 * (ex->moe_x + 1) + nk};
+}
+
+static struct moe_map moe_map_build(struct llmk_exec *ex, int ith) {
+    struct moe_map mp = moe_map_of(ex, ith);
+    int k = ex->moe_k;
+    llmk_moe_tile_map(ex->moe_sel, ex->n_rows, k, ex->moe_x, mp.off, mp.slots);
+    for (int32_t p = 0; p < ex->n_rows * k; p++) mp.inv[mp.slots[p]] = p;
+    mp.active[0] = 0;
+    for (int32_t e = 0; e < ex->moe_x; e++)
+        if (mp.off[e + 1] > mp.off[e]) mp.active[1 + mp.active[0]++] = e;
+    return mp;
+}
+
+static void ph_moe_route(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, int nth) {
+    int64_t lo, hi, E = ph->k;
+    float l[4096]; /* n_expert <= 4096 (model.c) */
+    llmk_split_range(ex->n_rows, ith, nth, &lo, &hi);
+    for (int64_t t = lo; t < hi; t++) {
+        const float *xn = ex->buf[ph->in] + t * E;
+        for (int64_t e = 0; e < ex->moe_x; e++) l[e] = ex->K->f32_dot(ph->vec[0] + e * E, xn, E);
+        if (ex->K->nonfinite(l, ex->moe_x)) note_nonfinite(ex, ph, ith, (int32_t)t); /* the routing would be arbitrary */
+        ex->K->moe_router(l, ex->moe_x, ex->moe_k, ex->m->moe.norm_w, ex->moe_sel + t * ex->moe_k,
+                          ex->moe_w + t * ex->moe_k);
+    }
+}
+
+/* The activation rows of buffer b in the form the plan gives weight wi of
+ * ph (f32 rows for an F32 stack): base and stride. */
+static const unsigned char *moe_act(const struct llmk_exec *ex, const struct llmk_phase *ph, int b, size_t *stride) {
+    int f = plan_of(ex, ph)->w[0].form;
+    if (f < 0) {
+        *stride = (size_t)ex->width[b] * sizeof(float);
+        return (const unsigned char *)ex->buf[b];
+    }
+    *stride = ex->act_row_bytes[b][f];
+    return ex->act[b][f];
+}
+
+static void ph_moe_gather(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, int nth) {
+    struct moe_map mp = moe_map_build(ex, ith);
+    size_t rb;
+    const unsigned char *src = moe_act(ex, ph, ph->in, &rb);
+    unsigned char *dst = (unsigned char *)moe_act(ex, ph, ph->out[0], &rb);
+    int64_t lo, hi;
+    llmk_split_range((int64_t)ex->n_rows * ex->moe_k, ith, nth, &lo, &hi);
+    for (int64_t p = lo; p < hi; p++) memcpy(dst + (size_t)p * rb, src + (size_t)(mp.slots[p] / ex->moe_k) * rb, rb);
+}
+
+/* Items of a per-expert phase: (active expert, unit of its output rows),
+ * statically split for a decode step, claimed for prefill (which worker
+ * computes an item never changes its bits). Calls fn for each of worker
+ * ith's items with the expert and rows [r0, r1). */
+typedef void (*moe_item_fn)(struct llmk_exec *ex, const struct llmk_phase *ph, const struct moe_map *mp, int32_t e,
+                            int64_t r0, int64_t r1, int ith);
+
+static void moe_items(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, int nth, int64_t unit, moe_item_fn fn) {
+    struct moe_map mp = moe_map_of(ex, ith);
+    int64_t rows = ph->rows[0], nu = (rows + unit - 1) / unit, n = (int64_t)mp.active[0] * nu;
+    if (ex->n_rows > SPLIT_ROWS) {
+        for (int64_t j; (j = claim_any(ex, ph, n)) >= 0;) {
+            int64_t r0 = (j % nu) * unit;
+            fn(ex, ph, &mp, mp.active[1 + j / nu], r0, r0 + unit < rows ? r0 + unit : rows, ith);
+        }
+        return;
+    }
+    int64_t lo, hi;
+    llmk_split_range(n, ith, nth, &lo, &hi);
+    for (int64_t j = lo; j < hi; j++) {
+        int64_t r0 = (j % nu) * unit;
+        fn(ex, ph, &mp, mp.active[1 + j / nu], r0, r0 + unit < rows ? r0 + unit : rows, ith);
+    }
+}
+
+/* Gate and up rows [r0, r1) of expert e for its gathered rows, SwiGLU, and
+ * down's activation form of those rows (a NaN is reported at the row whose
+ * slot it is). */
+static void moe_gate_up_item(struct llmk_exec *ex, const struct llmk_phase *ph, const struct moe_map *mp, int32_t e,
+                             int64_t r0, int64_t r1, int ith) {
+    int64_t F = ph->rows[0];
+    int32_t a = mp->off[e], cnt = mp->off[e + 1] - a;
+    size_t as;
+    const unsigned char *act = moe_act(ex, ph, ph->in, &as) + (size_t)a * as;
+    float *g = ex->buf[ph->out[0]] + (int64_t)a * F, *u = ex->buf[ph->out[1]] + (int64_t)a * F;
+    llmk_moe_expert_matvec(&ex->K->type[ph->w[0]->type], ph->w[0], e, r0, r1, act, as, cnt, g + r0, (size_t)F);
+    llmk_moe_expert_matvec(&ex->K->type[ph->w[1]->type], ph->w[1], e, r0, r1, act, as, cnt, u + r0, (size_t)F);
+    unsigned qmask = plan_of(ex, ph)->qmask;
+    for (int32_t i = 0; i < cnt; i++) {
+        int64_t p = a + i;
+        ex->VK->swiglu(g + i * F + r0, u + i * F + r0, r1 - r0);
+        int bad = 0;
+        for (int f = 0; f < LLMK_ACT_FORMS; f++)
+            if (qmask & (1u << f))
+                bad |= ex->K->act_quant[f](ex->buf[ph->out[0]] + p * F, F, r0, r1,
+                                           ex->act[ph->out[0]][f] + (size_t)p * ex->act_row_bytes[ph->out[0]][f]);
+        if (!qmask) bad = ex->K->nonfinite(g + i * F + r0, r1 - r0);
+        if (bad) note_nonfinite(ex, ph, ith, mp->slots[p] / ex->moe_k);
+    }
+}
+
+static void moe_down_item(struct llmk_exec *ex, const struct llmk_phase *ph, const struct moe_map *mp, int32_t e,
+                          int64_t r0, int64_t r1, int ith) {
+    (void)ith;
+    int64_t E = ph->rows[0];
+    int32_t a = mp->off[e], cnt = mp->off[e + 1] - a;
+    size_t as;
+    const unsigned char *act = moe_act(ex, ph, ph->in, &as) + (size_t)a * as;
+    llmk_moe_expert_matvec(&ex->K->type[ph->w[0]->type], ph->w[0], e, r0, r1, act, as, cnt,
+                           ex->buf[ph->out[0]] + (int64_t)a * E + r0, (size_t)E);
+}
+
+static void ph_moe_gate_up(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, int nth) {
+    moe_items(ex, ph, ith, nth, plan_of(ex, ph)->unit, moe_gate_up_item);
+}
+
+static void ph_moe_down(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, int nth) {
+    moe_items(ex, ph, ith, nth, ex->n_rows > SPLIT_ROWS ? R8_CHUNK : MM_UNIT, moe_down_item);
+}
+
+static void ph_moe_combine(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, int nth) {
+    struct moe_map mp = moe_map_of(ex, ith);
+    int64_t lo, hi, E = ph->rows[0];
+    int k = ex->moe_k;
+    llmk_split_range(ex->n_rows, ith, nth, &lo, &hi);
+    for (int64_t t = lo; t < hi; t++) {
+        const float *ys[LLMK_MOE_KMAX];
+        for (int j = 0; j < k; j++) ys[j] = ex->buf[ph->in] + (int64_t)mp.inv[t * k + j] * E;
+        ex->K->moe_combine(ex->buf[ph->out[0]] + t * E, ys, ex->moe_w + t * k, k, E);
+    }
+}
+
 static void run_phase(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, int nth) {
     switch (ph->op) {
     case LLMK_OP_EMBED: ph_embed(ex, ph, ith, nth); break;
@@ -797,6 +952,11 @@ static void run_phase(struct llmk_exec *ex, const struct llmk_phase *ph, int ith
     case LLMK_OP_ROPE_KV: ph_rope_kv(ex, ph, ith, nth); break;
     case LLMK_OP_ATTN: ph_attn(ex, ph, ith, nth); break;
     case LLMK_OP_ARGMAX: ph_argmax(ex, ph, ith, nth); break;
+    case LLMK_OP_MOE_ROUTE: ph_moe_route(ex, ph, ith, nth); break;
+    case LLMK_OP_MOE_GATHER: ph_moe_gather(ex, ph, ith, nth); break;
+    case LLMK_OP_MOE_GATE_UP: ph_moe_gate_up(ex, ph, ith, nth); break;
+    case LLMK_OP_MOE_DOWN: ph_moe_down(ex, ph, ith, nth); break;
+    case LLMK_OP_MOE_COMBINE: ph_moe_combine(ex, ph, ith, nth); break;
     default: LLMK_CHECK(!"unknown op");
     }
 }
@@ -862,7 +1022,9 @@ static int nonfinite_status(const struct llmk_exec *ex) {
                          ph[-1].name);
     }
     const char *what = ph->op == LLMK_OP_ROPE_KV ? "q, k or v" : ph->op == LLMK_OP_ATTN ? "the attention output"
-                     : ph->op == LLMK_OP_MATMUL ? "the SwiGLU output" : "the normed activations";
+                     : ph->op == LLMK_OP_MATMUL ? "the SwiGLU output"
+                     : ph->op == LLMK_OP_MOE_GATE_UP ? "an expert's SwiGLU output"
+                     : ph->op == LLMK_OP_MOE_ROUTE ? "the router logits" : "the normed activations";
     return llmk_fail(LLMK_NAN_INPUT, "exec: NaN or infinity in %s of phase %d (%s), sequence %d, position %d: a "
                      "weight or activation at or before it is not finite", what, f.phase, ph->name, seq, pos);
 }
@@ -1014,11 +1176,12 @@ static int exec_alloc_state(struct llmk_exec *ex) {
     for (int32_t s = 0; st == LLMK_OK && s < ex->n_seq; s++) ex->table[s] = llmk_kvpool_table_array(ex->kvp, s);
     ex->pos = xalloc((uint64_t)ex->n_seq, sizeof(int32_t), &st);
     ex->rope_cs = xalloc((uint64_t)ex->n_ctx * 2 * (uint64_t)(hp->head_dim / 2), sizeof(float), &st);
+    int64_t fe = ex->m->moe.n_ff_exp;
     int64_t widths[LLMK_BUF_COUNT_] = {hp->n_embd, hp->n_embd, ex->qd, ex->kvd, ex->kvd, ex->qd,
-                                       hp->n_embd, hp->n_ff, hp->n_ff, hp->n_vocab};
+                                       hp->n_embd, hp->n_ff, hp->n_ff, hp->n_vocab, hp->n_embd, fe, fe, hp->n_embd};
     for (int b = 0; b < LLMK_BUF_COUNT_; b++) {
         ex->width[b] = widths[b];
-        uint64_t rows = b == LLMK_BUF_LOGITS ? (uint64_t)ex->n_seq : rc;
+        uint64_t rows = b == LLMK_BUF_LOGITS ? (uint64_t)ex->n_seq : b >= LLMK_BUF_XG ? rc * (uint64_t)ex->moe_k : rc;
         ex->buf[b] = xalloc(rows * (uint64_t)widths[b], sizeof(float), &st);
     }
     return st;
@@ -1111,7 +1274,7 @@ static int exec_alloc_scratch(struct llmk_exec *ex) {
                                               : LLMK_TYPE_Q8_K, (uint64_t)ex->width[b], &rb)) != LLMK_OK)
                     return st;
                 ex->act_row_bytes[b][f] = (size_t)rb;
-                ex->act[b][f] = xalloc(rc, rb, &st);
+                ex->act[b][f] = xalloc(b >= LLMK_BUF_XG ? rc * (uint64_t)ex->moe_k : rc, rb, &st);
             }
     int64_t ps = hp->head_dim + 2;
     ex->parts = xalloc((uint64_t)SPLIT_ROWS * hp->n_head * (uint64_t)ex->max_chunks, (uint64_t)ps * sizeof(float), &st);
@@ -1133,6 +1296,13 @@ static int exec_alloc_scratch(struct llmk_exec *ex) {
     ex->row_seq = xalloc(rc, sizeof(int32_t), &st);
     ex->row_pos = xalloc(rc, sizeof(int32_t), &st);
     ex->phase_ns = xalloc((uint64_t)ex->prog.n_phases, sizeof(double), &st);
+    if (ex->moe_k) {
+        uint64_t nk = rc * (uint64_t)ex->moe_k;
+        ex->moe_sel = xalloc(nk, sizeof(int32_t), &st);
+        ex->moe_w = xalloc(nk, sizeof(float), &st);
+        ex->moe_map_stride = (size_t)(2 * ((uint64_t)ex->moe_x + 1) + 2 * nk + 15) / 16 * 16; /* own cache lines */
+        ex->moe_map = xalloc((uint64_t)ex->nth * ex->moe_map_stride, sizeof(int32_t), &st);
+    }
     ex->gen_row = xalloc(rc, sizeof(int32_t), &st);
     ex->run_count = xalloc((uint64_t)ex->n_seq, sizeof(int32_t), &st);
     ex->run_seqs = xalloc(rc, sizeof(int32_t), &st);
@@ -1169,6 +1339,7 @@ int llmk_exec_init(const struct llmk_model *m, const struct llmk_exec_params *p,
     struct llmk_exec *ex = calloc(1, sizeof *ex);
     if (!ex) return llmk_fail(LLMK_OUT_OF_MEMORY, "exec: struct");
     ex->m = m;
+    ex->moe_k = m->moe.n_used, ex->moe_x = m->moe.n_expert;
     ex->n_ctx = n_ctx, ex->n_seq = n_seq, ex->n_batch = n_batch, ex->n_blocks = n_blocks;
     ex->rows_cap = n_batch > n_seq ? n_batch : n_seq;
     ex->kvd = (int64_t)m->hp.n_head_kv * m->hp.head_dim;
@@ -1214,6 +1385,7 @@ void llmk_exec_free(struct llmk_exec *ex) {
     free(ex->argmax_val), free(ex->argmax_idx), free(ex->argmax), free(ex->nf);
     free(ex->row_id), free(ex->row_seq), free(ex->row_pos), free(ex->phase_ns), free(ex->f32_rows);
     free(ex->gen_row), free(ex->gen_next), free(ex->gen_count);
+    free(ex->moe_sel), free(ex->moe_w), free(ex->moe_map);
     free(ex->run_count), free(ex->run_seqs), free(ex->run_ids);
     free(ex);
 }

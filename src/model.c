@@ -3,22 +3,23 @@
 #include "model.h"
 
 #include "internal.h"
+#include "kernels/moe.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum arch_id { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3 };
+enum arch_id { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3, ARCH_QWEN3MOE };
 
 static const struct {
     const char *name;
     enum arch_id id;
-} known_archs[] = {{"llama", ARCH_LLAMA}, {"qwen2", ARCH_QWEN2}, {"qwen3", ARCH_QWEN3}};
+} known_archs[] = {{"llama", ARCH_LLAMA}, {"qwen2", ARCH_QWEN2}, {"qwen3", ARCH_QWEN3}, {"qwen3moe", ARCH_QWEN3MOE}};
 
 /* Sanity ceilings: far above any model llmk targets, low enough that products
  * of them cannot overflow 64-bit arithmetic. */
-enum { MAX_LAYERS = 4096, MAX_EMBD = 1 << 17, MAX_HEADS = 4096, MAX_FF = 1 << 20 };
+enum { MAX_LAYERS = 4096, MAX_EMBD = 1 << 17, MAX_HEADS = 4096, MAX_FF = 1 << 20, MAX_EXPERTS = 4096 };
 
 /* ---- metadata helpers ---------------------------------------------------- */
 
@@ -75,23 +76,24 @@ static void shape_str(const uint64_t *ne, int n, char *buf, size_t cap) {
     if (off < cap) snprintf(buf + off, cap - off, "]");
 }
 
-/* Find `name` and check its shape is exactly ne0 x ne1 (ne1 = 1 for a vector)
- * and that its type has a row decoder. NULL *out with LLMK_OK for an absent
- * optional tensor. */
-static int get_tensor(const llmk_gguf *g, const char *name, bool required, uint64_t ne0,
-                      uint64_t ne1, const llmk_tensor_info **out) {
+/* Find `name` and check its shape is exactly ne0 x ne1 x ne2 (1 for the
+ * dimensions it lacks) and that its type has a row decoder. NULL *out with
+ * LLMK_OK for an absent optional tensor. */
+static int get_tensor3(const llmk_gguf *g, const char *name, bool required, uint64_t ne0, uint64_t ne1,
+                       uint64_t ne2, const llmk_tensor_info **out) {
     const llmk_tensor_info *t = llmk_gguf_find_tensor(g, name);
     *out = NULL;
-    uint64_t want[4] = {ne0, ne1, 1, 1};
+    uint64_t want[4] = {ne0, ne1, ne2, 1};
+    int nd = ne2 > 1 ? 3 : ne1 > 1 ? 2 : 1;
     if (!t) {
         if (!required) return LLMK_OK;
         char e[96];
-        shape_str(want, ne1 > 1 ? 2 : 1, e, sizeof e);
+        shape_str(want, nd, e, sizeof e);
         return llmk_fail(LLMK_MISSING_TENSOR, "model: tensor %s is missing (expected shape %s)", name, e);
     }
     if (memcmp(want, t->ne, sizeof want) != 0) {
         char e[96], a[96];
-        shape_str(want, ne1 > 1 ? 2 : 1, e, sizeof e);
+        shape_str(want, nd, e, sizeof e);
         shape_str(t->ne, (int)(t->n_dims ? t->n_dims : 1), a, sizeof a);
         return llmk_fail(LLMK_TENSOR_SHAPE_MISMATCH, "model: tensor %s: expected shape %s, got %s",
                          name, e, a);
@@ -116,17 +118,38 @@ static int get_tensor(const llmk_gguf *g, const char *name, bool required, uint6
     return LLMK_OK;
 }
 
-static int layer_tensor(const llmk_gguf *g, int il, const char *what, bool required, uint64_t ne0,
-                        uint64_t ne1, const llmk_tensor_info **out) {
+static int get_tensor(const llmk_gguf *g, const char *name, bool required, uint64_t ne0, uint64_t ne1,
+                      const llmk_tensor_info **out) {
+    return get_tensor3(g, name, required, ne0, ne1, 1, out);
+}
+
+static int layer_tensor3(const llmk_gguf *g, int il, const char *what, bool required, uint64_t ne0,
+                         uint64_t ne1, uint64_t ne2, const llmk_tensor_info **out) {
     char name[96];
     snprintf(name, sizeof name, "blk.%d.%s", il, what);
-    return get_tensor(g, name, required, ne0, ne1, out);
+    return get_tensor3(g, name, required, ne0, ne1, ne2, out);
+}
+
+static int layer_tensor(const llmk_gguf *g, int il, const char *what, bool required, uint64_t ne0,
+                        uint64_t ne1, const llmk_tensor_info **out) {
+    return layer_tensor3(g, il, what, required, ne0, ne1, 1, out);
+}
+
+void llmk_expert_view(const llmk_tensor_info *t, int64_t e, llmk_tensor_info *out) {
+    *out = *t;
+    uint64_t bytes = t->n_bytes / t->ne[2]; /* whole rows: row bytes x ne[1] */
+    out->n_dims = 2;
+    out->ne[2] = 1;
+    out->n_elements = t->ne[0] * t->ne[1];
+    out->n_bytes = bytes;
+    out->offset = t->offset + (uint64_t)e * bytes;
+    out->data = (const unsigned char *)t->data + (uint64_t)e * bytes;
 }
 
 /* Is `name` one of the tensors this architecture uses? Anything else (MoE
  * experts, output biases, ...) is a feature llmk would silently ignore, so it
  * is refused by name instead. */
-static bool tensor_known(const char *name, int n_layer) {
+static bool tensor_known(const char *name, int n_layer, bool moe) {
     static const char *const globals[] = {"token_embd.weight", "output_norm.weight",
                                           "output.weight", "rope_freqs.weight"};
     static const char *const per_layer[] = {
@@ -134,6 +157,8 @@ static bool tensor_known(const char *name, int n_layer) {
         "attn_output.weight", "attn_q.bias", "attn_k.bias", "attn_v.bias",
         "attn_q_norm.weight", "attn_k_norm.weight", "ffn_norm.weight", "ffn_gate.weight",
         "ffn_up.weight", "ffn_down.weight"};
+    static const char *const per_layer_moe[] = {"ffn_gate_inp.weight", "ffn_gate_exps.weight", "ffn_up_exps.weight",
+                                                "ffn_down_exps.weight"};
     for (size_t i = 0; i < LLMK_ARRAY_LEN(globals); i++)
         if (!strcmp(name, globals[i])) return true;
     if (strncmp(name, "blk.", 4) != 0) return false;
@@ -144,7 +169,10 @@ static bool tensor_known(const char *name, int n_layer) {
     if (!digits || *p != '.' || il >= n_layer) return false;
     p++;
     for (size_t i = 0; i < LLMK_ARRAY_LEN(per_layer); i++)
-        if (!strcmp(p, per_layer[i])) return true;
+        if (!strcmp(p, per_layer[i]) && (!moe || strncmp(p, "ffn_", 4) != 0 || !strcmp(p, "ffn_norm.weight")))
+            return true;
+    for (size_t i = 0; moe && i < LLMK_ARRAY_LEN(per_layer_moe); i++)
+        if (!strcmp(p, per_layer_moe[i])) return true;
     return false;
 }
 
@@ -253,6 +281,57 @@ static int vec_f32(llmk_model *m, const llmk_tensor_info *t, size_t *used, const
 
 /* ---- load ---------------------------------------------------------------- */
 
+static int load_dense_ffn(const llmk_gguf *g, int il, uint64_t E, uint64_t F, struct llmk_layer *L) {
+    int st;
+    if ((st = layer_tensor(g, il, "ffn_gate.weight", true, E, F, &L->w_gate)) != LLMK_OK ||
+        (st = layer_tensor(g, il, "ffn_up.weight", true, E, F, &L->w_up)) != LLMK_OK ||
+        (st = layer_tensor(g, il, "ffn_down.weight", true, F, E, &L->w_down)) != LLMK_OK)
+        return st;
+    return LLMK_OK;
+}
+
+/* Layer il's router and expert stacks (every layer of a MoE model is MoE:
+ * a dense FFN tensor there is refused as unknown). Gate and up must share a
+ * type: the executor quantizes their input once for both. */
+static int load_experts(llmk_model *m, int il) {
+    const llmk_gguf *g = m->gguf;
+    struct llmk_layer *L = &m->layers[il];
+    uint64_t E = (uint64_t)m->hp.n_embd, X = (uint64_t)m->moe.n_expert, FE = (uint64_t)m->moe.n_ff_exp;
+    int st;
+    if ((st = layer_tensor(g, il, "ffn_gate_inp.weight", true, E, X, &L->gate_inp)) != LLMK_OK ||
+        (st = layer_tensor3(g, il, "ffn_gate_exps.weight", true, E, FE, X, &L->gate_exps)) != LLMK_OK ||
+        (st = layer_tensor3(g, il, "ffn_up_exps.weight", true, E, FE, X, &L->up_exps)) != LLMK_OK ||
+        (st = layer_tensor3(g, il, "ffn_down_exps.weight", true, FE, E, X, &L->down_exps)) != LLMK_OK)
+        return st;
+    if (L->gate_exps->type != L->up_exps->type)
+        return llmk_fail(LLMK_TENSOR_TYPE_UNSUPPORTED,
+                         "model: layer %d: ffn_gate_exps is %s but ffn_up_exps is %s (they must share a type)", il,
+                         llmk_type_name(L->gate_exps->type), llmk_type_name(L->up_exps->type));
+    return LLMK_OK;
+}
+
+/* The routers as f32 rows (n_expert x n_embd per layer): read by every path
+ * for every token, and small. */
+static int routers_f32(llmk_model *m) {
+    const llmk_hparams *hp = &m->hp;
+    uint64_t per = (uint64_t)m->moe.n_expert * (uint64_t)hp->n_embd;
+    m->router_store = malloc((size_t)(per * (uint64_t)hp->n_layer) * sizeof(float));
+    if (!m->router_store) return llmk_fail(LLMK_OUT_OF_MEMORY, "model: %llu floats for the routers",
+                                           (unsigned long long)(per * (uint64_t)hp->n_layer));
+    for (int il = 0; il < hp->n_layer; il++) {
+        struct llmk_layer *L = &m->layers[il];
+        float *dst = m->router_store + (size_t)il * per;
+        uint64_t rb = L->gate_inp->n_bytes / L->gate_inp->ne[1];
+        for (int32_t e = 0; e < m->moe.n_expert; e++) {
+            int st = llmk_dequantize_row(L->gate_inp->type, (const unsigned char *)L->gate_inp->data + e * rb,
+                                         dst + (size_t)e * hp->n_embd, hp->n_embd);
+            if (st != LLMK_OK) return st;
+        }
+        L->gate_inp_f = dst;
+    }
+    return LLMK_OK;
+}
+
 static int load_weights(llmk_model *m, enum arch_id arch) {
     const llmk_gguf *g = m->gguf;
     llmk_hparams *hp = &m->hp;
@@ -269,7 +348,7 @@ static int load_weights(llmk_model *m, enum arch_id arch) {
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->layers) return llmk_fail(LLMK_OUT_OF_MEMORY, "model: %d layers", hp->n_layer);
     bool bias = arch == ARCH_QWEN2;
-    bool qkn = arch == ARCH_QWEN3;
+    bool qkn = arch == ARCH_QWEN3 || arch == ARCH_QWEN3MOE;
     hp->has_qkv_bias = bias;
     hp->has_qk_norm = qkn;
     for (int il = 0; il < hp->n_layer; il++) {
@@ -279,11 +358,9 @@ static int load_weights(llmk_model *m, enum arch_id arch) {
             (st = layer_tensor(g, il, "attn_k.weight", true, E, KD, &L->wk)) != LLMK_OK ||
             (st = layer_tensor(g, il, "attn_v.weight", true, E, KD, &L->wv)) != LLMK_OK ||
             (st = layer_tensor(g, il, "attn_output.weight", true, QD, E, &L->wo)) != LLMK_OK ||
-            (st = layer_tensor(g, il, "ffn_norm.weight", true, E, 1, &L->ffn_norm)) != LLMK_OK ||
-            (st = layer_tensor(g, il, "ffn_gate.weight", true, E, F, &L->w_gate)) != LLMK_OK ||
-            (st = layer_tensor(g, il, "ffn_up.weight", true, E, F, &L->w_up)) != LLMK_OK ||
-            (st = layer_tensor(g, il, "ffn_down.weight", true, F, E, &L->w_down)) != LLMK_OK)
+            (st = layer_tensor(g, il, "ffn_norm.weight", true, E, 1, &L->ffn_norm)) != LLMK_OK)
             return st;
+        if ((st = m->moe.n_expert ? load_experts(m, il) : load_dense_ffn(g, il, E, F, L)) != LLMK_OK) return st;
         /* Biases: required by qwen2; elsewhere a present bias is used. */
         if ((st = layer_tensor(g, il, "attn_q.bias", bias, QD, 1, &L->bq)) != LLMK_OK ||
             (st = layer_tensor(g, il, "attn_k.bias", bias, KD, 1, &L->bk)) != LLMK_OK ||
@@ -320,16 +397,55 @@ static int load_weights(llmk_model *m, enum arch_id arch) {
             return st;
     }
     LLMK_CHECK(used <= need);
+    if (m->moe.n_expert && (st = routers_f32(m)) != LLMK_OK) return st;
 
     size_t nt = llmk_gguf_n_tensors(g);
     for (size_t i = 0; i < nt; i++) {
         const llmk_tensor_info *t = llmk_gguf_tensor(g, i);
-        if (!tensor_known(t->name, hp->n_layer))
+        if (!tensor_known(t->name, hp->n_layer, m->moe.n_expert > 0))
             return llmk_fail(LLMK_UNSUPPORTED_FEATURE,
                              "model: tensor %s is not part of architecture %s as llmk implements it "
                              "(an unsupported feature such as MoE experts or extra biases)",
                              t->name, m->arch);
     }
+    return LLMK_OK;
+}
+
+/* Experts: required by qwen3moe, refused elsewhere (the other architectures'
+ * MoE variants are other files: qwen2moe, llama4, ...). */
+static int load_moe_hparams(llmk_model *m, enum arch_id arch) {
+    const llmk_gguf *g = m->gguf;
+    const char *a = m->arch;
+    char key[128];
+    snprintf(key, sizeof key, "%s.expert_count", a);
+    uint32_t n_expert = 0;
+    if (arch != ARCH_QWEN3MOE) {
+        if (llmk_gguf_get_u32(g, key, &n_expert) == LLMK_OK && n_expert > 0)
+            return llmk_fail(LLMK_UNSUPPORTED_FEATURE,
+                             "model: %s = %u: mixture-of-experts is supported for architecture qwen3moe only", key,
+                             n_expert);
+        return LLMK_OK;
+    }
+    struct llmk_moe_hp *h = &m->moe;
+    int st;
+    if ((st = key_u32(g, a, "expert_count", true, 0, 1, MAX_EXPERTS, &h->n_expert)) != LLMK_OK ||
+        (st = key_u32(g, a, "expert_used_count", true, 0, 1,
+                      (uint32_t)(h->n_expert < LLMK_MOE_KMAX ? h->n_expert : LLMK_MOE_KMAX), &h->n_used)) != LLMK_OK ||
+        (st = key_u32(g, a, "expert_feed_forward_length", true, 0, 1, MAX_FF, &h->n_ff_exp)) != LLMK_OK)
+        return st;
+    /* llama.cpp renormalises qwen3moe's top-k weights whatever the file says
+     * (Qwen3-MoE checkpoints set norm_topk_prob); the key, when a converter
+     * writes it, is honoured. */
+    bool norm = true;
+    snprintf(key, sizeof key, "%s.expert_weights_norm", a);
+    st = llmk_gguf_get_bool(g, key, &norm);
+    if (st != LLMK_OK && st != LLMK_NOT_FOUND)
+        return llmk_fail(LLMK_BAD_HYPERPARAMETER, "model: key %s: %s (want a bool)", key, llmk_last_error());
+    h->norm_w = st == LLMK_NOT_FOUND ? true : norm;
+    snprintf(key, sizeof key, "%s.expert_shared_count", a);
+    uint32_t shared = 0;
+    if (llmk_gguf_get_u32(g, key, &shared) == LLMK_OK && shared > 0)
+        return llmk_fail(LLMK_UNSUPPORTED_FEATURE, "model: %s = %u: shared experts are not implemented", key, shared);
     return LLMK_OK;
 }
 
@@ -348,18 +464,13 @@ static int load_hparams(llmk_model *m, enum arch_id *arch_out) {
         if (alen == strlen(known_archs[k].name) && !memcmp(arch, known_archs[k].name, alen)) break;
     if (k == LLMK_ARRAY_LEN(known_archs))
         return llmk_fail(LLMK_UNSUPPORTED_ARCHITECTURE,
-                         "model: architecture '%.64s' is not supported (llama, qwen2, qwen3)", arch);
+                         "model: architecture '%.64s' is not supported (llama, qwen2, qwen3, qwen3moe)", arch);
     *arch_out = known_archs[k].id;
     snprintf(m->arch, sizeof m->arch, "%s", known_archs[k].name);
     hp->arch = m->arch;
     const char *a = m->arch;
 
-    char key[128];
-    snprintf(key, sizeof key, "%s.expert_count", a);
-    uint32_t n_expert = 0;
-    if (llmk_gguf_get_u32(g, key, &n_expert) == LLMK_OK && n_expert > 0)
-        return llmk_fail(LLMK_UNSUPPORTED_FEATURE, "model: %s = %u: mixture-of-experts is not supported",
-                         key, n_expert);
+    if ((st = load_moe_hparams(m, *arch_out)) != LLMK_OK) return st;
 
     if ((st = key_u32(g, a, "block_count", true, 0, 1, MAX_LAYERS, &hp->n_layer)) != LLMK_OK ||
         (st = key_u32(g, a, "embedding_length", true, 0, 1, MAX_EMBD, &hp->n_embd)) != LLMK_OK ||
@@ -464,6 +575,7 @@ void llmk_model_free(llmk_model *m) {
     free(m->layers);
     free(m->vec_store);
     free(m->rope_inv_freq);
+    free(m->router_store);
     free(m);
 }
 

@@ -15,6 +15,20 @@ struct llmk_layer {
     /* 1-D tensors as f32 (into the mapping when stored as F32, else into
      * model->vec_store): norms and biases are read as plain float arrays. */
     const float *attn_norm_f, *ffn_norm_f, *bq_f, *bk_f, *bv_f, *q_norm_f, *k_norm_f;
+    /* mixture of experts (qwen3moe; w_gate/w_up/w_down NULL): the router
+     * [n_embd, n_expert] (gate_inp_f: its rows as f32, n_expert x n_embd)
+     * and the experts' stacks, 3-D [n_embd, n_ff_exp, n_expert] for gate and
+     * up, [n_ff_exp, n_embd, n_expert] for down (llmk_expert_view). */
+    const llmk_tensor_info *gate_inp, *gate_exps, *up_exps, *down_exps;
+    const float *gate_inp_f;
+};
+
+/* Mixture-of-experts hyperparameters (n_expert 0: a dense model). */
+struct llmk_moe_hp {
+    int32_t n_expert;      /* <arch>.expert_count */
+    int32_t n_used;        /* <arch>.expert_used_count: experts per token (top-k) */
+    int32_t n_ff_exp;      /* <arch>.expert_feed_forward_length */
+    bool norm_w;           /* <arch>.expert_weights_norm (default true): top-k weights renormalised to sum 1 */
 };
 
 struct llmk_model {
@@ -31,7 +45,13 @@ struct llmk_model {
     /* RoPE inverse frequency for each rotated pair i in [0, n_rot/2), with
      * freq base, scaling and rope_freqs already applied: angle = pos * inv_freq[i]. */
     double *rope_inv_freq;
+    struct llmk_moe_hp moe;
+    float *router_store;     /* f32 copies of routers not stored as aligned F32 */
 };
+
+/* Expert e's 2-D matrix of a 3-D expert stack t (rows ne[1], row length
+ * ne[0]): a view into the same mapping, usable wherever a 2-D weight is. */
+void llmk_expert_view(const llmk_tensor_info *t, int64_t e, llmk_tensor_info *out);
 
 /* f64 reference decode (src/ref/decode.c). */
 struct llmk_ref_state;

@@ -56,6 +56,17 @@ static void plan_forms(struct llmk_plan *p, const struct llmk_plan_options *o) {
     for (int i = 0; i < prog->n_phases; i++) {
         const struct llmk_phase *ph = &prog->ph[i];
         p->ph[i].qmask = ph->qmask;
+        if (ph->op == LLMK_OP_MOE_GATHER || ph->op == LLMK_OP_MOE_GATE_UP || ph->op == LLMK_OP_MOE_DOWN) {
+            /* experts: the codec's dot on its own form (f32 for F32 stacks);
+             * the gather copies rows of that form from its input */
+            for (int w = 0; w < ph->n_w; w++) {
+                int f = codec_form(ph->w[w]->type);
+                p->ph[i].w[w] = (struct llmk_plan_weight){.route = LLMK_ROUTE_DOT, .form = (int8_t)f};
+                if (f >= 0) p->need[ph->in] |= 1u << f;
+                if (f >= 0 && ph->op == LLMK_OP_MOE_GATHER) p->need[ph->out[0]] |= 1u << f;
+            }
+            continue;
+        }
         if (ph->op != LLMK_OP_MATMUL) continue;
         for (int w = 0; w < ph->n_w; w++) {
             p->ph[i].w[w] = plan_weight(p, o, ph, ph->w[w]->type);
@@ -84,7 +95,7 @@ static void plan_splits(struct llmk_plan *p, const struct llmk_plan_options *o) 
         pp->unit = LLMK_MM_UNIT;
         pp->rope_fused = ph->op == LLMK_OP_MATMUL && next && next->op == LLMK_OP_ROPE_KV && hp->head_dim % LLMK_MM_UNIT == 0;
         if (pp->rope_fused) pp->unit = hp->head_dim;
-        if (ph->epilogue == LLMK_EPI_SWIGLU)
+        if (ph->epilogue == LLMK_EPI_SWIGLU) /* (also a MoE gate/up: whole blocks of down's form) */
             for (int f = 0; f < LLMK_ACT_FORMS; f++)
                 if ((pp->qmask & (1u << f)) && p->K->act_block[f] > pp->unit) pp->unit = p->K->act_block[f];
         pp->head_quant = true;

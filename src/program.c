@@ -15,8 +15,10 @@
 #include <string.h>
 
 static const char *const op_names[LLMK_OP_COUNT_] = {"embed", "norm_quant", "matmul", "rope_kv", "attn",
-                                                     "argmax"};
-static const char *const buf_names[LLMK_BUF_COUNT_] = {"x", "xn", "q", "k", "v", "att", "o", "g", "u", "logits"};
+                                                     "argmax", "moe_route", "moe_gather", "moe_gate_up",
+                                                     "moe_down", "moe_combine"};
+static const char *const buf_names[LLMK_BUF_COUNT_] = {"x", "xn", "q", "k", "v", "att", "o", "g", "u", "logits",
+                                                       "xg", "mg", "mu", "my"};
 static const char *const epi_names[] = {"", "+bias", "+residual", "+swiglu"};
 
 const char *llmk_op_name(int op) { return op >= 0 && op < LLMK_OP_COUNT_ ? op_names[op] : "?"; }
@@ -78,6 +80,37 @@ static int matmul(struct llmk_program *p, int layer, const char *what, int in, i
     return LLMK_OK;
 }
 
+/* A MoE layer's FFN after its ffn_norm: route, gather, gate/up + SwiGLU,
+ * down, combine. The experts run on the codecs' own dot kernels (the DOT
+ * route) over their GGUF rows: expert e of a stack is rows [e * n, (e+1) * n). */
+static int moe_phases(struct llmk_program *p, int il, struct llmk_phase *norm) {
+    const struct llmk_model *m = p->m;
+    const struct llmk_layer *L = &m->layers[il];
+    int64_t E = m->hp.n_embd, FE = m->moe.n_ff_exp;
+    int st;
+    if ((st = check_weight(L->gate_exps, E)) != LLMK_OK || (st = check_weight(L->up_exps, E)) != LLMK_OK ||
+        (st = check_weight(L->down_exps, FE)) != LLMK_OK)
+        return st;
+    unsigned gu_form = llmk_act_form_bit(L->gate_exps->type);
+    norm->qmask = (uint8_t)gu_form;
+    struct llmk_phase *ph = add(p, LLMK_OP_MOE_ROUTE, il, "moe_route");
+    ph->in = LLMK_BUF_XN, ph->n_w = 1, ph->w[0] = L->gate_inp, ph->vec[0] = L->gate_inp_f;
+    ph->rows[0] = m->moe.n_expert, ph->k = E;
+    ph = add(p, LLMK_OP_MOE_GATHER, il, "moe_gather");
+    ph->in = LLMK_BUF_XN, ph->out[0] = LLMK_BUF_XG, ph->n_w = 1, ph->w[0] = L->gate_exps, ph->rows[0] = E;
+    ph->qmask = (uint8_t)gu_form;
+    ph = add(p, LLMK_OP_MOE_GATE_UP, il, "moe_gate_up");
+    ph->in = LLMK_BUF_XG, ph->out[0] = LLMK_BUF_MG, ph->out[1] = LLMK_BUF_MU, ph->n_w = 2;
+    ph->w[0] = L->gate_exps, ph->w[1] = L->up_exps, ph->rows[0] = ph->rows[1] = FE, ph->k = E;
+    ph->epilogue = LLMK_EPI_SWIGLU;
+    ph->qmask = (uint8_t)llmk_act_form_bit(L->down_exps->type);
+    ph = add(p, LLMK_OP_MOE_DOWN, il, "moe_down");
+    ph->in = LLMK_BUF_MG, ph->out[0] = LLMK_BUF_MY, ph->n_w = 1, ph->w[0] = L->down_exps, ph->rows[0] = E, ph->k = FE;
+    ph = add(p, LLMK_OP_MOE_COMBINE, il, "moe_combine");
+    ph->in = LLMK_BUF_MY, ph->out[0] = LLMK_BUF_X, ph->rows[0] = E;
+    return LLMK_OK;
+}
+
 int llmk_program_build(const struct llmk_model *m, struct llmk_program *p) {
     memset(p, 0, sizeof *p);
     const llmk_hparams *hp = &m->hp;
@@ -85,8 +118,8 @@ int llmk_program_build(const struct llmk_model *m, struct llmk_program *p) {
         return llmk_fail(LLMK_UNSUPPORTED_FEATURE, "program: head_dim %d with %d rotated dimensions (partial rotary "
                          "embeddings are not implemented by the fast path)", hp->head_dim, hp->n_rot);
     p->m = m;
-    p->ph = calloc((size_t)hp->n_layer * 8 + 4, sizeof *p->ph);
-    if (!p->ph) return llmk_fail(LLMK_OUT_OF_MEMORY, "program: %d phases", hp->n_layer * 8 + 4);
+    p->ph = calloc((size_t)hp->n_layer * 11 + 4, sizeof *p->ph);
+    if (!p->ph) return llmk_fail(LLMK_OUT_OF_MEMORY, "program: %d phases", hp->n_layer * 11 + 4);
     int64_t E = hp->n_embd, F = hp->n_ff, qd = (int64_t)hp->n_head * hp->head_dim;
     int st;
     struct llmk_phase *ph = add(p, LLMK_OP_EMBED, -1, "embed");
@@ -116,6 +149,10 @@ int llmk_program_build(const struct llmk_model *m, struct llmk_program *p) {
         if ((st = matmul(p, il, "attn_out", LLMK_BUF_ATT, qd, 1, &L->wo, o_out, LLMK_EPI_RESIDUAL, &ph)) != LLMK_OK) goto fail;
         norm = add(p, LLMK_OP_NORM_QUANT, il, "ffn_norm");
         norm->in = LLMK_BUF_X, norm->out[0] = LLMK_BUF_XN, norm->vec[0] = L->ffn_norm_f, norm->rows[0] = E;
+        if (L->gate_exps) {
+            if ((st = moe_phases(p, il, norm)) != LLMK_OK) goto fail;
+            continue;
+        }
         norm->qmask = (uint8_t)(llmk_act_form_bit(L->w_gate->type) | llmk_act_form_bit(L->w_up->type));
         const llmk_tensor_info *gu[2] = {L->w_gate, L->w_up};
         int gu_out[2] = {LLMK_BUF_G, LLMK_BUF_U};
@@ -165,9 +202,12 @@ static void qmask_str(unsigned qm, char *s, size_t cap) {
 
 void llmk_program_dump(const struct llmk_program *p, FILE *f) {
     const llmk_hparams *hp = &p->m->hp;
-    fprintf(f, "program: %d phases (1 + %d layers x 8 + %d final), d_model %d, heads %d/%d x %d, ffn %d, vocab %d\n",
-            p->n_phases, hp->n_layer, p->n_phases - p->n_layer_phases, hp->n_embd, hp->n_head, hp->n_head_kv,
-            hp->head_dim, hp->n_ff, hp->n_vocab);
+    fprintf(f, "program: %d phases (1 + %d layers x %d + %d final), d_model %d, heads %d/%d x %d, ffn %d, vocab %d\n",
+            p->n_phases, hp->n_layer, (p->n_layer_phases - 1) / hp->n_layer, p->n_phases - p->n_layer_phases,
+            hp->n_embd, hp->n_head, hp->n_head_kv, hp->head_dim, hp->n_ff, hp->n_vocab);
+    if (p->m->moe.n_expert)
+        fprintf(f, "experts: %d, %d per token, expert ffn %d\n", p->m->moe.n_expert, p->m->moe.n_used,
+                p->m->moe.n_ff_exp);
     for (int i = 0; i < p->n_phases; i++) {
         const struct llmk_phase *ph = &p->ph[i];
         char q[48];
@@ -199,6 +239,26 @@ void llmk_program_dump(const struct llmk_program *p, FILE *f) {
             break;
         case LLMK_OP_ARGMAX:
             fprintf(f, " %s[%lld] -> token id", buf_names[ph->in], (long long)ph->rows[0]);
+            break;
+        case LLMK_OP_MOE_ROUTE:
+            fprintf(f, " %s[%lld] x %s[%s %lldx%lld] -> softmax, top-%d%s", buf_names[ph->in], (long long)ph->k,
+                    ph->w[0]->name, llmk_type_name(ph->w[0]->type), (long long)ph->rows[0], (long long)ph->k,
+                    p->m->moe.n_used, p->m->moe.norm_w ? ", renormalised" : "");
+            break;
+        case LLMK_OP_MOE_GATHER:
+            fprintf(f, " %s[%lld] -> %s by expert%s", buf_names[ph->in], (long long)ph->rows[0], buf_names[ph->out[0]], q);
+            break;
+        case LLMK_OP_MOE_GATE_UP:
+        case LLMK_OP_MOE_DOWN:
+            fprintf(f, " %s[%lld] x", buf_names[ph->in], (long long)ph->k);
+            for (int w = 0; w < ph->n_w; w++)
+                fprintf(f, "%s %s[%s %lldx%lldx%llu] -> %s", w ? "," : "", ph->w[w]->name, llmk_type_name(ph->w[w]->type),
+                        (long long)ph->rows[w], (long long)ph->k, (unsigned long long)ph->w[w]->ne[2],
+                        buf_names[ph->out[w]]);
+            fprintf(f, "%s%s", epi_names[ph->epilogue], q);
+            break;
+        case LLMK_OP_MOE_COMBINE:
+            fprintf(f, " x += sum of %d %s rows x weights", p->m->moe.n_used, buf_names[ph->in]);
             break;
         default: break;
         }

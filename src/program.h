@@ -22,6 +22,12 @@ enum llmk_op {
     LLMK_OP_ROPE_KV,       /* QK-norm + RoPE on q and k, K/V appended to each row's cache */
     LLMK_OP_ATTN,          /* causal attention over each row's cache, out quantized */
     LLMK_OP_ARGMAX,        /* argmax of each logits row */
+    /* mixture of experts: the FFN of a MoE layer is these four phases */
+    LLMK_OP_MOE_ROUTE,     /* router logits (f32), top-k and weights per row */
+    LLMK_OP_MOE_GATHER,    /* tile map; the rows' quantized input gathered in expert order */
+    LLMK_OP_MOE_GATE_UP,   /* per expert: silu(in . Wg_e^T) * (in . Wu_e^T), quantized for down */
+    LLMK_OP_MOE_DOWN,      /* per expert: out = in . Wd_e^T (a row per (row, slot), in map order) */
+    LLMK_OP_MOE_COMBINE,   /* x += sum of each row's slot outputs times their weights, slot order */
     LLMK_OP_COUNT_
 };
 
@@ -45,6 +51,12 @@ enum llmk_buf {
     LLMK_BUF_G,      /* gate, then silu(gate) * up, n_ff */
     LLMK_BUF_U,      /* up, n_ff */
     LLMK_BUF_LOGITS, /* n_vocab (the caller's buffer or the executor's) */
+    /* mixture of experts: one row per (row, slot), in tile-map order
+     * (grouped by expert), rows_cap * n_used rows */
+    LLMK_BUF_XG,     /* the normed input, gathered, n_embd */
+    LLMK_BUF_MG,     /* gate, then silu(gate) * up, n_ff_exp */
+    LLMK_BUF_MU,     /* up, n_ff_exp */
+    LLMK_BUF_MY,     /* expert output, n_embd */
     LLMK_BUF_COUNT_
 };
 

@@ -36,6 +36,11 @@ struct llmk_session {
     float *row_scratch; /* [n_threads][max_in] dequantized weight rows */
     int64_t row_stride;
     float *scores;      /* [n_threads][n_ctx] attention scores */
+    /* mixture of experts: per token the router logits [n_expert] and its k
+     * choices and weights; the tile map; one expert's gathered rows (in, g,
+     * u, [n_batch] each) and every (token, slot)'s expert output [n_batch * k][n_embd] */
+    float *moe_logits, *moe_w, *moe_in, *moe_g, *moe_u, *moe_y;
+    int32_t *moe_sel, *moe_off, *moe_slots;
 };
 
 static void *alloc_floats(uint64_t a, uint64_t b, int *st) {
@@ -73,6 +78,20 @@ static int f32_init(llmk_session *s) {
     s->u = alloc_floats(nb, (uint64_t)hp->n_ff, &st);
     int64_t max_in = hp->n_embd;
     if (hp->n_ff > max_in) max_in = hp->n_ff;
+    const struct llmk_moe_hp *mo = &s->m->moe;
+    if (mo->n_expert) {
+        uint64_t nk = nb * (uint64_t)mo->n_used;
+        s->moe_logits = alloc_floats(nb, (uint64_t)mo->n_expert, &st);
+        s->moe_w = alloc_floats(nk, 1, &st);
+        s->moe_sel = (int32_t *)alloc_floats(nk, 1, &st);
+        s->moe_slots = (int32_t *)alloc_floats(nk, 1, &st);
+        s->moe_off = (int32_t *)alloc_floats((uint64_t)mo->n_expert + 1, 1, &st);
+        s->moe_in = alloc_floats(nb, (uint64_t)hp->n_embd, &st);
+        s->moe_g = alloc_floats(nb, (uint64_t)mo->n_ff_exp, &st);
+        s->moe_u = alloc_floats(nb, (uint64_t)mo->n_ff_exp, &st);
+        s->moe_y = alloc_floats(nk, (uint64_t)hp->n_embd, &st);
+        if (mo->n_ff_exp > max_in) max_in = mo->n_ff_exp;
+    }
     if ((int64_t)qd > max_in) max_in = (int64_t)qd;
     s->row_stride = (max_in + 15) & ~(int64_t)15;
     s->row_scratch = alloc_floats((uint64_t)s->n_threads, (uint64_t)s->row_stride, &st);
@@ -99,6 +118,8 @@ static int session_budget(const llmk_model *m, const llmk_session_params *p, int
     double kv = llmk_kv_bytes(1, n_ctx, hp->n_head_kv, hp->head_dim, elem) * hp->n_layer;
     double width = 3.0 * hp->n_embd + 2.0 * hp->n_head * hp->head_dim + 2.0 * hp->n_head_kv * hp->head_dim +
                    2.0 * hp->n_ff;
+    if (m->moe.n_expert) /* f32_moe's rows */
+        width += (2.0 + m->moe.n_used) * hp->n_embd + 2.0 * m->moe.n_ff_exp + m->moe.n_expert + 3.0 * m->moe.n_used;
     double scratch = elem * ((double)n_ctx * (hp->n_rot + nth) + (double)n_batch * width + hp->n_vocab);
     return llmk_check_memory(kv, scratch, p->mem_limit, n_ctx, 1, n_ctx);
 }
@@ -174,6 +195,9 @@ void llmk_session_free(llmk_session *s) {
     free(s->o);
     free(s->g);
     free(s->u);
+    float *moe[] = {s->moe_logits, s->moe_w, s->moe_in, s->moe_g, s->moe_u, s->moe_y};
+    for (size_t i = 0; i < LLMK_ARRAY_LEN(moe); i++) free(moe[i]);
+    free(s->moe_sel), free(s->moe_off), free(s->moe_slots);
     free(s->row_scratch);
     free(s->scores);
     free(s);
@@ -231,6 +255,46 @@ static void add_bias(float *y, const float *b, int64_t n_tok, int64_t n) {
         for (int64_t i = 0; i < n; i++) y[t * n + i] += b[i];
 }
 
+/* The MoE FFN of layer L on the normed rows xn: route each token, then per
+ * expert (tile map order) its tokens' rows gathered, gate/up, SwiGLU and
+ * down as one matmul each, and each token's outputs combined in slot
+ * order. A row's dots do not depend on which rows share the matmul
+ * (llmk_f32_matmul), so neither do the logits. */
+static int f32_moe(llmk_session *s, const struct llmk_layer *L, int64_t n_tok) {
+    const struct llmk_moe_hp *mo = &s->m->moe;
+    const struct llmk_kernels *K = llmk_kernels();
+    int64_t E = s->m->hp.n_embd, X = mo->n_expert, k = mo->n_used;
+    int st;
+    if ((st = llmk_f32_matmul(s->pool, L->gate_inp, s->xn, n_tok, s->moe_logits, s->row_scratch, s->row_stride)) != LLMK_OK)
+        return st;
+    for (int64_t t = 0; t < n_tok; t++)
+        K->moe_router(s->moe_logits + t * X, (int)X, (int)k, mo->norm_w, s->moe_sel + t * k, s->moe_w + t * k);
+    llmk_moe_tile_map(s->moe_sel, (int32_t)n_tok, (int)k, (int)X, s->moe_off, s->moe_slots);
+    for (int64_t e = 0; e < X; e++) {
+        int32_t a = s->moe_off[e], n = s->moe_off[e + 1] - a;
+        if (!n) continue;
+        for (int32_t i = 0; i < n; i++)
+            memcpy(s->moe_in + i * E, s->xn + (s->moe_slots[a + i] / k) * E, (size_t)E * sizeof(float));
+        llmk_tensor_info gv, uv, dv;
+        llmk_expert_view(L->gate_exps, e, &gv), llmk_expert_view(L->up_exps, e, &uv), llmk_expert_view(L->down_exps, e, &dv);
+        const llmk_tensor_info *gu[2] = {&gv, &uv};
+        float *const gu_out[2] = {s->moe_g, s->moe_u};
+        if ((st = llmk_f32_matmul_multi(s->pool, 2, gu, s->moe_in, n, gu_out, s->row_scratch, s->row_stride)) != LLMK_OK)
+            return st;
+        llmk_f32_swiglu(s->moe_g, s->moe_u, (int64_t)n * mo->n_ff_exp);
+        if ((st = llmk_f32_matmul(s->pool, &dv, s->moe_g, n, s->moe_in, s->row_scratch, s->row_stride)) != LLMK_OK)
+            return st;
+        for (int32_t i = 0; i < n; i++)
+            memcpy(s->moe_y + (int64_t)s->moe_slots[a + i] * E, s->moe_in + i * E, (size_t)E * sizeof(float));
+    }
+    for (int64_t t = 0; t < n_tok; t++) {
+        const float *ys[LLMK_MOE_KMAX];
+        for (int64_t j = 0; j < k; j++) ys[j] = s->moe_y + (t * k + j) * E;
+        K->moe_combine(s->x + t * E, ys, s->moe_w + t * k, (int)k, E);
+    }
+    return LLMK_OK;
+}
+
 /* One chunk of n_tok <= n_batch tokens at positions pos0.. . out_rows: which
  * rows get an output (0 none, 1 the last, 2 all); out: their destination,
  * logits, or with hidden the final RMSNorm's rows (what the LM head reads). */
@@ -280,6 +344,10 @@ static int f32_forward(llmk_session *s, const int32_t *ids, int64_t n_tok, int32
             return st;
         for (int64_t i = 0; i < n_tok * E; i++) s->x[i] += s->o[i];
         for (int64_t t = 0; t < n_tok; t++) K->rmsnorm(s->xn + t * E, s->x + t * E, L->ffn_norm_f, E, eps);
+        if (L->gate_exps) {
+            if ((st = f32_moe(s, L, n_tok)) != LLMK_OK) return st;
+            continue;
+        }
         const llmk_tensor_info *gu[2] = {L->w_gate, L->w_up};
         float *const gu_out[2] = {s->g, s->u};
         if ((st = llmk_f32_matmul_multi(s->pool, 2, gu, s->xn, n_tok, gu_out, s->row_scratch, s->row_stride)) != LLMK_OK)

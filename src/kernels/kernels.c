@@ -54,6 +54,8 @@ static void ref_table(struct llmk_kernels *k) {
     k->dsa = &llmk_dsa_kernels_ref;
     k->norm = &llmk_norm_kernels_ref;
     k->glu = &llmk_glu_kernels_ref;
+    k->moe_router = llmk_moe_router_ref;
+    k->moe_combine = llmk_moe_combine_ref;
 }
 
 #if defined(__x86_64__)
@@ -76,6 +78,7 @@ static void x86_table(struct llmk_kernels *k, unsigned f) {
     k->dsa = &llmk_dsa_kernels_avx2;
     k->norm = &llmk_norm_kernels_avx2;
     k->glu = &llmk_glu_kernels_avx2;
+    k->moe_combine = llmk_moe_combine_avx2;
     if (f & LLMK_CPU_AVX512) {
         llmk_kernels_attn_avx512(k);
         k->name = "avx512";

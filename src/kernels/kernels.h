@@ -25,6 +25,7 @@
 #include "kernels/dsa.h"
 #include "kernels/glu.h"
 #include "kernels/norm_fused.h"
+#include "kernels/moe.h"
 #include "kernels/r8.h"
 #include "kernels/q4_1_x2.h"
 
@@ -113,6 +114,10 @@ struct llmk_kernels {
     const struct llmk_norm_kernels *norm;
     /* seed 002's GLU variants beside swiglu (glu.h): scalar or AVX2, the same bits */
     const struct llmk_glu_kernels *glu;
+    /* mixture of experts (moe.h): the router has only its reference (k
+     * passes over a few dozen logits per token), the combine an AVX2 form */
+    void (*moe_router)(const float *logits, int n_expert, int k, bool norm, int32_t *sel, float *w);
+    llmk_moe_combine_fn moe_combine;
 };
 
 /* The table this process uses, filled on first use; and the scalar one. */

@@ -12,6 +12,7 @@
 #include "internal.h"
 #include "model.h"
 #include "ref/ref.h"
+#include "kernels/moe.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -29,6 +30,10 @@ struct llmk_ref_state {
     size_t w_len;
     float *row;      /* REF_ROWS f32 weight rows (also the embedding row) */
     double *x, *xn, *q, *k, *v, *att, *o, *g, *u, *scores, *logits;
+    /* mixture of experts: per token k choices and weights; one expert's
+     * gathered rows (in, g, u, out); every (token, slot)'s output */
+    int32_t *moe_sel;
+    double *moe_w, *moe_in, *moe_g, *moe_u, *moe_o, *moe_y;
 };
 
 static double *dalloc(uint64_t n, int *st) {
@@ -53,7 +58,9 @@ void llmk_ref_state_free(struct llmk_ref_state *st) {
     free(st->v_cache);
     free(st->w);
     free(st->row);
-    double *bufs[] = {st->x, st->xn, st->q, st->k, st->v, st->att, st->o, st->g, st->u, st->scores, st->logits};
+    double *bufs[] = {st->x, st->xn, st->q, st->k, st->v, st->att, st->o, st->g, st->u, st->scores, st->logits,
+                      st->moe_w, st->moe_in, st->moe_g, st->moe_u, st->moe_o, st->moe_y};
+    free(st->moe_sel);
     for (size_t i = 0; i < LLMK_ARRAY_LEN(bufs); i++) free(bufs[i]);
     free(st);
 }
@@ -85,12 +92,14 @@ int llmk_ref_state_init(const llmk_model *m, int32_t n_ctx, llmk_pool *pool, str
             st = llmk_kv_cache_reserve_flat((int64_t)cap, &s->v_cache[il]);
     }
     uint64_t wmax = E * V;
-    uint64_t cand[] = {E * qd, E * kvd, qd * E, E * F, F * E};
+    uint64_t FE = (uint64_t)m->moe.n_ff_exp, KU = (uint64_t)m->moe.n_used;
+    uint64_t cand[] = {E * qd, E * kvd, qd * E, E * F, F * E, E * FE, E * (uint64_t)m->moe.n_expert};
     for (size_t i = 0; i < LLMK_ARRAY_LEN(cand); i++)
         if (cand[i] > wmax) wmax = cand[i];
     s->w = dalloc(wmax, &st);
     s->w_len = (size_t)wmax;
     uint64_t max_in = E > F ? E : F;
+    if (FE > max_in) max_in = FE;
     if (qd > max_in) max_in = qd;
     if (st == LLMK_OK && !(s->row = malloc((size_t)max_in * REF_ROWS * sizeof(float))))
         st = llmk_fail(LLMK_OUT_OF_MEMORY, "ref: row scratch");
@@ -106,6 +115,15 @@ int llmk_ref_state_init(const llmk_model *m, int32_t n_ctx, llmk_pool *pool, str
     s->u = dalloc(C * F, &st);
     s->scores = dalloc((uint64_t)n_ctx, &st);
     s->logits = dalloc(V, &st);
+    if (m->moe.n_expert) {
+        s->moe_w = dalloc(C * KU, &st);
+        s->moe_sel = (int32_t *)dalloc(C * KU, &st);
+        s->moe_in = dalloc(C * E, &st);
+        s->moe_g = dalloc(C * FE, &st);
+        s->moe_u = dalloc(C * FE, &st);
+        s->moe_o = dalloc(C * E, &st);
+        s->moe_y = dalloc(C * KU * E, &st);
+    }
     if (st != LLMK_OK) {
         llmk_ref_state_free(s);
         return st;
@@ -198,6 +216,68 @@ static int residual(struct llmk_ref_state *s, double *x, const double *d, int64_
     return llmk_ref_residual_add(s->pool, x, (size_t)n, d, (size_t)n, n, x, (size_t)n);
 }
 
+/* Route one token in f64: softmax of the router logits, the k largest
+ * (equal logits: the lower index first), renormalised when norm_w. */
+static void route(const struct llmk_moe_hp *mo, const double *l, int32_t *sel, double *w) {
+    double mx = -INFINITY, sum = 0, ssum = 0;
+    for (int e = 0; e < mo->n_expert; e++)
+        if (l[e] > mx) mx = l[e];
+    for (int e = 0; e < mo->n_expert; e++) sum += exp(l[e] - mx);
+    for (int j = 0; j < mo->n_used; j++) {
+        int best = -1;
+        for (int e = 0; e < mo->n_expert; e++) {
+            bool taken = false;
+            for (int i = 0; i < j; i++) taken = taken || sel[i] == e;
+            if (!taken && (best < 0 || l[e] > l[best])) best = e;
+        }
+        sel[j] = best;
+        ssum += (w[j] = exp(l[best] - mx) / sum);
+    }
+    if (mo->norm_w)
+        for (int j = 0; j < mo->n_used; j++) w[j] /= ssum;
+}
+
+/* The MoE FFN on the normed rows xn of n tokens, added to x: each token
+ * routed, each expert's matrices decoded once for the tokens that chose it,
+ * the outputs summed in slot order. */
+static int moe_ffn(struct llmk_ref_state *s, const struct llmk_layer *L, int64_t n) {
+    const struct llmk_moe_hp *mo = &s->m->moe;
+    int64_t E = s->m->hp.n_embd, X = mo->n_expert, k = mo->n_used, FE = mo->n_ff_exp;
+    for (int64_t t = 0; t < n; t++) {
+        double l[4096]; /* n_expert <= MAX_EXPERTS = 4096 (model.c) */
+        for (int64_t e = 0; e < X; e++) {
+            double d = 0;
+            for (int64_t i = 0; i < E; i++) d += s->xn[t * E + i] * (double)L->gate_inp_f[e * E + i];
+            l[e] = d;
+        }
+        route(mo, l, s->moe_sel + t * k, s->moe_w + t * k);
+    }
+    for (int64_t e = 0; e < X; e++) {
+        int64_t cnt = 0;
+        for (int64_t sl = 0; sl < n * k; sl++)
+            if (s->moe_sel[sl] == e) memcpy(s->moe_in + cnt++ * E, s->xn + (sl / k) * E, (size_t)E * sizeof(double));
+        if (!cnt) continue;
+        llmk_tensor_info gv, uv, dv;
+        llmk_expert_view(L->gate_exps, e, &gv), llmk_expert_view(L->up_exps, e, &uv), llmk_expert_view(L->down_exps, e, &dv);
+        int st;
+        if ((st = project(s, &gv, NULL, s->moe_in, cnt, s->moe_g)) != LLMK_OK ||
+            (st = project(s, &uv, NULL, s->moe_in, cnt, s->moe_u)) != LLMK_OK)
+            return st;
+        swiglu(s->moe_g, s->moe_u, cnt * FE);
+        if ((st = project(s, &dv, NULL, s->moe_g, cnt, s->moe_o)) != LLMK_OK) return st;
+        cnt = 0;
+        for (int64_t sl = 0; sl < n * k; sl++)
+            if (s->moe_sel[sl] == e) memcpy(s->moe_y + sl * E, s->moe_o + cnt++ * E, (size_t)E * sizeof(double));
+    }
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t i = 0; i < E; i++) {
+            double acc = 0;
+            for (int64_t j = 0; j < k; j++) acc += s->moe_w[t * k + j] * s->moe_y[(t * k + j) * E + i];
+            s->x[t * E + i] += acc;
+        }
+    return LLMK_OK;
+}
+
 /* The outputs of a chunk of n tokens whose layers have run: the rows from
  * first on (out_rows 1: the last, 2: all) get the final RMSNorm, rounded once
  * to f32 with hidden, else its product with the LM head. */
@@ -264,6 +344,10 @@ static int eval_chunk(struct llmk_ref_state *s, int32_t pos0, const int32_t *ids
         }
         if ((st = project(s, L->wo, NULL, s->att, n, s->o)) != LLMK_OK || (st = residual(s, s->x, s->o, n * E)) != LLMK_OK) return st;
         for (int64_t t = 0; t < n; t++) rmsnorm(s->xn + t * E, s->x + t * E, L->ffn_norm_f, E, hp->rms_eps);
+        if (L->gate_exps) {
+            if ((st = moe_ffn(s, L, n)) != LLMK_OK) return st;
+            continue;
+        }
         if ((st = project(s, L->w_gate, NULL, s->xn, n, s->g)) != LLMK_OK || (st = project(s, L->w_up, NULL, s->xn, n, s->u)) != LLMK_OK)
             return st;
         swiglu(s->g, s->u, n * F);

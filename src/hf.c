@@ -696,12 +696,20 @@ static int open_shard(const char *dir, const char *name, struct hf_owner *o) {
 
 /* The shards: those model.safetensors.index.json's weight_map names (each
  * tensor checked to be in the file it is listed under), else
- * model.safetensors. */
+ * model.safetensors (absent too: no tensors). */
 static int open_shards(const char *dir, struct hf_owner *o) {
     cJSON *ix = NULL;
     int st = read_json(dir, "model.safetensors.index.json", false, &ix);
     if (st != LLMK_OK) return st;
-    if (!ix) return open_shard(dir, "model.safetensors", o);
+    if (!ix) {
+        /* No weights at all is a tokenizer-only folder (llmk tokenize works,
+         * the model loader then names token_embd.weight as missing). */
+        char path[4096];
+        struct stat sb;
+        snprintf(path, sizeof path, "%s/model.safetensors", dir);
+        if (stat(path, &sb) != 0 && errno == ENOENT) return LLMK_OK;
+        return open_shard(dir, "model.safetensors", o);
+    }
     const cJSON *wm = jget(ix, "weight_map");
     if (!cJSON_IsObject(wm)) st = llmk_fail(LLMK_BAD_REQUEST, "model.safetensors.index.json: no weight_map object");
     size_t n = 0;

@@ -96,9 +96,9 @@ static int read_json(const char *dir, const char *name, bool required, cJSON **o
         llmk_error_clear();
         return LLMK_OK;
     }
-    if (st == LLMK_NOT_FOUND)
-        return llmk_fail(LLMK_NOT_FOUND, "%s: no %s (a Hugging Face model folder has config.json, *.safetensors "
-                         "and tokenizer.json)", dir, name);
+    if (st == LLMK_NOT_FOUND) /* an I/O error as for any path that is not a model file */
+        return llmk_fail(LLMK_IO_ERROR, "a directory without %s, so not a Hugging Face model folder (which has "
+                         "config.json, *.safetensors and tokenizer.json)", name);
     if (st != LLMK_OK) return st;
     *out = cJSON_ParseWithLength(text, len);
     free(text);

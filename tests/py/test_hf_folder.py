@@ -96,6 +96,20 @@ def test_folder_metadata_like_gguf():
         assert pick(a) == pick(b)
 
 
+def test_bf16_folder_keeps_bf16():
+    """The BF16 folder's tensors stay BF16 in the view (no widening to f32)."""
+    info = run("info", "-m", os.path.join(FIX, "qwen2_bf16")).stdout.decode()
+    kinds = [l.split()[0] for l in info.splitlines()[info.splitlines().index(
+        next(l for l in info.splitlines() if l.startswith("tensors:"))) + 1:] if l.startswith("  ")]
+    assert kinds == ["bf16"], info
+
+
+def test_chat_takes_a_folder():
+    p = subprocess.run([BIN, "chat", "-m", os.path.join(FIX, "qwen2_bf16"), "-n", "4", "--seed", "1"],
+                       input=b"hi\n", capture_output=True, timeout=60)
+    assert p.returncode == 0, p.stderr.decode("utf-8", "replace")
+
+
 def refused(folder, *words):
     p = run("logits", "-m", folder, "--ids", "1,2", "--out", os.devnull, check=False)
     err = p.stderr.decode("utf-8", "replace")

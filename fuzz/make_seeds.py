@@ -9,6 +9,8 @@
   fuzz/corpus/serve/{valid,bad}_*   serve target: OpenAI request bodies llmk serve accepts / refuses
   fuzz/corpus/safetensors/{valid,bad}_*  safetensors reader: small files (numpy bytes, the format's
                                     layout) it opens / each refused by one of its checks
+  fuzz/corpus/hf/{valid,bad}_*      HF folder target: config.json + tokenizer.json +
+                                    tokenizer_config.json (from tests/fixtures/hf) / refused ones
 
 Input layouts are documented at the top of fuzz/fuzz_{tokenizer,model,chat,serve}.c. Files named
 valid_* must go all the way through their target (tests/test_fuzz_corpus.c checks it); other
@@ -494,6 +496,33 @@ def write_safetensors_seeds():
     put("safetensors", "bad_shape_overflow", safetensors_bytes(None, w, raw_header=big))
 
 
+def write_hf_seeds():
+    def three(cfg, tok, tc):
+        return two_part(cfg, two_part(tok, tc))
+
+    def rd(name, f):
+        with open(os.path.join(FIX, "hf", name, f), "rb") as fh:
+            return fh.read()
+
+    for name in ("llama_f32_sharded", "qwen2_bf16", "qwen3_f16"):
+        put("hf", "valid_" + name, three(rd(name, "config.json"), rd(name, "tokenizer.json"),
+                                          rd(name, "tokenizer_config.json")))
+    cfg = json.loads(rd("qwen2_bf16", "config.json"))
+    tok = json.loads(rd("qwen2_bf16", "tokenizer.json"))
+    tc = rd("qwen2_bf16", "tokenizer_config.json")
+    enc = lambda o: json.dumps(o).encode()
+    put("hf", "bad_arch", three(enc(dict(cfg, architectures=["GemmaForCausalLM"])), enc(tok), tc))
+    put("hf", "bad_no_layers", three(enc({k: v for k, v in cfg.items() if k != "num_hidden_layers"}), enc(tok), tc))
+    put("hf", "bad_rope_yarn", three(enc(dict(cfg, rope_scaling={"rope_type": "yarn", "factor": 4})), enc(tok), tc))
+    put("hf", "bad_config_not_json", three(b"{\"architectures\": [", enc(tok), tc))
+    put("hf", "bad_vocab_too_small", three(enc(dict(cfg, vocab_size=100)), enc(tok), tc))
+    m = dict(tok["model"], byte_fallback=True)
+    put("hf", "bad_byte_fallback", three(enc(cfg), enc(dict(tok, model=m)), tc))
+    put("hf", "bad_pre_tokenizer", three(enc(cfg), enc(dict(tok, pre_tokenizer={"type": "Whitespace"})), tc))
+    m = dict(tok["model"], merges=[[1, 2]])
+    put("hf", "bad_merge_pair", three(enc(cfg), enc(dict(tok, model=m)), tc))
+
+
 if __name__ == "__main__":
     write_gguf_seed("valid_ggufpy_tensors", "llama", True)
     write_gguf_seed("valid_ggufpy_meta_only", "qwen2", False)
@@ -502,3 +531,4 @@ if __name__ == "__main__":
     write_chat_seeds()
     write_serve_seeds()
     write_safetensors_seeds()
+    write_hf_seeds()

@@ -380,7 +380,7 @@ int cmd_info(int argc, char **argv) {
     if (!model) model = cli_default_model();
     if (program) return print_program(model);
     llmk_gguf *g;
-    int st = llmk_gguf_open(model, &g);
+    int st = llmk_gguf_open_path(model, &g);
     if (st != LLMK_OK) return cli_report("info", st);
     if (json) st = print_json(model, g);
     else print_summary(model, g, tensors);

@@ -37,7 +37,7 @@ static int arch_u32(const llmk_gguf *g, const char *arch, const char *suffix, ui
 
 static int read_model(const char *path, struct plan_model *pm) {
     llmk_gguf *g = NULL;
-    int st = llmk_gguf_open(path, &g);
+    int st = llmk_gguf_open_path(path, &g);
     if (st != LLMK_OK) return st;
     const char *arch = NULL;
     size_t arch_len = 0;

@@ -311,7 +311,7 @@ int cmd_quantize(int argc, char **argv) {
     /* Before reading anything: an output that is the input would be replaced
      * while mapped, and the user surely meant another path. */
     int st = llmk_output_check(pos[1], &pos[0], 1);
-    if (st == LLMK_OK) st = llmk_gguf_open(pos[0], &g);
+    if (st == LLMK_OK) st = llmk_gguf_open_path(pos[0], &g);
     if (st == LLMK_OK) st = llmk_gguf_writer_init(&q.wr);
     if (st == LLMK_OK) st = llmk_pool_create(0, &q.pool);
     if (st != LLMK_OK) goto fail;

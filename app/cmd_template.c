@@ -38,7 +38,7 @@ int cmd_template(int argc, char **argv) {
     char *json = NULL, *out = NULL;
     size_t n = 0, len = 0, out_len = 0;
     int rc = CLI_EXIT_OK, st;
-    if ((st = llmk_gguf_open(model, &g)) != LLMK_OK ||
+    if ((st = llmk_gguf_open_path(model, &g)) != LLMK_OK ||
         (st = llmk_chat_template_from_gguf(g, name, &t)) != LLMK_OK) {
         rc = cli_report(cmd, st);
         goto done;

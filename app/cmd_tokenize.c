@@ -10,7 +10,7 @@
 
 static int open_tokenizer(const char *cmd, const char *model, llmk_gguf **g,
                           llmk_tokenizer **t) {
-    int st = llmk_gguf_open(model, g);
+    int st = llmk_gguf_open_path(model, g);
     if (st != LLMK_OK) return cli_report(cmd, st);
     st = llmk_tokenizer_load(*g, t);
     if (st != LLMK_OK) {

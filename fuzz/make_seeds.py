@@ -7,6 +7,10 @@
   fuzz/corpus/model/valid_*         model target: small llama / qwen2 / qwen3 models that load
   fuzz/corpus/chat/valid_*          chat target: template (text or GGUF) + messages JSON
   fuzz/corpus/serve/{valid,bad}_*   serve target: OpenAI request bodies llmk serve accepts / refuses
+  fuzz/corpus/safetensors/{valid,bad}_*  safetensors reader: small files (numpy bytes, the format's
+                                    layout) it opens / each refused by one of its checks
+  fuzz/corpus/hf/{valid,bad}_*      HF folder target: config.json + tokenizer.json +
+                                    tokenizer_config.json (from tests/fixtures/hf) / refused ones
 
 Input layouts are documented at the top of fuzz/fuzz_{tokenizer,model,chat,serve}.c. Files named
 valid_* must go all the way through their target (tests/test_fuzz_corpus.c checks it); other
@@ -475,6 +479,85 @@ def write_serve_seeds():
         put("serve", name, bytes([2]) + json.dumps(b).encode())
 
 
+def safetensors_bytes(entries, data, pad=True, raw_header=None):
+    """A .safetensors image: u64 LE header length, the JSON header (space-padded
+    to 8 bytes as the reference writer does), then `data`."""
+    h = raw_header if raw_header is not None else json.dumps(entries, separators=(",", ":")).encode()
+    if pad:
+        h += b" " * (-len(h) % 8)
+    return struct.pack("<Q", len(h)) + h + data
+
+
+def write_safetensors_seeds():
+    rng = np.random.default_rng(7)
+    w = rng.standard_normal((3, 4)).astype("<f4").tobytes()
+    b = (rng.standard_normal(5).astype("<f4").view("<u4") >> 16).astype("<u2").tobytes()  # bf16
+    f16 = rng.standard_normal((2, 2)).astype("<f2").tobytes()
+    ok = {"__metadata__": {"format": "pt"},
+          "w": {"dtype": "F32", "shape": [3, 4], "data_offsets": [0, 48]},
+          "b": {"dtype": "BF16", "shape": [5], "data_offsets": [48, 58]},
+          "h": {"dtype": "F16", "shape": [2, 2], "data_offsets": [58, 66]}}
+    data = w + b + f16
+    put("safetensors", "valid_three_dtypes", safetensors_bytes(ok, data))
+    put("safetensors", "valid_unpadded", safetensors_bytes({"w": ok["w"]}, w, pad=False))
+    put("safetensors", "valid_reordered", safetensors_bytes(
+        {"b": {"dtype": "BF16", "shape": [5], "data_offsets": [0, 10]},
+         "w": {"dtype": "F32", "shape": [1, 3, 4], "data_offsets": [10, 58]}}, b + w))
+    full = safetensors_bytes(ok, data)
+    put("safetensors", "bad_truncated_data", full[:-3])
+    put("safetensors", "bad_truncated_header", full[:20])
+    put("safetensors", "bad_short", b"\x10\x00\x00")
+    put("safetensors", "bad_header_len_huge", struct.pack("<Q", 1 << 40) + b"{}")
+    put("safetensors", "bad_not_json", safetensors_bytes(None, b"", raw_header=b"{\"w\": [1, 2"))
+    put("safetensors", "bad_not_object", safetensors_bytes(None, b"", raw_header=b"[1, 2]  "))
+    bad = dict(ok, w=dict(ok["w"], dtype="I32"))
+    put("safetensors", "bad_dtype_i32", safetensors_bytes(bad, data))
+    bad = dict(ok, w=dict(ok["w"], dtype="Q4"))
+    put("safetensors", "bad_dtype_unknown", safetensors_bytes(bad, data))
+    bad = dict(ok, b=dict(ok["b"], data_offsets=[40, 50]))
+    put("safetensors", "bad_overlap", safetensors_bytes(bad, data))
+    bad = dict(ok, w=dict(ok["w"], shape=[3, 5]))
+    put("safetensors", "bad_size_mismatch", safetensors_bytes(bad, data))
+    bad = dict(ok, w=dict(ok["w"], shape=[3, -4]))
+    put("safetensors", "bad_negative_dim", safetensors_bytes(bad, data))
+    bad = dict(ok, w=dict(ok["w"], shape=[1, 1, 1, 1, 12]))
+    put("safetensors", "bad_rank5", safetensors_bytes(bad, data))
+    bad = dict(ok, w=dict(ok["w"], data_offsets=[48, 0]))
+    put("safetensors", "bad_offsets_reversed", safetensors_bytes(bad, data))
+    dup = b'{"w":{"dtype":"F32","shape":[3,4],"data_offsets":[0,48]},' \
+          b'"w":{"dtype":"F32","shape":[3,4],"data_offsets":[48,96]}}'
+    put("safetensors", "bad_duplicate_name", safetensors_bytes(None, w + w, raw_header=dup))
+    big = b'{"w":{"dtype":"F32","shape":[4294967296,4294967296,4294967296],"data_offsets":[0,48]}}'
+    put("safetensors", "bad_shape_overflow", safetensors_bytes(None, w, raw_header=big))
+
+
+def write_hf_seeds():
+    def three(cfg, tok, tc):
+        return two_part(cfg, two_part(tok, tc))
+
+    def rd(name, f):
+        with open(os.path.join(FIX, "hf", name, f), "rb") as fh:
+            return fh.read()
+
+    for name in ("llama_f32_sharded", "qwen2_bf16", "qwen3_f16"):
+        put("hf", "valid_" + name, three(rd(name, "config.json"), rd(name, "tokenizer.json"),
+                                          rd(name, "tokenizer_config.json")))
+    cfg = json.loads(rd("qwen2_bf16", "config.json"))
+    tok = json.loads(rd("qwen2_bf16", "tokenizer.json"))
+    tc = rd("qwen2_bf16", "tokenizer_config.json")
+    enc = lambda o: json.dumps(o).encode()
+    put("hf", "bad_arch", three(enc(dict(cfg, architectures=["GemmaForCausalLM"])), enc(tok), tc))
+    put("hf", "bad_no_layers", three(enc({k: v for k, v in cfg.items() if k != "num_hidden_layers"}), enc(tok), tc))
+    put("hf", "bad_rope_yarn", three(enc(dict(cfg, rope_scaling={"rope_type": "yarn", "factor": 4})), enc(tok), tc))
+    put("hf", "bad_config_not_json", three(b"{\"architectures\": [", enc(tok), tc))
+    put("hf", "bad_vocab_too_small", three(enc(dict(cfg, vocab_size=100)), enc(tok), tc))
+    m = dict(tok["model"], byte_fallback=True)
+    put("hf", "bad_byte_fallback", three(enc(cfg), enc(dict(tok, model=m)), tc))
+    put("hf", "bad_pre_tokenizer", three(enc(cfg), enc(dict(tok, pre_tokenizer={"type": "Whitespace"})), tc))
+    m = dict(tok["model"], merges=[[1, 2]])
+    put("hf", "bad_merge_pair", three(enc(cfg), enc(dict(tok, model=m)), tc))
+
+
 if __name__ == "__main__":
     write_gguf_seed("valid_ggufpy_tensors", "llama", True)
     write_gguf_seed("valid_ggufpy_meta_only", "qwen2", False)
@@ -482,3 +565,5 @@ if __name__ == "__main__":
     write_model_seeds()
     write_chat_seeds()
     write_serve_seeds()
+    write_safetensors_seeds()
+    write_hf_seeds()

@@ -284,6 +284,18 @@ LLMK_API size_t llmk_gguf_n_tensors(const llmk_gguf *g);
 LLMK_API const llmk_tensor_info *llmk_gguf_tensor(const llmk_gguf *g, size_t i);
 LLMK_API const llmk_tensor_info *llmk_gguf_find_tensor(const llmk_gguf *g, const char *name); /* NULL if absent */
 
+/* A Hugging Face model folder (config.json, model.safetensors or shards named
+ * by model.safetensors.index.json, tokenizer.json, tokenizer_config.json,
+ * generation_config.json) opened as the GGUF view llama.cpp's converter would
+ * produce: metadata under GGUF keys, tensors under GGUF names with data in
+ * the safetensors mappings (F32, F16 and BF16 kept as they are; llama's
+ * attn_q/attn_k rows permuted into GGUF's order). docs/model.md says what
+ * loads and what is refused. */
+LLMK_API int llmk_hf_open(const char *dir, llmk_gguf **out);
+/* llmk_hf_open when `path` is a directory, llmk_gguf_open otherwise: what
+ * every command that takes a model calls. */
+LLMK_API int llmk_gguf_open_path(const char *path, llmk_gguf **out);
+
 /* Writer: collect metadata and tensors, then write a GGUF v3 file. Tensor
  * data pointers are borrowed until llmk_gguf_writer_write returns. */
 typedef struct llmk_gguf_writer llmk_gguf_writer;

@@ -8,6 +8,8 @@
 #   model      GGUF model image: llmk_model_load_memory, then a tiny eval
 #   chat       template (text or GGUF) + messages JSON: parse, recognise, render
 #   serve      llmk serve's request parser: an HTTP body -> a checked request
+#   safetensors the safetensors reader (one file of a Hugging Face checkpoint)
+#   hf         config.json + tokenizer.json + tokenizer_config.json -> the folder's GGUF view
 # Each starts from fuzz/corpus/<name>; new inputs go to build/fuzz/corpus/<name>
 # (minimise interesting ones into fuzz/corpus/<name> with -merge=1 to keep them
 # in the replay that `make test` runs). A crash, leak, hang or sanitizer report
@@ -16,7 +18,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${LLMK_FUZZ_SECONDS:-60}
-targets=${LLMK_FUZZ_TARGETS:-gguf tokenizer model chat serve}
+targets=${LLMK_FUZZ_TARGETS:-gguf tokenizer model chat serve safetensors hf}
 targets=${targets//,/ }
 out=build/fuzz
 san=(-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer)
@@ -28,7 +30,7 @@ mkdir -p "$out"
 # enough to keep executions fast.
 max_len() {
     case $1 in
-        gguf) echo 4096 ;; tokenizer) echo 24576 ;; model) echo 65536 ;; chat) echo 8192 ;;
+        gguf|safetensors) echo 4096 ;; tokenizer) echo 24576 ;; model|hf) echo 65536 ;; chat) echo 8192 ;;
         *) echo 4096 ;;
     esac
 }

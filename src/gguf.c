@@ -55,6 +55,11 @@ struct llmk_gguf {
     size_t n_tensors;
     llmk_tensor_info *tensors;
     struct name_index tensor_index;
+    /* A view (llmk_gguf_open_view): the metadata image it parsed, and what
+     * keeps its tensors' data alive, released at close. */
+    uint8_t *own_meta;
+    void (*release)(void *);
+    void *owner;
 };
 
 /* ---- little-endian loads -------------------------------------------------- */
@@ -605,6 +610,8 @@ void llmk_gguf_close(llmk_gguf *g) {
     free(g->tensors);
     free(g->tensor_index.slot);
     if (g->map) munmap(g->map, (size_t)g->size);
+    if (g->release) g->release(g->owner);
+    free(g->own_meta);
     free(g);
 }
 
@@ -633,6 +640,48 @@ int llmk_gguf_open_memory(const void *data, size_t size, llmk_gguf **out) {
     if (!data && size) return llmk_fail(LLMK_INVALID_ARGUMENT, "gguf_open_memory: NULL data");
     static const uint8_t empty[1];
     return open_image(data ? data : empty, size, NULL, out);
+}
+
+int llmk_gguf_open_view(uint8_t *meta, size_t meta_size, const llmk_tensor_info *tensors, size_t n,
+                        void (*release)(void *), void *owner, llmk_gguf **out) {
+    *out = NULL;
+    llmk_gguf *g = NULL;
+    int st = open_image(meta, meta_size, NULL, &g);
+    if (st == LLMK_OK && g->n_tensors)
+        st = llmk_fail(LLMK_BAD_TENSOR_INFO, "view: the metadata image holds tensors");
+    if (st != LLMK_OK) {
+        llmk_gguf_close(g);
+        if (release) release(owner);
+        free(meta);
+        return st;
+    }
+    g->own_meta = meta;
+    g->release = release;
+    g->owner = owner;
+    free(g->tensors);
+    free(g->tensor_index.slot);
+    g->tensor_index.slot = NULL;
+    g->tensors = calloc(n ? n : 1, sizeof *g->tensors);
+    if (!g->tensors) st = llmk_fail(LLMK_OUT_OF_MEMORY, "view: %zu tensor infos", n);
+    if (st == LLMK_OK) st = index_init(&g->tensor_index, n, "tensor");
+    for (size_t i = 0; st == LLMK_OK && i < n; i++) {
+        g->tensors[i] = tensors[i];
+        g->tensors[i].name = copy_str((const uint8_t *)tensors[i].name, strlen(tensors[i].name));
+        if (!g->tensors[i].name) {
+            st = llmk_fail(LLMK_OUT_OF_MEMORY, "view: tensor name");
+            break;
+        }
+        g->n_tensors = i + 1;
+        int64_t dup = index_insert(&g->tensor_index, i, tensor_name, g);
+        if (dup >= 0)
+            st = llmk_fail(LLMK_DUPLICATE_NAME, "tensor %.150s: appears twice", tensors[i].name);
+    }
+    if (st != LLMK_OK) {
+        llmk_gguf_close(g);
+        return st;
+    }
+    *out = g;
+    return LLMK_OK;
 }
 
 int llmk_gguf_open(const char *path, llmk_gguf **out) {

@@ -15,4 +15,12 @@ int llmk_gguf_kv_raw(const llmk_gguf *g, size_t i, const void **raw, uint64_t *l
  * caller has repacked and will not read again soon); a no-op off a mapping. */
 void llmk_gguf_release_range(const llmk_gguf *g, const void *p, uint64_t n);
 
+/* A GGUF view of tensors another reader found (src/hf.c): the metadata is
+ * parsed from `meta`, a GGUF image of meta_size bytes holding no tensors
+ * (malloc'd; the view owns it); the n tensor infos are copied (names too)
+ * and their data must stay valid until close, which calls release(owner).
+ * On failure everything given is freed/released as well. */
+int llmk_gguf_open_view(uint8_t *meta, size_t meta_size, const llmk_tensor_info *tensors, size_t n,
+                        void (*release)(void *), void *owner, llmk_gguf **out);
+
 #endif

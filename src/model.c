@@ -556,7 +556,7 @@ int llmk_model_load(const char *path, llmk_model **out) {
     if (!path) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_model_load: path is NULL");
     llmk_model *m = calloc(1, sizeof *m);
     if (!m) return llmk_fail(LLMK_OUT_OF_MEMORY, "llmk_model_load: model struct");
-    return load_opened(m, llmk_gguf_open(path, &m->gguf), out);
+    return load_opened(m, llmk_gguf_open_path(path, &m->gguf), out);
 }
 
 int llmk_model_load_memory(const void *data, size_t size, llmk_model **out) {

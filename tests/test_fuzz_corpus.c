@@ -1,5 +1,5 @@
-/* Replays the tokenizer, model, chat and serve fuzz corpora
- * (fuzz/corpus/{tokenizer,model,chat,serve}, run from the repo root) through
+/* Replays the tokenizer, model, chat, serve, safetensors and hf fuzz corpora
+ * (fuzz/corpus/{tokenizer,model,chat,serve,safetensors,hf}, run from the repo root) through
  * the very target functions libFuzzer runs (the target files are compiled in
  * below; the serve target's parser, app/serve_api.c, is linked in by the
  * Makefile's rule for this test), so every
@@ -8,12 +8,15 @@
  * program on a broken property; here each file must also not crash, and
  * files named valid_* (the seeds written by fuzz/make_seeds.py) must go the
  * whole way: the vocabulary loads and the text encodes, the model loads, the
- * messages render, the request is accepted; for the serve corpus, files
- * named bad_* must be refused (each seeds one of the parser's checks). Each
- * file is read into an exactly-sized buffer. */
+ * messages render, the request is accepted, the safetensors file parses,
+ * the folder's tokenizer loads; for the serve, safetensors and hf corpora, files named bad_* must be refused
+ * (each seeds one of the parser's checks). Each file is read into an
+ * exactly-sized buffer. */
 #define LLMK_FUZZ_NO_ENTRY
 #include "../fuzz/fuzz_chat.c"
 #include "../fuzz/fuzz_model.c"
+#include "../fuzz/fuzz_safetensors.c"
+#include "../fuzz/fuzz_hf.c"
 #include "../fuzz/fuzz_serve.c"
 #include "../fuzz/fuzz_tokenizer.c"
 
@@ -31,6 +34,8 @@ static const struct {
     {"fuzz/corpus/model", fuzz_model_one, 3, false},
     {"fuzz/corpus/chat", fuzz_chat_one, 8, false},
     {"fuzz/corpus/serve", fuzz_serve_one, 10, true},
+    {"fuzz/corpus/safetensors", fuzz_safetensors_one, 3, true},
+    {"fuzz/corpus/hf", fuzz_hf_one, 3, true},
 };
 
 static int cmp_names(const void *a, const void *b) {

@@ -1,0 +1,159 @@
+"""`-m DIR` with a Hugging Face model folder (tests/fixtures/hf, written by
+tests/ref/make_hf_fixtures.py): the same logits as llama.cpp's GGUF
+conversion of the same weights (bitwise: the matrices are the same type and
+bits), transformers' logits within docs/testing.md's tolerances, the HF
+tokenizer's ids, and clear refusals of folders llmk cannot run."""
+import json
+import os
+import shutil
+import struct
+import subprocess
+import tempfile
+
+import numpy as np
+import pytest
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+FIX = os.path.join(ROOT, "tests", "fixtures", "hf")
+BIN = os.environ.get("LLMK_BIN", os.path.join(ROOT, "build", "llmk"))
+with open(os.path.join(FIX, "hf.json"), encoding="utf-8") as fh:
+    META = json.load(fh)
+MODELS = sorted(META["models"])
+# docs/testing.md: f64 reference path <= 1e-5, f32 path <= 1e-4 (relative L2 per position).
+TOL = {"ref": 1e-5, "f32": 1e-4}
+
+
+def run(*args, check=True):
+    p = subprocess.run([BIN, *args], capture_output=True, timeout=120)
+    if check:
+        assert p.returncode == 0, p.stderr.decode("utf-8", "replace")
+    return p
+
+
+def logits(model, ids, path):
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "l.bin")
+        run("logits", "-m", model, "--ids", ",".join(map(str, ids)), "--path", path, "--out", out, "-t", "2")
+        with open(out, "rb") as fh:
+            return fh.read()
+
+
+@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("path", ["ref", "f32", "fast"])
+def test_folder_equals_its_gguf_conversion(name, path):
+    folder, gguf = os.path.join(FIX, name), os.path.join(FIX, name + ".gguf")
+    for ids in META["models"][name]["sequences"].values():
+        a, b = logits(folder, ids, path), logits(gguf, ids, path)
+        assert a == b, f"{name} {path}: folder and GGUF logits differ"
+
+
+@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("path", ["ref", "f32"])
+def test_folder_matches_transformers(name, path):
+    ref = np.load(os.path.join(FIX, name + "_logits.npz"))
+    for key, ids in META["models"][name]["sequences"].items():
+        want = ref[key]
+        got = np.frombuffer(logits(os.path.join(FIX, name), ids, path), dtype="<f4").reshape(want.shape)
+        err = np.linalg.norm(got - want, axis=1) / np.linalg.norm(want, axis=1)
+        assert err.max() <= TOL[path], f"{name} {key} {path}: rel L2 {err.max():.3g} > {TOL[path]} ({err})"
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_greedy_run_equals_gguf(name):
+    ids = ",".join(map(str, META["models"][name]["sequences"]["text0"]))
+    outs = [run("run", "-m", m, "--prompt-ids", ids, "-n", "8", "--temp", "0", "--print-ids", "-t", "2").stdout
+            for m in (os.path.join(FIX, name), os.path.join(FIX, name + ".gguf"))]
+    assert outs[0] == outs[1]
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_tokenizer_json_ids(name):
+    for c in META["models"][name]["tokenize"]:
+        got = json.loads(run("tokenize", "-m", os.path.join(FIX, name), c["text"]).stdout)
+        assert got == c["ids"], c["text"]
+
+
+def test_smollm2_tokenizer_json_on_tokenizer_corpus():
+    """The SmolLM2 tokenizer.json (rebuilt from the GGUF) against the ids the
+    real HF tokenizer gave for tests/fixtures/tokenizer/smollm2.json."""
+    with open(os.path.join(ROOT, "tests", "fixtures", "tokenizer", "smollm2.json"), encoding="utf-8") as fh:
+        cases = json.load(fh)["cases"]
+    with tempfile.TemporaryDirectory() as d:
+        for i, c in enumerate(cases):
+            p = os.path.join(d, f"{i}.txt")
+            with open(p, "wb") as fh:
+                fh.write(c["text"].encode("utf-8"))
+            args = ["tokenize", "-m", os.path.join(FIX, "smollm2_tok"), "-f", p] + (["--special"] if c["special"] else [])
+            assert json.loads(run(*args).stdout) == c["ids"], repr(c["text"])
+
+
+def test_folder_metadata_like_gguf():
+    """info on the folder and on its conversion agree on what the loader reads."""
+    for name in MODELS:
+        a = run("info", "-m", os.path.join(FIX, name)).stdout.decode()
+        b = run("info", "-m", os.path.join(FIX, name + ".gguf")).stdout.decode()
+        pick = lambda s: [l for l in s.splitlines() if l.startswith(("architecture", "tokenizer", "chat template"))]
+        assert pick(a) == pick(b)
+
+
+def test_bf16_folder_keeps_bf16():
+    """The BF16 folder's tensors stay BF16 in the view (no widening to f32)."""
+    info = run("info", "-m", os.path.join(FIX, "qwen2_bf16")).stdout.decode()
+    kinds = [l.split()[0] for l in info.splitlines()[info.splitlines().index(
+        next(l for l in info.splitlines() if l.startswith("tensors:"))) + 1:] if l.startswith("  ")]
+    assert kinds == ["bf16"], info
+
+
+def test_chat_takes_a_folder():
+    p = subprocess.run([BIN, "chat", "-m", os.path.join(FIX, "qwen2_bf16"), "-n", "4", "--seed", "1"],
+                       input=b"hi\n", capture_output=True, timeout=60)
+    assert p.returncode == 0, p.stderr.decode("utf-8", "replace")
+
+
+def refused(folder, *words):
+    p = run("logits", "-m", folder, "--ids", "1,2", "--out", os.devnull, check=False)
+    err = p.stderr.decode("utf-8", "replace")
+    assert p.returncode != 0 and all(w in err for w in words), err
+    assert "Sanitizer" not in err and p.returncode < 128, err
+
+
+def copy(tmp, name="qwen2_bf16"):
+    d = os.path.join(tmp, name)
+    shutil.copytree(os.path.join(FIX, name), d)
+    return d
+
+
+def test_refusals():
+    with tempfile.TemporaryDirectory() as tmp:
+        d = copy(tmp)
+        os.unlink(os.path.join(d, "config.json"))
+        refused(d, "config.json")
+
+        d = copy(tmp, "qwen3_f16")
+        cfg = json.load(open(os.path.join(d, "config.json")))
+        cfg["architectures"] = ["MistralForCausalLM"]
+        json.dump(cfg, open(os.path.join(d, "config.json"), "w"))
+        refused(d, "MistralForCausalLM", "not supported")
+
+        d = copy(tmp, "llama_f32_sharded")
+        shard = os.path.join(d, "model-00002-of-00002.safetensors")
+        with open(shard, "rb") as fh:
+            data = fh.read()
+        with open(shard, "wb") as fh:
+            fh.write(data[:-100])
+        refused(d, "model-00002-of-00002.safetensors", "truncated")
+
+        # An I32 tensor: the header rewritten, the data section unchanged in size.
+        d = os.path.join(tmp, "dtype")
+        shutil.copytree(os.path.join(FIX, "qwen2_bf16"), d)
+        st = os.path.join(d, "model.safetensors")
+        with open(st, "rb") as fh:
+            raw = fh.read()
+        n = struct.unpack("<Q", raw[:8])[0]
+        hdr = json.loads(raw[8:8 + n])
+        name = next(k for k in hdr if k != "__metadata__" and len(hdr[k]["shape"]) == 2)
+        hdr[name]["dtype"] = "I16"  # same element size as BF16
+        h = json.dumps(hdr).encode()
+        with open(st, "wb") as fh:
+            fh.write(struct.pack("<Q", len(h)) + h + raw[8 + n:])
+        refused(d, "I16", "not supported")

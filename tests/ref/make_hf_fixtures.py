@@ -1,0 +1,191 @@
+"""Tiny Hugging Face model folders (tests/fixtures/hf/), their GGUF conversion
+by llama.cpp's convert_hf_to_gguf.py, and transformers' reference logits.
+
+    /tmp/refvenv/bin/python tests/ref/make_hf_fixtures.py --convert DIR
+
+DIR is the llama.cpp tree of the llama-cpp-python sdist (its vendor/llama.cpp,
+fetched as bench/llamacpp_tools.sh does: `pip download --no-binary :all:
+--no-deps llama-cpp-python==0.3.36`); the converter runs as a tool, nothing of
+it is copied here. The venv is the one docs/testing.md describes (torch,
+transformers, tokenizers, safetensors, numpy).
+
+Folders (transformers' own classes, save_pretrained; weights redrawn at unit
+scale as in model_tiny.py so logits are well spread):
+  llama_f32_sharded  LlamaForCausalLM, F32, split into two safetensors files
+                     with model.safetensors.index.json, untied lm_head
+  qwen2_bf16         Qwen2ForCausalLM, BF16 (QKV biases), tied embeddings
+  qwen3_f16          Qwen3ForCausalLM, F16, head_dim 32 != hidden/heads
+Each has tokenizer.json (a byte-level BPE trained with `tokenizers` behind the
+family's split regex, from model_tiny.py), tokenizer_config.json and
+generation_config.json, and beside it NAME.gguf converted with --outtype equal
+to the folder's dtype (so the matrices are the same bits).
+
+The converter names the pre-tokenizer by hashing how the tokenizer splits a
+fixed text; a tokenizer trained here has no known hash, so the run patches
+that one lookup to return the family's name (qwen2 / llama-bpe), which is
+what the hash would say for the family's real tokenizer.
+
+smollm2_tok/: SmolLM2's tokenizer.json rebuilt from the default GGUF (the HF
+hub is not reachable here): vocabulary, merges, Digits + ByteLevel
+pre-tokenizer, the special tokens; with a config.json and no weights. The
+tokenizer test compares `llmk tokenize -m smollm2_tok/` with the ids in
+tests/fixtures/tokenizer/smollm2.json, which the real HF tokenizer produced.
+
+hf.json records per model: the token ids of a few texts (tokenizers'),
+id sequences, and in NAME_logits.npz transformers' fp32 logits (eager, the
+bf16/f16 weights upcast) at every position.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import model_tiny as mt  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(HERE))
+OUT = os.path.join(ROOT, "tests", "fixtures", "hf")
+TEXTS = ["The quick brown fox", "Numbers 1234567 and 3.14", "café Привет 你好 🙂"]
+
+
+def build(kind):
+    import torch
+    import transformers as tf
+
+    torch.manual_seed({"llama": 1, "qwen2": 2, "qwen3": 3}[kind])
+    common = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, max_position_embeddings=256, bos_token_id=0, eos_token_id=2)
+    if kind == "llama":
+        cfg = tf.LlamaConfig(vocab_size=504, rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=False,
+                             **common)
+        model = tf.LlamaForCausalLM(cfg)
+    elif kind == "qwen2":
+        cfg = tf.Qwen2Config(vocab_size=488, rms_norm_eps=1e-6, rope_theta=1e6, tie_word_embeddings=True, **common)
+        model = tf.Qwen2ForCausalLM(cfg)
+    else:
+        cfg = tf.Qwen3Config(vocab_size=488, rms_norm_eps=1e-6, rope_theta=1e6, head_dim=32,
+                             tie_word_embeddings=False, **common)
+        model = tf.Qwen3ForCausalLM(cfg)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() == 1:
+                p.copy_(1.0 + 0.2 * torch.randn_like(p) if "norm" in name else 0.5 * torch.randn_like(p))
+            else:
+                p.copy_(torch.randn_like(p) / np.sqrt(p.shape[1]))
+    return model.eval()
+
+
+def write_folder(kind, name, dtype, shard):
+    import torch
+    import transformers as tf
+
+    model = build(kind)
+    d = os.path.join(OUT, name)
+    os.makedirs(d, exist_ok=True)
+    for f in os.listdir(d):
+        os.unlink(os.path.join(d, f))
+    tdt = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}[dtype]
+    model.to(tdt).save_pretrained(d, max_shard_size="300KB" if shard else "100MB", safe_serialization=True)
+    pat = mt.LLAMA3_PAT if kind == "llama" else mt.QWEN2_PAT
+    tk = mt.byte_level_tokenizer(pat, 504 if kind == "llama" else 488)
+    tk.save(os.path.join(d, "tokenizer.json"))
+    with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
+        json.dump({"bos_token": "<|endoftext|>", "eos_token": "<|im_end|>", "add_bos_token": False,
+                   "chat_template": "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}"
+                                    "<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n"
+                                    "{% endif %}",
+                   "tokenizer_class": "PreTrainedTokenizerFast"}, f, indent=1)
+    # The reference is the saved folder loaded back in fp32 (bf16/f16 weights
+    # upcast exactly). Not the model above cast back: .to(bf16) also rounds
+    # the rotary inv_freq buffer, which a fresh load recomputes in fp32.
+    ref = tf.AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32, attn_implementation="eager")
+    return ref.eval(), tk
+
+
+def convert(llama_dir, name, kind, dtype):
+    pre = "llama-bpe" if kind == "llama" else "qwen2"
+    code = ("import sys, runpy; sys.path.insert(0, %r); sys.path.insert(1, %r);"
+            "import conversion.base as b; b.TextModel.get_vocab_base_pre = lambda self, tok: %r;"
+            "sys.argv = ['convert', %r, '--outtype', %r, '--outfile', %r];"
+            "runpy.run_path(%r, run_name='__main__')") % (
+        llama_dir, os.path.join(llama_dir, "gguf-py"), pre, os.path.join(OUT, name), dtype,
+        os.path.join(OUT, name + ".gguf"), os.path.join(llama_dir, "convert_hf_to_gguf.py"))
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=llama_dir,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def reference(model, tk, kind, name):
+    import torch
+
+    rng = np.random.default_rng({"llama": 11, "qwen2": 12, "qwen3": 13}[kind])
+    seqs = {"text0": tk.encode(TEXTS[0]).ids, "text1": tk.encode(TEXTS[2]).ids,
+            "rand0": rng.integers(0, model.config.vocab_size, 9).tolist()}
+    logits = {}
+    with torch.no_grad():
+        for k, ids in seqs.items():
+            logits[k] = model(torch.tensor([ids])).logits[0].float().numpy()
+    np.savez_compressed(os.path.join(OUT, name + "_logits.npz"), **logits)
+    return {"sequences": seqs, "tokenize": [{"text": t, "ids": tk.encode(t).ids} for t in TEXTS]}
+
+
+def smollm2_tokenizer(gguf_path):
+    """SmolLM2's tokenizer.json rebuilt from the GGUF's tokenizer.ggml.* keys."""
+    from gguf import GGUFReader
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+
+    r = GGUFReader(gguf_path)
+
+    def arr(key):
+        f = r.fields[key]
+        return [bytes(f.parts[i]).decode("utf-8") for i in f.data]
+
+    tokens, merges = arr("tokenizer.ggml.tokens"), arr("tokenizer.ggml.merges")
+    types = [int(r.fields["tokenizer.ggml.token_type"].parts[i][0]) for i in r.fields["tokenizer.ggml.token_type"].data]
+    tk = Tokenizer(models.BPE(vocab={t: i for i, t in enumerate(tokens)},
+                              merges=[tuple(m.split(" ", 1)) for m in merges]))
+    tk.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
+                                                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
+    tk.decoder = decoders.ByteLevel()
+    tk.add_special_tokens([AddedToken(t, special=True, normalized=False)
+                           for t, ty in zip(tokens, types) if ty == 3])
+    d = os.path.join(OUT, "smollm2_tok")
+    os.makedirs(d, exist_ok=True)
+    tk.save(os.path.join(d, "tokenizer.json"))
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump({"architectures": ["LlamaForCausalLM"], "hidden_size": 576, "intermediate_size": 1536,
+                   "num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 3,
+                   "max_position_embeddings": 8192, "vocab_size": len(tokens), "rms_norm_eps": 1e-5,
+                   "rope_theta": 100000, "tie_word_embeddings": True}, f, indent=1)
+    with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
+        json.dump({"bos_token": "<|im_start|>", "eos_token": "<|im_end|>", "add_bos_token": False}, f)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--convert", required=True, help="llama.cpp tree (vendor/llama.cpp of the sdist)")
+    ap.add_argument("--smollm2", default=os.path.expanduser("~/.cache/llmk/SmolLM2-135M-Instruct.Q4_1.gguf"))
+    a = ap.parse_args()
+    os.makedirs(OUT, exist_ok=True)
+    import tokenizers
+    import torch
+    import transformers
+    meta = {"versions": {"torch": torch.__version__, "transformers": transformers.__version__,
+                         "tokenizers": tokenizers.__version__}, "models": {}}
+    for kind, name, dtype, shard in [("llama", "llama_f32_sharded", "f32", True),
+                                     ("qwen2", "qwen2_bf16", "bf16", False),
+                                     ("qwen3", "qwen3_f16", "f16", False)]:
+        model, tk = write_folder(kind, name, dtype, shard)
+        convert(a.convert, name, kind, dtype)
+        meta["models"][name] = dict(arch=kind, dtype=dtype, **reference(model, tk, kind, name))
+        print(name, "done")
+    smollm2_tokenizer(a.smollm2)
+    with open(os.path.join(OUT, "hf.json"), "w") as f:
+        json.dump(meta, f, indent=1, ensure_ascii=False)
+
+
+if __name__ == "__main__":
+    main()

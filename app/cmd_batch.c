@@ -127,7 +127,9 @@ static struct cli_opt_section batch_gen_section(struct batch_opts *o) {
     size_t n = 0;
     for (size_t i = 0; i < s.n; i++) {
         const char *name = s.rows[i].name ? s.rows[i].name : "";
-        if (!strcmp(name, "--stop") || !strcmp(name, "--system")) continue;
+        if (!strcmp(name, "--stop") || !strcmp(name, "--system") || !strcmp(name, "--grammar") ||
+            !strcmp(name, "--grammar-file"))
+            continue; /* a line's own "grammar" field constrains it */
         o->gen_rows[n] = s.rows[i];
         if (!strcmp(name, "--seed"))
             o->gen_rows[n].help = "RNG seed of every request (default -1: a random one each, reported as its "

@@ -204,8 +204,8 @@ static void walk_grammar(const char *grammar, const llmk_tokenizer *t, int steps
 static const char *const GRAMMARS[] = {
     "root ::= (\"yes\" | \"no\") \".\"",
     "root ::= \"[\" num (\", \" num)* \"]\"\nnum ::= \"-\"? [0-9]+",
-    "root ::= obj\nobj ::= \"{\" ws (pair (\",\" ws pair)*)? \"}\"\npair ::= str \":\" ws val\n"
-    "val ::= str | [0-9]+ | obj | \"[\" (val (\", \" val)*)? \"]\"\nstr ::= \"\\\"\" [^\"\\\\]* \"\\\"\"\nws ::= \" \"?",
+    ("root ::= obj\nobj ::= \"{\" ws (pair (\",\" ws pair)*)? \"}\"\npair ::= str \":\" ws val\n"
+     "val ::= str | [0-9]+ | obj | \"[\" (val (\", \" val)*)? \"]\"\nstr ::= \"\\\"\" [^\"\\\\]* \"\\\"\"\nws ::= \" \"?"),
     "root ::= [а-яё ]+ \"!\" | \"日本\" [^a-z]{1,3}",
     "root ::= .{3,6}",
 };

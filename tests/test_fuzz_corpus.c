@@ -1,5 +1,5 @@
-/* Replays the tokenizer, model, chat, serve, safetensors and hf fuzz corpora
- * (fuzz/corpus/{tokenizer,model,chat,serve,safetensors,hf}, run from the repo root) through
+/* Replays the tokenizer, model, chat, serve, safetensors, hf and grammar fuzz corpora
+ * (fuzz/corpus/{tokenizer,model,chat,serve,safetensors,hf,grammar}, run from the repo root) through
  * the very target functions libFuzzer runs (the target files are compiled in
  * below; the serve target's parser, app/serve_api.c, is linked in by the
  * Makefile's rule for this test), so every
@@ -14,6 +14,7 @@
  * exactly-sized buffer. */
 #define LLMK_FUZZ_NO_ENTRY
 #include "../fuzz/fuzz_chat.c"
+#include "../fuzz/fuzz_grammar.c"
 #include "../fuzz/fuzz_model.c"
 #include "../fuzz/fuzz_safetensors.c"
 #include "../fuzz/fuzz_hf.c"
@@ -36,6 +37,7 @@ static const struct {
     {"fuzz/corpus/serve", fuzz_serve_one, 10, true},
     {"fuzz/corpus/safetensors", fuzz_safetensors_one, 3, true},
     {"fuzz/corpus/hf", fuzz_hf_one, 3, true},
+    {"fuzz/corpus/grammar", fuzz_grammar_one, 8, true},
 };
 
 static int cmp_names(const void *a, const void *b) {

@@ -31,7 +31,8 @@ static const char USAGE[] =
     "  A line is {\"prompt\": \"text\"} or {\"messages\": [{\"role\": \"user\", \"content\": \"...\"}]}\n"
     "  (the model's chat template, as run --chat), with optional fields \"id\" (any JSON,\n"
     "  echoed), \"max_tokens\", \"temperature\", \"seed\", \"top_k\", \"top_p\", \"min_p\" and\n"
-    "  \"stop_token_ids\" (a list of ids). Blank lines are skipped; other fields are errors.\n";
+    "  \"stop_token_ids\" (a list of ids) and \"grammar\" (GBNF text the output must follow).\n"
+    "  Blank lines are skipped; other fields are errors.\n";
 static const char EPILOG[] =
     "The flags are every request's defaults (temperature 0.8 as llmk run; --temp 0 is greedy); a line's\n"
     "fields override them. All lines are checked before anything is generated: a bad line fails the\n"
@@ -69,9 +70,12 @@ struct req {
     /* from submission until written */
     llmk_sampler *smp;         /* borrowed by the engine until the request finishes */
     llmk_spec *spec;           /* --spec: likewise */
+    llmk_grammar *grammar;     /* the line's "grammar" (GBNF), or NULL */
+    llmk_grammar_state *gstate; /* attached to smp; freed with it */
     uint64_t seed;
     int32_t *gen, n_gen, cap;
     enum llmk_finish finish;
+    bool grammar_end;          /* it ended by completing its grammar: the last token is text, not a stop id */
     bool done;
     struct req *next_done;     /* finished in the step now ending */
 };
@@ -127,7 +131,9 @@ static struct cli_opt_section batch_gen_section(struct batch_opts *o) {
     size_t n = 0;
     for (size_t i = 0; i < s.n; i++) {
         const char *name = s.rows[i].name ? s.rows[i].name : "";
-        if (!strcmp(name, "--stop") || !strcmp(name, "--system")) continue;
+        if (!strcmp(name, "--stop") || !strcmp(name, "--system") || !strcmp(name, "--grammar") ||
+            !strcmp(name, "--grammar-file"))
+            continue; /* a line's own "grammar" field constrains it */
         o->gen_rows[n] = s.rows[i];
         if (!strcmp(name, "--seed"))
             o->gen_rows[n].help = "RNG seed of every request (default -1: a random one each, reported as its "
@@ -262,6 +268,11 @@ static int line_fields(const struct batch *b, struct req *r, const cJSON *j) {
     if ((st = llmk_sampler_init(&r->sp, b->n_vocab, &s)) != LLMK_OK)
         return bad_line(b, r->line, st, "%s", llmk_last_error());
     llmk_sampler_free(s);
+    const cJSON *gr = cJSON_GetObjectItemCaseSensitive(j, "grammar");
+    if (gr && !cJSON_IsString(gr))
+        return bad_line(b, r->line, LLMK_BAD_REQUEST, "\"grammar\" must be a string (GBNF), got %s", json_kind(gr));
+    if (gr && (st = llmk_grammar_parse(gr->valuestring, strlen(gr->valuestring), &r->grammar)) != LLMK_OK)
+        return bad_line(b, r->line, st, "\"grammar\": %s", llmk_last_error());
     return stop_field(b, r, j);
 }
 
@@ -315,7 +326,7 @@ static int line_prompt(const struct batch *b, struct req *r, const cJSON *j, con
  * field (a misspelt "max_token" must not silently mean 128). */
 static int check_keys(const struct batch *b, const struct req *r, const cJSON *j) {
     static const char *const known[] = {"prompt", "messages", "id", "max_tokens", "temperature",
-                                        "seed", "top_k", "top_p", "min_p", "stop_token_ids"};
+                                        "seed", "top_k", "top_p", "min_p", "stop_token_ids", "grammar"};
     if (!cJSON_IsObject(j))
         return bad_line(b, r->line, LLMK_BAD_REQUEST, "expected a JSON object, got %s", json_kind(j));
     const cJSON *it;
@@ -324,7 +335,7 @@ static int check_keys(const struct batch *b, const struct req *r, const cJSON *j
         while (k < CLI_LEN(known) && strcmp(it->string, known[k])) k++;
         if (k == CLI_LEN(known))
             return bad_line(b, r->line, LLMK_BAD_REQUEST, "unknown field \"%.60s\" (known: prompt, messages, id, "
-                            "max_tokens, temperature, seed, top_k, top_p, min_p, stop_token_ids)", it->string);
+                            "max_tokens, temperature, seed, top_k, top_p, min_p, stop_token_ids, grammar)", it->string);
     }
     bool has_p = cJSON_HasObjectItem(j, "prompt"), has_m = cJSON_HasObjectItem(j, "messages");
     if (has_p && has_m)
@@ -485,6 +496,8 @@ static int on_token(void *user, const llmk_token_event *ev) {
     }
     if (ev->finish != LLMK_FINISH_NONE) {
         r->finish = ev->finish;
+        r->grammar_end = ev->finish == LLMK_FINISH_STOP && r->gstate && llmk_grammar_state_done(r->gstate) &&
+                         !llmk_tokenizer_is_eog(b->tok, ev->token);
         /* The earliest line of a failed step is named, with the
          * evaluation's own message (which phase saw a NaN). */
         if (ev->finish == LLMK_FINISH_ERROR) {
@@ -510,6 +523,10 @@ static int submit_more(struct batch *b) {
         int st;
         if (!r->smp && (st = llmk_sampler_init(&r->sp, b->n_vocab, &r->smp)) != LLMK_OK)
             return bad_line(b, r->line, st, "%s", llmk_last_error());
+        if (r->grammar && !r->gstate &&
+            ((st = llmk_grammar_state_init(r->grammar, b->tok, &r->gstate)) != LLMK_OK ||
+             (st = llmk_sampler_set_grammar(r->smp, r->gstate)) != LLMK_OK))
+            return bad_line(b, r->line, st, "\"grammar\": %s", llmk_last_error());
         if (spec_opts_on(&b->o->so) && !r->spec && (st = llmk_spec_init(b->m, &b->o->so.p, &r->spec)) != LLMK_OK)
             return st;
         int64_t room = b->n_ctx - (int64_t)r->n_prompt;
@@ -552,7 +569,7 @@ static int write_result(struct batch *b, const struct req *r, size_t index) {
     if (r->id_json) fprintf(f, ", \"id\": %s", r->id_json);
     fputs(", \"text\": \"", f);
     llmk_detok_state ds = {0};
-    int32_t n_text = r->n_gen - (r->finish == LLMK_FINISH_STOP && r->n_gen > 0);
+    int32_t n_text = r->n_gen - (r->finish == LLMK_FINISH_STOP && !r->grammar_end && r->n_gen > 0);
     size_t nt = 0;
     int st = LLMK_OK;
     for (int32_t i = 0; i < n_text && st == LLMK_OK; i++) {
@@ -618,6 +635,9 @@ static int generate(struct batch *b) {
         for (struct req *r = b->done_list; r; r = r->next_done) {
             llmk_sampler_free(r->smp); /* the engine is done with it */
             r->smp = NULL;
+            llmk_grammar_state_free(r->gstate);
+            llmk_grammar_free(r->grammar);
+            r->gstate = NULL, r->grammar = NULL;
             spec_account(b, r->spec);
             llmk_spec_free(r->spec);
             r->spec = NULL;
@@ -686,6 +706,8 @@ static void batch_free(struct batch *b) {
         cJSON_free(r->id_json);
         free(r->prompt), free(r->stop), free(r->gen);
         llmk_sampler_free(r->smp);
+        llmk_grammar_state_free(r->gstate);
+        llmk_grammar_free(r->grammar);
         llmk_spec_free(r->spec);
     }
     free(b->reqs), free(b->eog), free(b->text);

@@ -4,6 +4,7 @@
  * where the decode time goes, phase by phase. */
 #include "bench_batched.h"
 #include "bench_spec.h"
+#include "gen_opts.h"
 #include "cli.h"
 #include "opts.h"
 #include "progress.h"
@@ -101,6 +102,8 @@ struct bench_opts {
     int path;
     uint32_t kv_type;
     bool json, phases, long_ctx;
+    const char *grammar, *grammar_file; /* tg picks greedy tokens under this grammar */
+    bool greedy;                        /* tg picks greedy tokens (the unconstrained baseline of --grammar) */
     struct spec_opts so;
     struct bench_spec_opts spec; /* --spec: -f files, --raw */
     bool quiet, verbose; /* --log-disable, -v */
@@ -125,6 +128,10 @@ static int parse_args(struct bench_opts *o, int argc, char **argv) {
         CLI_OPT_KV_TYPE(&o->kv_type, CLI_KV_TYPE_HELP),
         CLI_LONG(NULL, 'b', &o->n_batch, 1, 8192, "N", "rows per prefill chunk of the fast path (default 512)"),
         CLI_FLAG("--json", 0, &o->json, "an array of objects with llama-bench's keys"),
+        CLI_STR("--grammar", 0, &o->grammar, "GBNF",
+                "tg chooses each next token greedily under this grammar (restarted when complete)"),
+        CLI_STR("--grammar-file", 0, &o->grammar_file, "FILE", "the same, read from FILE"),
+        CLI_FLAG("--greedy", 0, &o->greedy, "tg chooses each next token greedily: --grammar's unconstrained baseline"),
         CLI_FLAG("--phases", 0, &o->phases, "per-phase decode timings (fast path, phase-at-a-time mode)"),
         CLI_OPT_LONG_CTX(&o->long_ctx),
         CLI_REPEAT("--file", 'f', bench_spec_add_file, &o->spec, "FILE", "--spec: a prompt file (text)"),
@@ -148,12 +155,43 @@ static int parse_args(struct bench_opts *o, int argc, char **argv) {
     if (spec_opts_on(&o->so) && (o->batch.n || o->phases || o->depth || o->path != LLMK_PATH_FAST))
         return cli_usage_error("bench", "--spec takes none of -B, --phases, -d, --path");
     if (!o->reps) o->reps = o->batch.n ? 1 : spec_opts_on(&o->so) ? 3 : 5;
+    bool chooses = o->grammar || o->grammar_file || o->greedy;
+    if (chooses && (o->batch.n || spec_opts_on(&o->so) || o->phases))
+        return cli_usage_error("bench", "--grammar, --grammar-file and --greedy take none of -B, --spec, --phases");
     if (o->batch.n) {
         if (o->path != LLMK_PATH_FAST) return cli_usage_error("bench", "-B runs the fast path only");
         if (o->phases || o->depth) return cli_usage_error("bench", "-B takes neither --phases nor -d");
         if (o->n_prompt < 1) return cli_usage_error("bench", "-B needs a prompt (-p 1 or more) for each sequence");
     }
     return CLI_OPTS_GO;
+}
+
+/* --grammar / --greedy: a greedy sampler, with the grammar attached. */
+static int chooser_init(struct gen_ctx *ch, const llmk_model *m, const struct bench_opts *o, size_t V) {
+    struct gen_opts go;
+    gen_opts_default(&go, 0.0);
+    go.quiet = true;
+    go.grammar = o->grammar;
+    go.grammar_file = o->grammar_file;
+    const llmk_tokenizer *t = NULL;
+    int st = llmk_model_tokenizer(m, &t);
+    if (st == LLMK_OK) st = gen_ctx_init(ch, "bench", &go, V);
+    if (st == LLMK_OK) st = gen_ctx_grammar(ch, &go, t);
+    return st;
+}
+
+/* n tokens, each chosen from the previous one's logits (the grammar
+ * restarts when it is complete, so every run decodes n). */
+static int tg_choosing(struct runner *r, struct gen_ctx *ch, int32_t first, long n) {
+    int32_t id = first;
+    int st = LLMK_OK;
+    llmk_sampler_reset(ch->smp);
+    for (long i = 0; i < n && st == LLMK_OK; i++) {
+        if ((st = r_eval(r, &id, 1)) != LLMK_OK) break;
+        if (gen_grammar_done(ch)) llmk_sampler_reset(ch->smp);
+        st = gen_choose(ch, r->logits, r->V, &id);
+    }
+    return st;
 }
 
 /* What the report shows besides the speeds' mean and deviation. */
@@ -343,6 +381,7 @@ int cmd_bench(int argc, char **argv) {
     }
     const llmk_hparams *hp = llmk_model_hparams(m);
     struct runner r = {.V = (size_t)hp->n_vocab};
+    struct gen_ctx ch = {0};
     long n_test = n_prompt > n_gen ? n_prompt : n_gen;
     if (o.phases && n_test < 32) n_test = 32; /* --phases decodes 32 tokens when -n 0 */
     long n_ids = depth + n_test;
@@ -358,6 +397,7 @@ int cmd_bench(int argc, char **argv) {
         goto done;
     }
     int nth = r.c ? llmk_context_n_threads(r.c) : (threads > 0 ? (int)threads : llmk_cpu_count());
+    if ((o.grammar || o.grammar_file || o.greedy) && (st = chooser_init(&ch, m, &o, r.V)) != LLMK_OK) goto done;
     for (long i = 0; i < n_ids; i++) ids[i] = (int32_t)((i * 7919 + 13) % hp->n_vocab);
     const int32_t *test_ids = ids + depth; /* after the depth's context */
     for (long rep = -1; rep < reps && st == LLMK_OK; rep++) { /* rep -1 warms up */
@@ -370,7 +410,9 @@ int cmd_bench(int argc, char **argv) {
         if (n_gen > 0) {
             if ((st = r_reset(&r)) != LLMK_OK || (depth && (st = r_eval(&r, ids, (size_t)depth)) != LLMK_OK)) break;
             double t = now_s();
-            for (long i = 0; i < n_gen && st == LLMK_OK; i++) st = r_eval(&r, &test_ids[i], 1);
+            if (ch.smp) st = tg_choosing(&r, &ch, test_ids[0], n_gen);
+            else
+                for (long i = 0; i < n_gen && st == LLMK_OK; i++) st = r_eval(&r, &test_ids[i], 1);
             if (rep >= 0) tg[rep] = (double)n_gen / (now_s() - t);
         }
     }
@@ -385,6 +427,7 @@ int cmd_bench(int argc, char **argv) {
     print_results(&o, &f);
     if (o.phases && r.c) st = run_phases(&r, &o, ids, &f);
 done:
+    gen_ctx_free(&ch);
     llmk_context_free(r.c);
     if (r.s) llmk_session_free(r.s);
     free(r.logits), free(r.items), free(ids), free(pp), free(tg);

@@ -156,7 +156,11 @@ static int chat_init(struct chat *c, llmk_model *m) {
     if (!c->hist || !c->ids || !c->logits)
         return cli_fail(LLMK_OUT_OF_MEMORY, "chat buffers for %lld tokens", (long long)c->n_ctx);
     if ((st = gen_ctx_init(&c->gc, CMD, &o->go, c->n_vocab)) != LLMK_OK) return st;
+    if ((st = gen_ctx_grammar(&c->gc, &o->go, c->tok)) != LLMK_OK) return st; /* every reply obeys it */
     if ((st = spec_opts_init(&o->so, m, sp.n_threads, &c->draft, &c->spec)) != LLMK_OK) return st;
+    if (c->spec && c->gc.gstate)
+        return cli_fail(LLMK_UNSUPPORTED, "--grammar with --spec is not supported (drafts are not constrained); "
+                                          "use one or the other");
     if (o->go.system && (st = chat_conv_add(&c->conv, "system", o->go.system, strlen(o->go.system))) != LLMK_OK)
         return st;
     if (o->history && (st = chat_conv_load(&c->conv, o->history)) != LLMK_OK) return st;
@@ -291,6 +295,7 @@ static bool reply_token(struct reply *r, const float *logits, int32_t *id) {
         if (gen_write(&c->gc, stdout, piece, np)) return r->why = "stop string", true;
         if ((r->st = cli_stdout_status()) != LLMK_OK) return true;
     }
+    if (gen_grammar_done(&c->gc)) return r->why = "grammar complete", true;
     return c->o->n_predict > 0 && llmk_max_tokens_stop((double)r->n_gen, (double)c->o->n_predict) == 1.0;
 }
 

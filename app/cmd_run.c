@@ -290,8 +290,10 @@ static int decode_init(struct decode *d, const struct run_opts *o, const int32_t
         d->gen = d->hist + n_prompt;
     }
     int st = gen_ctx_init(&d->ch, CMD, &o->go, d->n_vocab);
+    if (st == LLMK_OK) st = gen_ctx_grammar(&d->ch, &o->go, d->tok);
     if (st != LLMK_OK) return st;
-    if (o->path == LLMK_PATH_REF && plain_greedy(&o->go.sp) && !(d->logits64 = malloc(d->n_vocab * sizeof(double))))
+    /* the reference path's own argmax would bypass the grammar's mask: only without one */
+    if (o->path == LLMK_PATH_REF && plain_greedy(&o->go.sp) && !d->ch.gstate && !(d->logits64 = malloc(d->n_vocab * sizeof(double))))
         return cli_fail(LLMK_OUT_OF_MEMORY, "generation buffers");
     if (!d->logits || !d->gen) return cli_fail(LLMK_OUT_OF_MEMORY, "generation buffers");
     /* A token's text is at most its stored piece (byte-level and SentencePiece
@@ -329,6 +331,7 @@ static bool emit_token(const struct run_opts *o, struct decode *d, int32_t id, i
         if (gen_write(&d->ch, stdout, d->text, nt)) return true; /* a stop string: it and what follows are not printed */
         if ((*st = cli_stdout_status()) != LLMK_OK) return true;
     }
+    if (gen_grammar_done(&d->ch)) return true; /* the grammar is complete and nothing can follow */
     return (long)d->n_gen >= o->n_predict;
 }
 
@@ -460,6 +463,9 @@ static int run_session(struct run_opts *o, const llmk_model *m, struct decode *d
     if ((st = decode_init(d, o, ids, n_prompt)) != LLMK_OK ||
         (st = spec_opts_init(&o->so, m, sp.n_threads, &d->draft, &d->spec)) != LLMK_OK)
         return st;
+    if (d->spec && d->ch.gstate)
+        return cli_fail(LLMK_UNSUPPORTED, "--grammar with --spec is not supported (drafts are not constrained); "
+                                          "use one or the other");
     /* plain completion shows the text it continues, as llama-cli does */
     if (!o->go.chat && o->prompt && !o->print_ids && !o->no_display) {
         fputs(o->prompt, stdout);

@@ -83,6 +83,9 @@ struct cli_opt_section gen_opts_section(struct gen_opts *o) {
         CLI_STR("--system", 0, &o->system, "TEXT", "system message (chat formatting)"),
         CLI_STR("--chat-template", 0, &o->chat_template, "NAME",
                 "chatml, llama3, zephyr or llama2 instead of the model's"),
+        CLI_STR("--grammar", 0, &o->grammar, "GBNF",
+                "constrain the output to a GBNF grammar (llama.cpp's format; docs/grammar.md)"),
+        CLI_STR("--grammar-file", 0, &o->grammar_file, "FILE", "the same, read from FILE"),
     };
     _Static_assert(sizeof rows / sizeof rows[0] == GEN_OPT_ROWS, "GEN_OPT_ROWS counts the rows");
     memcpy(o->rows, rows, sizeof rows);
@@ -129,8 +132,69 @@ int gen_ctx_init(struct gen_ctx *c, const char *cmd, const struct gen_opts *o, s
     return LLMK_OK;
 }
 
+int gen_grammar_text(const struct gen_opts *o, char **out, size_t *len) {
+    *out = NULL;
+    *len = 0;
+    if (o->grammar && o->grammar_file) return cli_fail(LLMK_INVALID_ARGUMENT, "give --grammar or --grammar-file, not both");
+    if (o->grammar) {
+        *len = strlen(o->grammar);
+        if (!(*out = malloc(*len + 1))) return cli_fail(LLMK_OUT_OF_MEMORY, "grammar text");
+        memcpy(*out, o->grammar, *len + 1);
+        return LLMK_OK;
+    }
+    if (!o->grammar_file) return LLMK_OK;
+    FILE *f = fopen(o->grammar_file, "rb");
+    if (!f) return cli_fail(LLMK_IO_ERROR, "--grammar-file %s: %s", o->grammar_file, strerror(errno));
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        if (n + 1 >= cap) {
+            if (cap > (size_t)LLMK_GRAMMAR_MAX_TEXT + 2) break;
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        size_t r = fread(buf + n, 1, cap - 1 - n, f);
+        n += r;
+        if (!r) break;
+    }
+    bool err = ferror(f);
+    fclose(f);
+    if (!buf) return cli_fail(LLMK_OUT_OF_MEMORY, "grammar text");
+    if (err) {
+        free(buf);
+        return cli_fail(LLMK_IO_ERROR, "--grammar-file %s: read error", o->grammar_file);
+    }
+    buf[n] = 0;
+    *out = buf;
+    *len = n;
+    return LLMK_OK;
+}
+
+int gen_ctx_grammar(struct gen_ctx *c, const struct gen_opts *o, const llmk_tokenizer *t) {
+    char *text;
+    size_t len;
+    int st = gen_grammar_text(o, &text, &len);
+    if (st != LLMK_OK || !text) return st;
+    st = llmk_grammar_parse(text, len, &c->grammar);
+    free(text);
+    if (st == LLMK_OK && !t) st = cli_fail(LLMK_UNSUPPORTED, "--grammar needs the model's tokenizer");
+    if (st == LLMK_OK) st = llmk_grammar_state_init(c->grammar, t, &c->gstate);
+    if (st == LLMK_OK) st = llmk_sampler_set_grammar(c->smp, c->gstate);
+    return st;
+}
+
+bool gen_grammar_done(const struct gen_ctx *c) { return c->gstate && llmk_grammar_state_done(c->gstate); }
+
 void gen_ctx_free(struct gen_ctx *c) {
     llmk_sampler_free(c->smp);
+    llmk_grammar_state_free(c->gstate);
+    llmk_grammar_free(c->grammar);
     llmk_stop_free(c->stop);
     free(c->buf);
     memset(c, 0, sizeof *c);

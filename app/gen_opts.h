@@ -12,7 +12,7 @@
 
 #define GEN_MAX_BIAS 256
 #define GEN_MAX_STOPS 16
-enum { GEN_OPT_ROWS = 16 };
+enum { GEN_OPT_ROWS = 18 };
 
 struct gen_opts {
     llmk_sampler_params sp;
@@ -24,6 +24,8 @@ struct gen_opts {
     const char *chat_template; /* --chat-template NAME */
     bool samplers_given;       /* --samplers was used: its order is final */
     bool quiet;                /* --log-disable: no seed or stats lines on stderr */
+    const char *grammar;       /* --grammar TEXT (GBNF, docs/grammar.md) */
+    const char *grammar_file;  /* --grammar-file FILE */
     struct cli_opt rows[GEN_OPT_ROWS]; /* the flags' rows, pointing into this struct */
 };
 
@@ -48,10 +50,20 @@ struct gen_ctx {
     char *buf;
     size_t cap;
     bool stopped; /* a stop string completed */
+    llmk_grammar *grammar;        /* --grammar / --grammar-file, or NULL */
+    llmk_grammar_state *gstate;   /* attached to smp */
 };
 /* Status; reports a random seed on stderr as "llmk CMD: seed N" (not when o->quiet). */
 int gen_ctx_init(struct gen_ctx *c, const char *cmd, const struct gen_opts *o, size_t n_vocab);
 void gen_ctx_free(struct gen_ctx *c);
+/* Read and parse o's grammar (if any) and attach it to c's sampler, over
+ * tokenizer t. A parse error names the line and column. */
+int gen_ctx_grammar(struct gen_ctx *c, const struct gen_opts *o, const llmk_tokenizer *t);
+/* The grammar text of --grammar or --grammar-file (malloc'd, *out NULL
+ * without one); shared with commands that parse it themselves. */
+int gen_grammar_text(const struct gen_opts *o, char **out, size_t *len);
+/* The grammar is complete and nothing can follow: the generation ends. */
+bool gen_grammar_done(const struct gen_ctx *c);
 /* Sample the next token and record it in the penalty history. */
 int gen_choose(struct gen_ctx *c, const float *logits, size_t n_vocab, int32_t *id);
 /* Print text through the stop matcher; true once a stop string ended the

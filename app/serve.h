@@ -50,6 +50,7 @@ struct serve_req {
     size_t n_stops;
     int logprobs; /* -1: none; else how many top alternatives per token (0 .. 20) */
     int32_t spec_max, spec_min; /* "speculative.n_max" / "speculative.n_min" (llama-server's); -1: not given */
+    llmk_grammar *grammar;      /* llama-server's "grammar" (GBNF), or NULL; shared by the choices */
 };
 void serve_req_free(struct serve_req *r);
 
@@ -67,6 +68,7 @@ struct serve_choice {
     int64_t eid;
     llmk_sampler *smp;
     llmk_spec *spec;      /* --spec: borrowed by the engine, like smp */
+    llmk_grammar_state *gstate; /* the request's grammar, attached to smp */
     bool eng_ended;
     double t_last;
     int32_t cached;       /* prompt tokens the engine took from the prefix cache */

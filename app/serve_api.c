@@ -17,6 +17,7 @@
 
 void serve_req_free(struct serve_req *r) {
     free(r->prompt), free(r->bias);
+    llmk_grammar_free(r->grammar);
     for (size_t i = 0; i < r->n_stops; i++) free(r->stops[i]);
     memset(r, 0, sizeof *r);
 }
@@ -334,6 +335,13 @@ static int shape(struct parse *p, bool chat) {
     if (r->spec_min > 0 && r->spec_max > 0 && r->spec_min > r->spec_max)
         return bad(p, "speculative.n_min", "'speculative.n_min' %d exceeds 'speculative.n_max' %d", r->spec_min,
                    r->spec_max);
+    const cJSON *gr = field(p, "grammar"); /* llama-server's GBNF constraint */
+    if (gr && !cJSON_IsString(gr)) return bad(p, "grammar", "'grammar' must be a string (GBNF), got %s", kind(gr));
+    if (gr && llmk_grammar_parse(gr->valuestring, strlen(gr->valuestring), &r->grammar) != LLMK_OK)
+        return bad(p, "grammar", "'grammar': %s", llmk_last_error());
+    if (r->grammar && r->spec_max > 0)
+        return bad(p, "speculative.n_max", "'speculative.n_max' with a 'grammar' is not supported (drafts are not "
+                   "constrained)");
     bool echo = false;
     if ((rc = boolean(p, "echo", &echo))) return rc;
     if (echo) return bad(p, "echo", "'echo' is not supported");

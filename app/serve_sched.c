@@ -70,6 +70,7 @@ static void job_free(struct serve_job *j) {
         free(c->tokens), free(c->lps), free(c->scratch), free(c->text);
         llmk_stop_free(c->stop);
         llmk_sampler_free(c->smp);
+        llmk_grammar_state_free(c->gstate);
         llmk_spec_free(c->spec);
     }
     serve_req_free(&j->req);
@@ -188,7 +189,7 @@ static void choice_pull(struct server *s, struct serve_choice *c) {
     size_t half = c->scratch_cap / 2, nt = 0;
     for (int32_t k = c->n_read; k < n && !c->ended; k++) {
         c->n_used = k + 1;
-        if (done && fin == LLMK_FINISH_STOP && k == n - 1) break;
+        if (done && fin == LLMK_FINISH_STOP && k == n - 1 && llmk_tokenizer_is_eog(s->tok, c->tokens[k])) break;
         if (llmk_detok_feed(s->tok, &c->ds, c->tokens[k], false, c->scratch, half, &nt) != LLMK_OK) {
             c->failed = true;
             break;
@@ -400,10 +401,14 @@ static bool submit_job(struct server *s, struct serve_job *j) {
         llmk_sampler_params sp = j->req.sp;
         if (sp.seed >= 0) sp.seed += in; /* n choices of one seeded request differ, reproducibly */
         if ((st = llmk_sampler_init(&sp, s->n_vocab, &c->smp)) != LLMK_OK) break;
+        if (j->req.grammar && ((st = llmk_grammar_state_init(j->req.grammar, s->tok, &c->gstate)) != LLMK_OK ||
+                               (st = llmk_sampler_set_grammar(c->smp, c->gstate)) != LLMK_OK))
+            break;
         llmk_spec_params spp = s->o.so.p; /* the server's --spec, as the request adjusts it */
         if (j->req.spec_max >= 0) spp.mode = j->req.spec_max ? LLMK_SPEC_NGRAM : LLMK_SPEC_NONE;
         if (j->req.spec_max > 0) spp.draft_max = j->req.spec_max;
         if (j->req.spec_min > 0) spp.draft_min = j->req.spec_min;
+        if (j->req.grammar) spp.mode = LLMK_SPEC_NONE; /* drafts are not constrained: a grammar runs without --spec */
         if (spp.mode != LLMK_SPEC_NONE && (st = llmk_spec_init(s->m, &spp, &c->spec)) != LLMK_OK) break;
         llmk_request q = {.prompt = j->req.prompt, .n_prompt = j->req.n_prompt, .max_tokens = c->cap,
                           .sampler = c->smp, .stop_ids = s->eog, .n_stop = s->n_eog, .user = c,

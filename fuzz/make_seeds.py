@@ -440,6 +440,32 @@ def write_serve_seeds():
         put("serve", f"bad_{name}", body(chat, b))
 
 
+def write_grammar_seeds():
+    """GBNF text, NUL, a string: valid_* parse and accept their string; bad_* are refused."""
+    valid = {
+        "yes_no": ('root ::= ("yes" | "no") "."', "yes."),
+        "numbers": ('root ::= "[" num ("," num)* "]"\nnum ::= "-"? [0-9]+ # digits', "[1,-22,3]"),
+        "json_ish": ('root ::= obj\nobj ::= "{" (pair ("," pair)*)? "}"\npair ::= str ":" val\n'
+                     'val ::= str | [0-9]+ | obj\nstr ::= "\\"" [^"\\\\]* "\\""', '{"a":{"b":"c"},"d":1}'),
+        "utf8": ('root ::= [а-я]+ "\\u00e9" "\\U0001F600"', "абвé\U0001F600"),
+        "repeat": ('root ::= ("ab"){2,3} [x-z]{1,} "."?', "ababzz."),
+        "dot_neg": ('root ::= . [^\\n]* "\\n"', "q rest\n"),
+        "escapes": ('root ::= "\\x41\\t\\\\" [\\]\\-]', "A\t\\]"),
+        "nested": ('root ::= ("(" root ")")*', "(()())"),
+        "multiline": ('root ::=\n  a\n  | b\na ::= "1"\nb ::= "2"', "2"),
+    }
+    for name, (g, txt) in valid.items():
+        put("grammar", "valid_" + name, g.encode() + b"\0" + txt.encode())
+    bad = {
+        "undefined": "root ::= foo", "left_rec": "root ::= root \"a\" | \"b\"", "no_root": "a ::= \"x\"",
+        "unterminated": "root ::= \"abc", "bad_range": "root ::= [z-a]", "open_paren": "root ::= (\"a\"",
+        "big_repeat": "root ::= \"a\"{5000}", "bad_escape": "root ::= \"\\q\"", "twice": "root ::= \"a\"\nroot ::= \"b\"",
+        "empty_star": "root ::= (\"a\"?)*",
+    }
+    for name, g in bad.items():
+        put("grammar", "bad_" + name, g.encode())
+
+
 if __name__ == "__main__":
     write_gguf_seed("valid_ggufpy_tensors", "llama", True)
     write_gguf_seed("valid_ggufpy_meta_only", "qwen2", False)
@@ -447,3 +473,4 @@ if __name__ == "__main__":
     write_model_seeds()
     write_chat_seeds()
     write_serve_seeds()
+    write_grammar_seeds()

@@ -110,6 +110,7 @@ enum llmk_status {
     LLMK_OUTPUT_IS_INPUT = 664,          /* an output path names the same file as an input */
     LLMK_CONTEXT_OVER_TRAIN = 665,       /* a context longer than the model was trained for, not allowed */
     LLMK_QUEUE_FULL = 666,               /* the engine's request queue is at its bound; retry later */
+    LLMK_BAD_GRAMMAR = 667,              /* a GBNF grammar that does not parse or cannot run (line:col named) */
 };
 
 /* Largest dimension any seed-000 primitive accepts (a ceiling, not a model size). */
@@ -354,6 +355,12 @@ LLMK_API int32_t llmk_tokenizer_find(const llmk_tokenizer *t, const char *piece,
 /* GGUF token type of an id: 1 normal, 2 unknown, 3 control, 4 user-defined,
  * 5 unused, 6 byte; 0 for a bad id. */
 LLMK_API int llmk_tokenizer_token_type(const llmk_tokenizer *t, int32_t id);
+/* The raw bytes a token adds to generated text (byte-level BPE mapped back
+ * to bytes, SentencePiece's U+2581 as a space, <0xXX> as the byte; a piece
+ * may end inside a UTF-8 character). Control and unknown tokens give 0
+ * bytes. *n_out is the full length; LLMK_BUFFER_TOO_SMALL when over cap. */
+LLMK_API int llmk_tokenizer_token_bytes(const llmk_tokenizer *t, int32_t id, char *out, size_t cap,
+                                        size_t *n_out);
 /* Notes on llmk_tokenize: text must be valid UTF-8 (LLMK_INVALID_UTF8 names
  * the byte offset; nothing is replaced). User-defined tokens (type 4) are
  * always matched as whole tokens, like Hugging Face's non-special added
@@ -954,6 +961,60 @@ LLMK_API int llmk_chat_render(const llmk_chat_template *t, const llmk_chat_messa
  * freed with free(). LLMK_BAD_REQUEST names what is wrong. */
 LLMK_API int llmk_chat_parse_messages(const char *json, size_t len, llmk_chat_message **msgs,
                              size_t *n);
+/* Grammars (src/grammar.c, docs/grammar.md): llama.cpp's GBNF format
+ * (rules `name ::= alternatives`, `|`, `( )`, `* + ? {m} {m,} {m,n}`,
+ * "literals" with \n \t \\ \" \xHH \uHHHH \UHHHHHHHH escapes, [a-z] and
+ * [^...] classes, `.`, `#` comments; the start rule is "root"). A parsed
+ * grammar is immutable and may be shared by any number of states and
+ * threads. Refusals are LLMK_BAD_GRAMMAR with "line L, column C: why"
+ * (undefined rules, left recursion, sizes over the limits below). */
+typedef struct llmk_grammar llmk_grammar;
+#define LLMK_GRAMMAR_MAX_TEXT (1 << 20)   /* bytes of grammar text */
+#define LLMK_GRAMMAR_MAX_REPEAT 1000      /* m and n of {m,n} */
+LLMK_API int llmk_grammar_parse(const char *text, size_t len, llmk_grammar **out);
+LLMK_API void llmk_grammar_free(llmk_grammar *g);
+/* Match bytes directly against the grammar (no vocabulary; for tests and
+ * tools): *complete when they are a whole string of the grammar, *prefix
+ * when they can be continued into one (a trailing incomplete UTF-8
+ * character included). A status only for limits (too ambiguous) and memory. */
+LLMK_API int llmk_grammar_match(const llmk_grammar *g, const char *text, size_t len, bool *complete,
+                                bool *prefix);
+
+/* One sequence's position in a grammar over a tokenizer's vocabulary. A
+ * token is allowed iff its bytes (llmk_tokenizer_token_bytes) can continue
+ * the text generated so far towards a string of the grammar - tokens that
+ * span several grammar elements and UTF-8 characters split across tokens
+ * included; an end-of-generation token only where the text so far is a
+ * whole string of the grammar. The grammar and tokenizer are borrowed and
+ * must outlive the state. One thread at a time per state. */
+typedef struct llmk_grammar_state llmk_grammar_state;
+LLMK_API int llmk_grammar_state_init(const llmk_grammar *g, const llmk_tokenizer *t, llmk_grammar_state **out);
+LLMK_API void llmk_grammar_state_free(llmk_grammar_state *s);
+/* A new state at the same position (its caches start empty). */
+LLMK_API int llmk_grammar_state_clone(const llmk_grammar_state *s, llmk_grammar_state **out);
+/* Back to the start of the grammar. */
+LLMK_API void llmk_grammar_state_reset(llmk_grammar_state *s);
+/* Set the logits of every token not allowed now to -INFINITY (n: the
+ * vocabulary size). LLMK_BAD_GRAMMAR when no token at all is allowed. */
+LLMK_API int llmk_grammar_state_mask(llmk_grammar_state *s, float *logits, size_t n);
+/* Is token id allowed now? (The same answer as the mask.) */
+LLMK_API bool llmk_grammar_state_allows(llmk_grammar_state *s, int32_t id);
+/* Advance past a chosen token; LLMK_BAD_GRAMMAR (state unchanged) when it
+ * is not allowed. After an end-of-generation token the state is ended. */
+LLMK_API int llmk_grammar_state_accept(llmk_grammar_state *s, int32_t id);
+/* The text so far is a whole string of the grammar. */
+LLMK_API bool llmk_grammar_state_accepting(const llmk_grammar_state *s);
+/* Generation must stop: an end-of-generation token was accepted, or the
+ * text is complete and no byte can follow it. */
+LLMK_API bool llmk_grammar_state_done(const llmk_grammar_state *s);
+
+/* Attach a grammar state to a sampler (borrowed; NULL detaches): each
+ * llmk_sampler_sample masks the row first (so greedy and seeded draws obey
+ * it) and then advances the state past the token drawn; llmk_sampler_reset
+ * resets it. The engine and llmk_context_generate end a sequence whose
+ * sampler's grammar is done (LLMK_FINISH_STOP). */
+LLMK_API int llmk_sampler_set_grammar(llmk_sampler *s, llmk_grammar_state *g);
+LLMK_API llmk_grammar_state *llmk_sampler_grammar(const llmk_sampler *s);
 /* LLMK_SECTION_SAMPLING_END */
 
 

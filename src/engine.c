@@ -150,6 +150,9 @@ static int check_request(const llmk_engine *e, const llmk_request *r) {
 int llmk_engine_submit(llmk_engine *e, const llmk_request *r, int64_t *id) {
     llmk_error_clear();
     if (!e || !r || !id) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_engine_submit: NULL argument");
+    if (r->spec && r->sampler && llmk_sampler_grammar(r->sampler))
+        return llmk_fail(LLMK_UNSUPPORTED, "speculative decoding with a grammar is not supported: drafts are not "
+                                           "constrained (use one or the other)");
     *id = 0;
     int st = check_request(e, r);
     if (st != LLMK_OK) return st;
@@ -403,6 +406,8 @@ static int argmax_row(const float *l, size_t n, int32_t *id) {
 static enum llmk_finish finish_reason(const struct req *r, int32_t tok) {
     for (int32_t k = 0; k < r->n_stop; k++)
         if (r->stop[k] == tok) return LLMK_FINISH_STOP;
+    /* a grammar that is complete with nothing able to follow ends it like a stop id */
+    if (r->sampler && llmk_grammar_state_done(llmk_sampler_grammar(r->sampler))) return LLMK_FINISH_STOP;
     return r->n_tok - r->n_prompt >= r->max_gen ? LLMK_FINISH_LENGTH : LLMK_FINISH_NONE;
 }
 

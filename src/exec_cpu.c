@@ -1500,6 +1500,7 @@ static void gen_choose(struct llmk_exec *ex) {
         ex->pos[g->seq]++;
         ex->gen_count[i]++;
         bool stop = ex->gen_cb && ex->gen_cb(ex->gen_user, i, tok) != 0;
+        if (g->sampler && llmk_grammar_state_done(llmk_sampler_grammar(g->sampler))) stop = true;
         ex->gen_next[i] = stop || ex->gen_count[i] >= g->max_tokens ? -1 : tok;
     }
     if (st != LLMK_OK) ex->gen_status = st;

@@ -3,6 +3,7 @@
  * seed-001 formula it stands for (src/formulas/); this file only walks the
  * candidate list. All scratch is allocated in llmk_sampler_init. */
 #include "internal.h"
+#include "grammar.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -27,6 +28,7 @@ struct llmk_sampler {
     int32_t *hist;    /* ring of the last repeat_last_n accepted ids */
     size_t hist_cap, hist_len, hist_head;
     int32_t *count;   /* n_vocab, all zero between calls */
+    llmk_grammar_state *grammar; /* borrowed; masks the row, advanced past each draw */
 };
 
 /* ---- RNG ------------------------------------------------------------- */
@@ -240,7 +242,17 @@ void llmk_sampler_reset(llmk_sampler *s) {
     if (!s) return;
     s->hist_len = s->hist_head = 0;
     s->step = 0;
+    llmk_grammar_state_reset(s->grammar);
 }
+
+int llmk_sampler_set_grammar(llmk_sampler *s, llmk_grammar_state *g) {
+    llmk_error_clear();
+    if (!s) return llmk_fail(LLMK_INVALID_ARGUMENT, "sampler_set_grammar: NULL sampler");
+    s->grammar = g;
+    return LLMK_OK;
+}
+
+llmk_grammar_state *llmk_sampler_grammar(const llmk_sampler *s) { return s ? s->grammar : NULL; }
 
 int llmk_sampler_accept(llmk_sampler *s, int32_t id) {
     llmk_error_clear();
@@ -470,6 +482,18 @@ static int load(llmk_sampler *s, const float *logits, size_t n) {
         s->cand[i].p = 0;
     }
     for (size_t i = 0; i < s->p.n_bias; i++) s->cand[s->bias[i].id].logit += s->bias[i].bias;
+    if (s->grammar) { /* before every stage: tokens the grammar refuses never compete */
+        int st;
+        const uint64_t *bits = llmk_grammar_state_bits(s->grammar, &st);
+        if (!bits) return st;
+        bool any = false;
+        for (size_t i = 0; i < n; i++) {
+            if (!(bits[i >> 6] >> (i & 63) & 1)) s->cand[i].logit = -INFINITY;
+            else if (s->cand[i].logit > -INFINITY) any = true;
+        }
+        if (!any)
+            return llmk_fail(LLMK_BAD_GRAMMAR, "sampler: no token the grammar allows here has a finite logit");
+    }
     size_t j = 0;
     for (size_t i = 0; i < n; i++)
         if (s->cand[i].logit > -INFINITY) s->cand[j++] = s->cand[i];
@@ -537,6 +561,7 @@ int llmk_sampler_sample(llmk_sampler *s, const float *logits, size_t n, int32_t 
         }
     }
     *id_out = s->cand[pick].id;
+    if (s->grammar) return llmk_grammar_state_accept(s->grammar, *id_out);
     return LLMK_OK;
 }
 

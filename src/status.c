@@ -59,6 +59,7 @@ static const struct {
     {LLMK_OUTPUT_IS_INPUT, "llmk_output_is_input"},
     {LLMK_CONTEXT_OVER_TRAIN, "llmk_context_over_train"},
     {LLMK_QUEUE_FULL, "llmk_queue_full"},
+    {LLMK_BAD_GRAMMAR, "llmk_bad_grammar"},
 };
 
 const char *llmk_status_name(int code) {

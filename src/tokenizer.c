@@ -16,8 +16,10 @@
  * would hand the model text the caller never wrote. */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "internal.h"
+#include "grammar.h"
 
 #include <pcre2.h>
+#include <stdatomic.h>
 #include <string.h>
 
 /* GGUF token types (llama.cpp's numbering, a fact of the format). */
@@ -60,6 +62,9 @@ struct llmk_tokenizer {
     bool add_bos, add_space_prefix;
     int32_t eog[16];
     int n_eog;
+    /* The grammar mask's vocabulary trie (src/grammar.c), built on first use
+     * by whichever thread asks first; the tokenizer is otherwise immutable. */
+    _Atomic(void *) grammar_cache;
 };
 
 /* ---- UTF-8 ------------------------------------------------------------------ */
@@ -239,6 +244,7 @@ void llmk_tokenizer_free(llmk_tokenizer *t) {
     free(t->vocab_ht);
     free(t->merge_ht);
     free(t->special);
+    llmk_grammar_vocab_free(atomic_load(&t->grammar_cache));
     free(t);
 }
 
@@ -1026,9 +1032,15 @@ static void utf8_feed(llmk_detok_state *st, unsigned char b, struct sink *k) {
     }
 }
 
-/* The bytes a token stands for, through the UTF-8 assembler into k. */
+/* One byte of a token: through the UTF-8 assembler, or raw (token_bytes). */
+static void emit(llmk_detok_state *st, unsigned char b, struct sink *k, bool raw) {
+    if (raw) sink_put(k, &b, 1);
+    else utf8_feed(st, b, k);
+}
+
+/* The bytes a token stands for, through the UTF-8 assembler (or raw) into k. */
 static void detok_token(const llmk_tokenizer *t, llmk_detok_state *st, int32_t id,
-                        bool render_special, struct sink *k) {
+                        bool render_special, bool raw, struct sink *k) {
     const unsigned char *p = (const unsigned char *)t->arena + t->off[id];
     size_t n = t->len[id];
     int ty = t->type[id];
@@ -1036,13 +1048,13 @@ static void detok_token(const llmk_tokenizer *t, llmk_detok_state *st, int32_t i
     if (ty == TT_CONTROL || ty == TT_UNKNOWN) {
         if (!render_special || n == 0) return;
         st->started = true;
-        for (size_t i = 0; i < n; i++) utf8_feed(st, p[i], k);
+        for (size_t i = 0; i < n; i++) emit(st, p[i], k, raw);
         return;
     }
     if (n == 0) return;
     st->started = true;
     if (ty == TT_USER) {
-        for (size_t i = 0; i < n; i++) utf8_feed(st, p[i], k);
+        for (size_t i = 0; i < n; i++) emit(st, p[i], k, raw);
         return;
     }
     if (ty == TT_BYTE && n == 6 && p[0] == '<' && p[1] == '0' && p[2] == 'x' && p[5] == '>') {
@@ -1057,26 +1069,26 @@ static void detok_token(const llmk_tokenizer *t, llmk_detok_state *st, int32_t i
             else ok = false;
         }
         if (ok) {
-            if (!(drop_space && v == ' ')) utf8_feed(st, (unsigned char)v, k);
+            if (!(drop_space && v == ' ')) emit(st, (unsigned char)v, k, raw);
             return;
         }
     }
     for (size_t i = 0; i < n;) {
         size_t cl = utf8_seq_len(p + i, n - i);
         if (!cl) { /* a malformed piece: pass the byte on, the assembler replaces it */
-            utf8_feed(st, p[i], k);
+            emit(st, p[i], k, raw);
             i++;
             continue;
         }
         if (t->kind == KIND_BPE) {
             int b = cp_to_byte(utf8_decode(p + i, cl));
-            if (b >= 0) utf8_feed(st, (unsigned char)b, k);
+            if (b >= 0) emit(st, (unsigned char)b, k, raw);
             else
-                for (size_t j = 0; j < cl; j++) utf8_feed(st, p[i + j], k);
+                for (size_t j = 0; j < cl; j++) emit(st, p[i + j], k, raw);
         } else if (cl == 3 && p[i] == 0xE2 && p[i + 1] == 0x96 && p[i + 2] == 0x81) {
-            if (!(drop_space && i == 0)) utf8_feed(st, ' ', k);
+            if (!(drop_space && i == 0)) emit(st, ' ', k, raw);
         } else {
-            for (size_t j = 0; j < cl; j++) utf8_feed(st, p[i + j], k);
+            for (size_t j = 0; j < cl; j++) emit(st, p[i + j], k, raw);
         }
         i += cl;
     }
@@ -1096,13 +1108,43 @@ int llmk_detok_feed(const llmk_tokenizer *t, llmk_detok_state *st, int32_t id, b
                          st->n_pending);
     llmk_detok_state next = *st;
     struct sink k = {out, cap, 0};
-    detok_token(t, &next, id, render_special, &k);
+    detok_token(t, &next, id, render_special, false, &k);
     *n_out = k.n;
     if (k.n > cap)
         return llmk_fail(LLMK_BUFFER_TOO_SMALL, "token %d decodes to %zu bytes, buffer holds %zu",
                          id, k.n, cap);
     *st = next;
     return LLMK_OK;
+}
+
+int llmk_tokenizer_token_bytes(const llmk_tokenizer *t, int32_t id, char *out, size_t cap,
+                               size_t *n_out) {
+    llmk_error_clear();
+    if (n_out) *n_out = 0;
+    if (!t || !n_out || (!out && cap))
+        return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_tokenizer_token_bytes: NULL argument");
+    if (id < 0 || (size_t)id >= t->n_vocab)
+        return llmk_fail(LLMK_INVALID_TOKEN, "token id %d is outside the vocabulary of %zu", id,
+                         t->n_vocab);
+    llmk_detok_state st = {.started = true}; /* a continuation: SentencePiece keeps its space */
+    struct sink k = {out, cap, 0};
+    detok_token(t, &st, id, false, true, &k);
+    *n_out = k.n;
+    if (k.n > cap)
+        return llmk_fail(LLMK_BUFFER_TOO_SMALL, "token %d has %zu bytes, buffer holds %zu", id, k.n, cap);
+    return LLMK_OK;
+}
+
+void *llmk_tokenizer_grammar_cache(const llmk_tokenizer *t) {
+    return atomic_load_explicit(&((llmk_tokenizer *)t)->grammar_cache, memory_order_acquire);
+}
+
+void *llmk_tokenizer_set_grammar_cache(const llmk_tokenizer *t, void *v) {
+    void *expect = NULL;
+    if (atomic_compare_exchange_strong_explicit(&((llmk_tokenizer *)t)->grammar_cache, &expect, v,
+                                                memory_order_acq_rel, memory_order_acquire))
+        return v;
+    return expect;
 }
 
 int llmk_detok_flush(const llmk_tokenizer *t, llmk_detok_state *st, char *out, size_t cap,

@@ -1,5 +1,5 @@
-/* Replays the tokenizer, model, chat and serve fuzz corpora
- * (fuzz/corpus/{tokenizer,model,chat,serve}, run from the repo root) through
+/* Replays the tokenizer, model, chat, serve and grammar fuzz corpora
+ * (fuzz/corpus/{tokenizer,model,chat,serve,grammar}, run from the repo root) through
  * the very target functions libFuzzer runs (the target files are compiled in
  * below; the serve target's parser, app/serve_api.c, is linked in by the
  * Makefile's rule for this test), so every
@@ -13,6 +13,7 @@
  * file is read into an exactly-sized buffer. */
 #define LLMK_FUZZ_NO_ENTRY
 #include "../fuzz/fuzz_chat.c"
+#include "../fuzz/fuzz_grammar.c"
 #include "../fuzz/fuzz_model.c"
 #include "../fuzz/fuzz_serve.c"
 #include "../fuzz/fuzz_tokenizer.c"
@@ -31,6 +32,7 @@ static const struct {
     {"fuzz/corpus/model", fuzz_model_one, 3, false},
     {"fuzz/corpus/chat", fuzz_chat_one, 8, false},
     {"fuzz/corpus/serve", fuzz_serve_one, 7, true},
+    {"fuzz/corpus/grammar", fuzz_grammar_one, 8, true},
 };
 
 static int cmp_names(const void *a, const void *b) {

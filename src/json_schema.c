@@ -7,7 +7,7 @@
  * patterns, uniqueness) is refused with its keyword and JSON pointer rather
  * than dropped. docs/json_schema.md lists both.
  *
- * Shape of the output: `root ::= ws X ws`, one rule per schema reached by
+ * Shape of the output: `root ::= ws X`, one rule per schema reached by
  * $ref (so recursive schemas become recursive rules), one per object member,
  * and the shared primitives (ws, string, number, ...) at the end, emitted only
  * when used. Rules are created in a fixed traversal order, so the text is a
@@ -1505,8 +1505,8 @@ int llmk_json_schema_to_gbnf(const char *schema_json, size_t len, char **gbnf, s
     if (rc == LLMK_OK) rc = rule_new(j, "root", &root);
     if (rc == LLMK_OK) {
         sb_printf(&body, "%s ", prim(j, P_WS));
+        /* No whitespace after the value: generation ends where the JSON does. */
         rc = gen(j, doc, "root", &body);
-        sb_printf(&body, " %s", prim(j, P_WS));
     }
     if (rc == LLMK_OK) rc = rule_set(j, root, &body);
     if (rc == LLMK_OK) rc = assemble(j, gbnf, gbnf_len);

@@ -509,6 +509,38 @@ static int json_value(struct js *j, struct sb *b, const cJSON *v, int depth) {
     return sb_status(j, b);
 }
 
+/* A value as a grammar: scalars as one literal, arrays and objects as their
+ * tokens with the bounded whitespace between them (JSON may be spaced out). */
+static int gbnf_value(struct js *j, struct sb *out, const cJSON *v, int depth) {
+    int rc;
+    if (!cJSON_IsArray(v) && !cJSON_IsObject(v)) {
+        struct sb lit = {0};
+        if ((rc = json_value(j, &lit, v, depth)) == LLMK_OK) gbnf_literal(out, lit.p, lit.n);
+        sb_free(&lit);
+        return rc == LLMK_OK ? sb_status(j, out) : rc;
+    }
+    if (depth > JS_MAX_DEPTH) return js_fail(j, LLMK_UNSUPPORTED, "a value nested deeper than %d", JS_MAX_DEPTH);
+    bool obj = cJSON_IsObject(v);
+    sb_printf(out, "%s %s", obj ? "\"{\"" : "\"[\"", "ws");
+    for (const cJSON *c = v->child; c; c = c->next) {
+        if (c != v->child) sb_puts(out, " \",\" ws");
+        sb_puts(out, " ");
+        if (obj) {
+            struct sb key = {0};
+            if (!utf8_valid(c->string)) rc = js_fail(j, LLMK_BAD_REQUEST, "a key that is not valid UTF-8");
+            else json_string(&key, c->string), rc = sb_status(j, &key);
+            if (rc == LLMK_OK) gbnf_literal(out, key.p, key.n);
+            sb_free(&key);
+            if (rc != LLMK_OK) return rc;
+            sb_puts(out, " ws \":\" ws ");
+        }
+        if ((rc = gbnf_value(j, out, c, depth + 1)) != LLMK_OK) return rc;
+        sb_puts(out, " ws");
+    }
+    sb_puts(out, obj ? " \"}\"" : " \"]\"");
+    return sb_status(j, out);
+}
+
 /* ---- keywords ---------------------------------------------------------------- */
 
 enum kw {
@@ -885,20 +917,13 @@ static int gen_enum(struct js *j, const cJSON *s, uint32_t present, struct sb *o
         return js_fail(j, LLMK_BAD_REQUEST, "\"enum\" must be a non-empty array");
     const cJSON *first = c ? c : e->child;
     int n = 0;
-    struct sb lit = {0};
     sb_puts(out, "( ");
     for (const cJSON *v = first; v; v = c ? NULL : v->next) {
         if (!(value_kind(v) & allowed)) continue;
-        lit.n = 0;
-        if (lit.p) lit.p[0] = 0;
-        if ((rc = json_value(j, &lit, v, 0)) != LLMK_OK) {
-            sb_free(&lit);
-            return rc;
-        }
         if (n++) sb_puts(out, " | ");
-        gbnf_literal(out, lit.p, lit.n);
+        if (cJSON_IsArray(v) || cJSON_IsObject(v)) prim(j, P_WS);
+        if ((rc = gbnf_value(j, out, v, 0)) != LLMK_OK) return rc;
     }
-    sb_free(&lit);
     if (!n) return js_fail(j, LLMK_BAD_REQUEST, "no value of \"%s\" has the schema's type", c ? "const" : "enum");
     sb_puts(out, " )");
     return sb_status(j, out);
@@ -1262,7 +1287,8 @@ static int object_layout(struct js *j, const size_t *kv, const bool *req, size_t
     if (!rest) return js_fail(j, LLMK_OUT_OF_MEMORY, "out of memory");
     int rc = LLMK_OK;
     char h[JS_HINT_CAP + 24];
-    for (size_t i = m + 1; i-- > 1 && rc == LLMK_OK;) {
+    for (size_t i = m + 1; i-- > 0 && rc == LLMK_OK;) {
+        if (i == 0 && m > 0) break; /* rest[0] is never used: the opening alternatives stand for it */
         struct sb body = {0}, name = {0};
         snprintf(h, sizeof h, "%.40s-rest-%zu", hint, i);
         if (i == m && xkv) sb_printf(&body, "( \",\" ws %s )*", xkv);

@@ -1099,8 +1099,8 @@ LLMK_API void llmk_config_get(llmk_config *out);
  * grammar in llama.cpp's dialect whose start rule is `root`: every text the
  * grammar accepts is a JSON document the schema accepts (docs/json_schema.md
  * says which keywords are converted and where the grammar accepts less).
- * Whitespace between tokens is bounded (LLMK_JSON_SCHEMA_MAX_WS characters
- * per gap) so a model cannot loop in it. A keyword that the grammar cannot
+ * Whitespace between tokens is bounded (at most one line break, then up to
+ * LLMK_JSON_SCHEMA_MAX_WS spaces or tabs per gap) so a model cannot loop in it. A keyword that the grammar cannot
  * enforce is refused, never ignored: LLMK_UNSUPPORTED with the keyword and
  * its JSON pointer ("#/properties/age: keyword \"minimum\" ..."); schema
  * text that is not a schema (bad JSON, a wrong value type, a $ref that

@@ -334,7 +334,7 @@ static const char *prim(struct js *j, enum prim p) {
  * with bounded digit runs, so a model cannot loop on digits. */
 static const char *prim_body(enum prim p) {
     switch (p) {
-    case P_WS: return "[ \\t\\n\\r]{0,20}";
+    case P_WS: return "( \"\\n\" | \"\\r\\n\" )? [ \\t]{0,20}"; /* one line break, then indentation */
     case P_VALUE: return "object | array | string | number | boolean | null";
     case P_OBJECT:
         return "\"{\" ws ( string ws \":\" ws value ws ( \",\" ws string ws \":\" ws value ws )* )? \"}\"";

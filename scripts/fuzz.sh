@@ -9,6 +9,7 @@
 #   chat       template (text or GGUF) + messages JSON: parse, recognise, render
 #   serve      llmk serve's request parser: an HTTP body -> a checked request
 #   grammar    GBNF text (+ NUL + a string): parse, then match the string's prefixes
+#   json_schema  JSON Schema text -> GBNF, which the grammar parser must accept
 # Each starts from fuzz/corpus/<name>; new inputs go to build/fuzz/corpus/<name>
 # (minimise interesting ones into fuzz/corpus/<name> with -merge=1 to keep them
 # in the replay that `make test` runs). A crash, leak, hang or sanitizer report
@@ -17,7 +18,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${LLMK_FUZZ_SECONDS:-60}
-targets=${LLMK_FUZZ_TARGETS:-gguf tokenizer model chat serve grammar}
+targets=${LLMK_FUZZ_TARGETS:-gguf tokenizer model chat serve grammar json_schema}
 targets=${targets//,/ }
 out=build/fuzz
 san=(-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer)

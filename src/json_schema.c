@@ -25,10 +25,11 @@
 #include <string.h>
 
 enum {
-    JS_MAX_DEPTH = 64,       /* nested subschemas (and $ref hops) on one path */
+    JS_MAX_DEPTH = 32,       /* nested subschemas (and $ref hops) on one path; keeps a rule's
+                              * groups within what the grammar parser nests */
     JS_MAX_OUT = 1 << 20,    /* bytes of grammar text */
     JS_MAX_RULES = 1 << 14,  /* rules in one grammar */
-    JS_MAX_COUNT = 4096,     /* minItems, maxItems, minLength, maxLength */
+    JS_MAX_COUNT = LLMK_GRAMMAR_MAX_REPEAT, /* minItems, maxItems, minLength, maxLength */
     JS_MAX_NAME = 1024,      /* bytes of a property name (the key trie recurses over it) */
     JS_PATH_CAP = 256,       /* bytes of JSON pointer kept for messages */
     JS_HINT_CAP = 48,        /* bytes of a rule name taken from the schema */

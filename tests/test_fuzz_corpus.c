@@ -1,5 +1,5 @@
-/* Replays the tokenizer, model, chat, serve and grammar fuzz corpora
- * (fuzz/corpus/{tokenizer,model,chat,serve,grammar}, run from the repo root) through
+/* Replays the tokenizer, model, chat, serve, grammar and json_schema fuzz corpora
+ * (fuzz/corpus/{tokenizer,model,chat,serve,grammar,json_schema}, run from the repo root) through
  * the very target functions libFuzzer runs (the target files are compiled in
  * below; the serve target's parser, app/serve_api.c, is linked in by the
  * Makefile's rule for this test), so every
@@ -14,6 +14,7 @@
 #define LLMK_FUZZ_NO_ENTRY
 #include "../fuzz/fuzz_chat.c"
 #include "../fuzz/fuzz_grammar.c"
+#include "../fuzz/fuzz_json_schema.c"
 #include "../fuzz/fuzz_model.c"
 #include "../fuzz/fuzz_serve.c"
 #include "../fuzz/fuzz_tokenizer.c"
@@ -33,6 +34,7 @@ static const struct {
     {"fuzz/corpus/chat", fuzz_chat_one, 8, false},
     {"fuzz/corpus/serve", fuzz_serve_one, 7, true},
     {"fuzz/corpus/grammar", fuzz_grammar_one, 8, true},
+    {"fuzz/corpus/json_schema", fuzz_json_schema_one, 10, true},
 };
 
 static int cmp_names(const void *a, const void *b) {

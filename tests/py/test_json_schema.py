@@ -384,3 +384,51 @@ def test_batch_json_schema_field():
     bad = {"prompt": "x", "json_schema": {"type": "string", "pattern": "a"}}
     r = llmk("batch", "-m", MODEL, "-f", "-", input=json.dumps(bad).encode())
     assert r.returncode != 0 and b'"pattern"' in r.stderr
+
+
+@needs_model
+def test_server_response_format():
+    """llmk serve: OpenAI's response_format (json_schema with strict, json_object) and
+    llama-server's json_schema field, through the official openai client; a refused schema is a
+    400 naming the keyword."""
+    openai = pytest.importorskip("openai")
+    from test_serve import Server, error_of, http_req
+
+    s = Server("-np", 2, "-c", 1024)
+    try:
+        client = s.client()
+        schema = E2E[0][1]
+        msgs = [{"role": "user", "content": "Describe a person as JSON."}]
+        for seed in (None, 5):
+            extra = {"temperature": 0} if seed is None else {"temperature": 0.9, "seed": seed}
+            r = client.chat.completions.create(model=MODEL.name, messages=msgs, max_tokens=160, **extra, response_format={
+                "type": "json_schema", "json_schema": {"name": "person", "schema": schema, "strict": True}})
+            validator(schema).validate(json.loads(r.choices[0].message.content))
+            assert r.choices[0].finish_reason == "stop"
+        # any JSON object: the model may still be writing it when the budget ends; a finished one parses
+        r = client.chat.completions.create(model=MODEL.name, messages=msgs, max_tokens=160, temperature=0,
+                                           response_format={"type": "json_object"})
+        content = r.choices[0].message.content
+        any_object = Grammar(to_gbnf({"type": "object"}))
+        if r.choices[0].finish_reason == "stop":
+            assert isinstance(json.loads(content), dict) and any_object.matches(content)
+        else:
+            assert content.lstrip().startswith("{") and not any_object.matches(content)
+        r = client.completions.create(model=MODEL.name, prompt="Fruits as JSON:", max_tokens=160, temperature=0,
+                                      extra_body={"json_schema": E2E[1][1]})
+        validator(E2E[1][1]).validate(json.loads(r.choices[0].text))
+        with pytest.raises(openai.BadRequestError) as e:
+            client.chat.completions.create(model=MODEL.name, messages=msgs, max_tokens=8, response_format={
+                "type": "json_schema", "json_schema": {"name": "n", "schema": {"type": "integer", "minimum": 3}}})
+        assert '"minimum"' in str(e.value) and "#:" in str(e.value)
+        body = {"messages": msgs, "max_tokens": 4}
+        error_of(http_req(s, "POST", "/v1/chat/completions", {**body, "response_format": {"type": "xml"}}), 400, "response_format")
+        error_of(http_req(s, "POST", "/v1/chat/completions", {**body, "grammar": 'root ::= "a"',
+                                                              "json_schema": {"type": "string"}}), 400, "json_schema")
+        error_of(http_req(s, "POST", "/v1/completions", {"prompt": "x", "json_schema": {"type": "string", "pattern": "a"}}),
+                 400, "json_schema")
+        r = client.chat.completions.create(model=MODEL.name, messages=msgs, max_tokens=4, temperature=0,
+                                           response_format={"type": "text"})
+        assert r.choices[0].message.content is not None
+    finally:
+        assert s.stop() == 0, s.err()

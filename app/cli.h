@@ -124,7 +124,8 @@ uint32_t cli_kv_type_or_default(uint32_t kv_type, int path);
     X(plan, "memory and speed planning from a model's metadata")                          \
     X(quantize, "re-quantize a GGUF file")                                                \
     X(perplexity, "perplexity / KL-divergence over a text")                               \
-    X(bench, "prompt and generation throughput")
+    X(bench, "prompt and generation throughput")                                         \
+    X(json_schema_to_grammar, "print the GBNF grammar a JSON Schema converts to")
 
 #define CLI_DECLARE(name, help) int cmd_##name(int argc, char **argv) __attribute__((weak));
 CLI_COMMANDS(CLI_DECLARE)

@@ -31,7 +31,8 @@ static const char USAGE[] =
     "  A line is {\"prompt\": \"text\"} or {\"messages\": [{\"role\": \"user\", \"content\": \"...\"}]}\n"
     "  (the model's chat template, as run --chat), with optional fields \"id\" (any JSON,\n"
     "  echoed), \"max_tokens\", \"temperature\", \"seed\", \"top_k\", \"top_p\", \"min_p\" and\n"
-    "  \"stop_token_ids\" (a list of ids) and \"grammar\" (GBNF text the output must follow).\n"
+    "  \"stop_token_ids\" (a list of ids), \"grammar\" (GBNF text the output must follow) and\n"
+    "  \"json_schema\" (a JSON Schema the output must follow).\n"
     "  Blank lines are skipped; other fields are errors.\n";
 static const char EPILOG[] =
     "The flags are every request's defaults (temperature 0.8 as llmk run; --temp 0 is greedy); a line's\n"
@@ -132,8 +133,8 @@ static struct cli_opt_section batch_gen_section(struct batch_opts *o) {
     for (size_t i = 0; i < s.n; i++) {
         const char *name = s.rows[i].name ? s.rows[i].name : "";
         if (!strcmp(name, "--stop") || !strcmp(name, "--system") || !strcmp(name, "--grammar") ||
-            !strcmp(name, "--grammar-file"))
-            continue; /* a line's own "grammar" field constrains it */
+            !strcmp(name, "--grammar-file") || !strcmp(name, "--json-schema") || !strcmp(name, "--json-schema-file"))
+            continue; /* a line's own "grammar" / "json_schema" field constrains it */
         o->gen_rows[n] = s.rows[i];
         if (!strcmp(name, "--seed"))
             o->gen_rows[n].help = "RNG seed of every request (default -1: a random one each, reported as its "
@@ -273,6 +274,17 @@ static int line_fields(const struct batch *b, struct req *r, const cJSON *j) {
         return bad_line(b, r->line, LLMK_BAD_REQUEST, "\"grammar\" must be a string (GBNF), got %s", json_kind(gr));
     if (gr && (st = llmk_grammar_parse(gr->valuestring, strlen(gr->valuestring), &r->grammar)) != LLMK_OK)
         return bad_line(b, r->line, st, "\"grammar\": %s", llmk_last_error());
+    const cJSON *js = cJSON_GetObjectItemCaseSensitive(j, "json_schema");
+    if (js && gr) return bad_line(b, r->line, LLMK_BAD_REQUEST, "give \"grammar\" or \"json_schema\", not both");
+    if (js && !cJSON_IsObject(js) && !cJSON_IsBool(js))
+        return bad_line(b, r->line, LLMK_BAD_REQUEST, "\"json_schema\" must be a schema (an object), got %s",
+                        json_kind(js));
+    if (js) {
+        char *text = cJSON_PrintUnformatted(js);
+        st = text ? gen_schema_grammar(text, strlen(text), &r->grammar) : LLMK_OUT_OF_MEMORY;
+        free(text);
+        if (st != LLMK_OK) return bad_line(b, r->line, st, "\"json_schema\": %s", llmk_last_error());
+    }
     return stop_field(b, r, j);
 }
 
@@ -326,7 +338,8 @@ static int line_prompt(const struct batch *b, struct req *r, const cJSON *j, con
  * field (a misspelt "max_token" must not silently mean 128). */
 static int check_keys(const struct batch *b, const struct req *r, const cJSON *j) {
     static const char *const known[] = {"prompt", "messages", "id", "max_tokens", "temperature",
-                                        "seed", "top_k", "top_p", "min_p", "stop_token_ids", "grammar"};
+                                        "seed", "top_k", "top_p", "min_p", "stop_token_ids", "grammar",
+                                        "json_schema"};
     if (!cJSON_IsObject(j))
         return bad_line(b, r->line, LLMK_BAD_REQUEST, "expected a JSON object, got %s", json_kind(j));
     const cJSON *it;
@@ -335,7 +348,7 @@ static int check_keys(const struct batch *b, const struct req *r, const cJSON *j
         while (k < CLI_LEN(known) && strcmp(it->string, known[k])) k++;
         if (k == CLI_LEN(known))
             return bad_line(b, r->line, LLMK_BAD_REQUEST, "unknown field \"%.60s\" (known: prompt, messages, id, "
-                            "max_tokens, temperature, seed, top_k, top_p, min_p, stop_token_ids, grammar)", it->string);
+                            "max_tokens, temperature, seed, top_k, top_p, min_p, stop_token_ids, grammar, json_schema)", it->string);
     }
     bool has_p = cJSON_HasObjectItem(j, "prompt"), has_m = cJSON_HasObjectItem(j, "messages");
     if (has_p && has_m)

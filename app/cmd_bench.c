@@ -103,6 +103,7 @@ struct bench_opts {
     uint32_t kv_type;
     bool json, phases, long_ctx;
     const char *grammar, *grammar_file; /* tg picks greedy tokens under this grammar */
+    const char *json_schema, *json_schema_file; /* ... or under this JSON Schema's grammar */
     bool greedy;                        /* tg picks greedy tokens (the unconstrained baseline of --grammar) */
     struct spec_opts so;
     struct bench_spec_opts spec; /* --spec: -f files, --raw */
@@ -131,6 +132,9 @@ static int parse_args(struct bench_opts *o, int argc, char **argv) {
         CLI_STR("--grammar", 0, &o->grammar, "GBNF",
                 "tg chooses each next token greedily under this grammar (restarted when complete)"),
         CLI_STR("--grammar-file", 0, &o->grammar_file, "FILE", "the same, read from FILE"),
+        CLI_STR("--json-schema", 'j', &o->json_schema, "SCHEMA", "the same with the grammar of a JSON Schema"),
+        {.name = "--json-schema-file", .alias = "-jf", .kind = CLI_OPT_STR, .dest.s = &o->json_schema_file,
+         .metavar = "FILE", .help = "the same, read from FILE"},
         CLI_FLAG("--greedy", 0, &o->greedy, "tg chooses each next token greedily: --grammar's unconstrained baseline"),
         CLI_FLAG("--phases", 0, &o->phases, "per-phase decode timings (fast path, phase-at-a-time mode)"),
         CLI_OPT_LONG_CTX(&o->long_ctx),
@@ -155,7 +159,7 @@ static int parse_args(struct bench_opts *o, int argc, char **argv) {
     if (spec_opts_on(&o->so) && (o->batch.n || o->phases || o->depth || o->path != LLMK_PATH_FAST))
         return cli_usage_error("bench", "--spec takes none of -B, --phases, -d, --path");
     if (!o->reps) o->reps = o->batch.n ? 1 : spec_opts_on(&o->so) ? 3 : 5;
-    bool chooses = o->grammar || o->grammar_file || o->greedy;
+    bool chooses = o->grammar || o->grammar_file || o->json_schema || o->json_schema_file || o->greedy;
     if (chooses && (o->batch.n || spec_opts_on(&o->so) || o->phases))
         return cli_usage_error("bench", "--grammar, --grammar-file and --greedy take none of -B, --spec, --phases");
     if (o->batch.n) {
@@ -173,6 +177,8 @@ static int chooser_init(struct gen_ctx *ch, const llmk_model *m, const struct be
     go.quiet = true;
     go.grammar = o->grammar;
     go.grammar_file = o->grammar_file;
+    go.json_schema = o->json_schema;
+    go.json_schema_file = o->json_schema_file;
     const llmk_tokenizer *t = NULL;
     int st = llmk_model_tokenizer(m, &t);
     if (st == LLMK_OK) st = gen_ctx_init(ch, "bench", &go, V);
@@ -397,7 +403,7 @@ int cmd_bench(int argc, char **argv) {
         goto done;
     }
     int nth = r.c ? llmk_context_n_threads(r.c) : (threads > 0 ? (int)threads : llmk_cpu_count());
-    if ((o.grammar || o.grammar_file || o.greedy) && (st = chooser_init(&ch, m, &o, r.V)) != LLMK_OK) goto done;
+    if ((o.grammar || o.grammar_file || o.json_schema || o.json_schema_file || o.greedy) && (st = chooser_init(&ch, m, &o, r.V)) != LLMK_OK) goto done;
     for (long i = 0; i < n_ids; i++) ids[i] = (int32_t)((i * 7919 + 13) % hp->n_vocab);
     const int32_t *test_ids = ids + depth; /* after the depth's context */
     for (long rep = -1; rep < reps && st == LLMK_OK; rep++) { /* rep -1 warms up */

@@ -86,6 +86,10 @@ struct cli_opt_section gen_opts_section(struct gen_opts *o) {
         CLI_STR("--grammar", 0, &o->grammar, "GBNF",
                 "constrain the output to a GBNF grammar (llama.cpp's format; docs/grammar.md)"),
         CLI_STR("--grammar-file", 0, &o->grammar_file, "FILE", "the same, read from FILE"),
+        CLI_STR("--json-schema", 'j', &o->json_schema, "SCHEMA",
+                "constrain the output to JSON that the JSON Schema accepts (docs/json_schema.md; '{}': any JSON)"),
+        {.name = "--json-schema-file", .alias = "-jf", .kind = CLI_OPT_STR, .dest.s = &o->json_schema_file,
+         .metavar = "FILE", .help = "the same, read from FILE"},
     };
     _Static_assert(sizeof rows / sizeof rows[0] == GEN_OPT_ROWS, "GEN_OPT_ROWS counts the rows");
     memcpy(o->rows, rows, sizeof rows);
@@ -132,10 +136,27 @@ int gen_ctx_init(struct gen_ctx *c, const char *cmd, const struct gen_opts *o, s
     return LLMK_OK;
 }
 
+/* -j / -jf: the schema's grammar. */
+static int schema_grammar(const struct gen_opts *o, char **out, size_t *len) {
+    char *file = NULL;
+    size_t n = 0;
+    int st = LLMK_OK;
+    if (o->json_schema_file) st = cli_read_file(o->json_schema_file, &file, &n);
+    else n = strlen(o->json_schema);
+    if (st == LLMK_OK) st = llmk_json_schema_to_gbnf(file ? file : o->json_schema, n, out, len);
+    free(file);
+    return st;
+}
+
 int gen_grammar_text(const struct gen_opts *o, char **out, size_t *len) {
     *out = NULL;
     *len = 0;
-    if (o->grammar && o->grammar_file) return cli_fail(LLMK_INVALID_ARGUMENT, "give --grammar or --grammar-file, not both");
+    int given = (o->grammar != NULL) + (o->grammar_file != NULL) + (o->json_schema != NULL) +
+                (o->json_schema_file != NULL);
+    if (given > 1)
+        return cli_fail(LLMK_INVALID_ARGUMENT,
+                        "give one of --grammar, --grammar-file, --json-schema and --json-schema-file");
+    if (o->json_schema || o->json_schema_file) return schema_grammar(o, out, len);
     if (o->grammar) {
         *len = strlen(o->grammar);
         if (!(*out = malloc(*len + 1))) return cli_fail(LLMK_OUT_OF_MEMORY, "grammar text");
@@ -174,6 +195,16 @@ int gen_grammar_text(const struct gen_opts *o, char **out, size_t *len) {
     *out = buf;
     *len = n;
     return LLMK_OK;
+}
+
+int gen_schema_grammar(const char *schema, size_t len, llmk_grammar **out) {
+    char *gbnf = NULL;
+    size_t n = 0;
+    *out = NULL;
+    int st = llmk_json_schema_to_gbnf(schema, len, &gbnf, &n);
+    if (st == LLMK_OK) st = llmk_grammar_parse(gbnf, n, out);
+    free(gbnf);
+    return st;
 }
 
 int gen_ctx_grammar(struct gen_ctx *c, const struct gen_opts *o, const llmk_tokenizer *t) {

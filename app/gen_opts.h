@@ -12,7 +12,7 @@
 
 #define GEN_MAX_BIAS 256
 #define GEN_MAX_STOPS 16
-enum { GEN_OPT_ROWS = 18 };
+enum { GEN_OPT_ROWS = 20 };
 
 struct gen_opts {
     llmk_sampler_params sp;
@@ -26,6 +26,8 @@ struct gen_opts {
     bool quiet;                /* --log-disable: no seed or stats lines on stderr */
     const char *grammar;       /* --grammar TEXT (GBNF, docs/grammar.md) */
     const char *grammar_file;  /* --grammar-file FILE */
+    const char *json_schema;      /* -j/--json-schema SCHEMA: converted to a grammar (docs/json_schema.md) */
+    const char *json_schema_file; /* -jf/--json-schema-file FILE */
     struct cli_opt rows[GEN_OPT_ROWS]; /* the flags' rows, pointing into this struct */
 };
 
@@ -59,9 +61,13 @@ void gen_ctx_free(struct gen_ctx *c);
 /* Read and parse o's grammar (if any) and attach it to c's sampler, over
  * tokenizer t. A parse error names the line and column. */
 int gen_ctx_grammar(struct gen_ctx *c, const struct gen_opts *o, const llmk_tokenizer *t);
-/* The grammar text of --grammar or --grammar-file (malloc'd, *out NULL
+/* The grammar text of --grammar, --grammar-file, or the grammar -j/-jf's
+ * JSON Schema converts to (malloc'd, *out NULL
  * without one); shared with commands that parse it themselves. */
 int gen_grammar_text(const struct gen_opts *o, char **out, size_t *len);
+/* The grammar of a JSON Schema (its text), parsed: for batch's and the
+ * server's per-request "json_schema". */
+int gen_schema_grammar(const char *schema, size_t len, llmk_grammar **out);
 /* The grammar is complete and nothing can follow: the generation ends. */
 bool gen_grammar_done(const struct gen_ctx *c);
 /* Sample the next token and record it in the penalty history. */

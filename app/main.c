@@ -17,11 +17,24 @@ struct command {
 static const struct command commands[] = {CLI_COMMANDS(CLI_ENTRY)};
 #undef CLI_ENTRY
 
+/* Command names are C identifiers in CLI_COMMANDS; on the command line a
+ * '-' stands for each '_' (json-schema-to-grammar). */
+static bool name_is(const char *arg, const char *name) {
+    for (; *arg && *name; arg++, name++)
+        if (*arg != *name && !(*arg == '-' && *name == '_')) return false;
+    return !*arg && !*name;
+}
+
 static void usage(FILE *to) {
     fprintf(to, "usage: llmk <command> [options]   (llmk <command> -h for its options)\n"
                 "       llmk --version\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (commands[i].fn) fprintf(to, "  %-11s %s\n", commands[i].name, commands[i].help);
+        if (commands[i].fn) {
+            char name[64];
+            snprintf(name, sizeof name, "%s", commands[i].name);
+            for (char *c = name; *c; c++) *c = *c == '_' ? '-' : *c;
+            fprintf(to, "  %-11s %s\n", name, commands[i].help);
+        }
 }
 
 /* Started with fd 0, 1 or 2 closed (`>&-`), the first file llmk opens would
@@ -55,7 +68,7 @@ int main(int argc, char **argv) {
         return cli_finish_stdout("version", CLI_EXIT_OK);
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
-        if (strcmp(argv[1], commands[i].name) != 0) continue;
+        if (!name_is(argv[1], commands[i].name)) continue;
         if (!commands[i].fn) {
             fprintf(stderr, "llmk: command '%s' is not built into this binary\n", argv[1]);
             return CLI_EXIT_FAIL;

@@ -70,6 +70,62 @@ static const cJSON *field(const struct parse *p, const char *key) {
     return cJSON_IsNull(v) ? NULL : v;
 }
 
+/* The schema's grammar into r->grammar; a schema the converter refuses is a
+ * 400 that names the keyword and its JSON pointer. */
+static int schema_grammar(struct parse *p, struct serve_req *r, const char *param, const cJSON *schema) {
+    if (r->grammar) return bad(p, param, "'%s' and 'grammar' constrain the output twice: give one", param);
+    if (!cJSON_IsObject(schema) && !cJSON_IsBool(schema))
+        return bad(p, param, "'%s': the schema must be an object, got %s", param, kind(schema));
+    char *text = cJSON_PrintUnformatted(schema);
+    if (!text) return bad(p, param, "'%s': out of memory", param);
+    int st = gen_schema_grammar(text, strlen(text), &r->grammar);
+    free(text);
+    if (st != LLMK_OK) return bad(p, param, "'%s': %s", param, llmk_last_error());
+    return 0;
+}
+
+/* OpenAI's response_format ({"type": "text" | "json_object" | "json_schema"})
+ * and llama-server's "json_schema" body field. 0 when fine. */
+static int schema_fields(struct parse *p, struct serve_req *r) {
+    const cJSON *js = field(p, "json_schema"), *rf = field(p, "response_format");
+    if (js && rf) return bad(p, "response_format", "give 'response_format' or 'json_schema', not both");
+    if (js) return schema_grammar(p, r, "json_schema", js);
+    if (!rf) return 0;
+    const cJSON *t = cJSON_IsObject(rf) ? cJSON_GetObjectItemCaseSensitive(rf, "type") : NULL;
+    if (!cJSON_IsString(t))
+        return bad(p, "response_format", "'response_format' must be an object with a 'type' (text, json_object, "
+                   "json_schema)");
+    if (!strcmp(t->valuestring, "text")) return 0;
+    if (!strcmp(t->valuestring, "json_object")) {
+        const cJSON *sc = cJSON_GetObjectItemCaseSensitive(rf, "schema"); /* llama-server's extension */
+        if (sc) return schema_grammar(p, r, "response_format", sc);
+        cJSON *any = cJSON_Parse(LLMK_JSON_SCHEMA_ANY_OBJECT);
+        int rc = any ? schema_grammar(p, r, "response_format", any) : bad(p, "response_format", "out of memory");
+        cJSON_Delete(any);
+        return rc;
+    }
+    if (strcmp(t->valuestring, "json_schema") != 0)
+        return bad(p, "response_format", "'response_format.type' must be text, json_object or json_schema, got '%.60s'",
+                   t->valuestring);
+    const cJSON *w = cJSON_GetObjectItemCaseSensitive(rf, "json_schema");
+    if (!cJSON_IsObject(w))
+        return bad(p, "response_format", "'response_format.json_schema' must be an object with a 'schema'");
+    const cJSON *strict = cJSON_GetObjectItemCaseSensitive(w, "strict"), *name = cJSON_GetObjectItemCaseSensitive(w, "name");
+    if (strict && !cJSON_IsBool(strict) && !cJSON_IsNull(strict))
+        return bad(p, "response_format", "'response_format.json_schema.strict' must be a boolean");
+    if (name && !cJSON_IsString(name))
+        return bad(p, "response_format", "'response_format.json_schema.name' must be a string");
+    /* The grammar always holds the output to the schema, so strict false gets it too. */
+    const cJSON *sc = cJSON_GetObjectItemCaseSensitive(w, "schema");
+    if (!sc) {
+        cJSON *any = cJSON_Parse(LLMK_JSON_SCHEMA_ANY_VALUE);
+        int rc = any ? schema_grammar(p, r, "response_format", any) : bad(p, "response_format", "out of memory");
+        cJSON_Delete(any);
+        return rc;
+    }
+    return schema_grammar(p, r, "response_format", sc);
+}
+
 /* An optional number in [lo, hi] (integer: whole). 0 when fine. */
 static int num(struct parse *p, const char *key, double lo, double hi, bool integer, double *out, bool *given) {
     const cJSON *v = field(p, key);
@@ -339,6 +395,7 @@ static int shape(struct parse *p, bool chat) {
     if (gr && !cJSON_IsString(gr)) return bad(p, "grammar", "'grammar' must be a string (GBNF), got %s", kind(gr));
     if (gr && llmk_grammar_parse(gr->valuestring, strlen(gr->valuestring), &r->grammar) != LLMK_OK)
         return bad(p, "grammar", "'grammar': %s", llmk_last_error());
+    if ((rc = schema_fields(p, r))) return rc;
     if (r->grammar && r->spec_max > 0)
         return bad(p, "speculative.n_max", "'speculative.n_max' with a 'grammar' is not supported (drafts are not "
                    "constrained)");

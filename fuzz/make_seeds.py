@@ -11,6 +11,7 @@
                                     layout) it opens / each refused by one of its checks
   fuzz/corpus/hf/{valid,bad}_*      HF folder target: config.json + tokenizer.json +
                                     tokenizer_config.json (from tests/fixtures/hf) / refused ones
+  fuzz/corpus/json_schema/{valid,bad}_*  JSON Schema converter: schemas it converts / refuses
 
 Input layouts are documented at the top of fuzz/fuzz_{tokenizer,model,chat,serve}.c. Files named
 valid_* must go all the way through their target (tests/test_fuzz_corpus.c checks it); other
@@ -584,6 +585,40 @@ def write_grammar_seeds():
         put("grammar", "bad_" + name, g.encode())
 
 
+def write_json_schema_seeds():
+    """Schema texts: valid_* convert (and their grammar parses); bad_* are refused."""
+    valid = {
+        "object": {"type": "object", "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 20},
+                                                    "age": {"type": "integer"}, "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 4}},
+                   "required": ["name"], "additionalProperties": False},
+        "enum": {"enum": ["a", 1, 2.5, None, True, [1, {"k": "v"}]]},
+        "types": {"type": ["string", "null", "number", "boolean"], "nullable": True},
+        "extra_keys": {"type": "object", "properties": {"ab": {}, "abc": {}, "é": {}}, "additionalProperties": {"type": "integer"}},
+        "refs": {"$defs": {"n": {"type": "object", "properties": {"v": {"type": "integer"}, "next": {"anyOf": [{"$ref": "#/$defs/n"}, {"type": "null"}]}},
+                                 "required": ["v", "next"]}}, "$ref": "#/$defs/n"},
+        "oneof": {"oneOf": [{"type": "object", "properties": {"t": {"const": "a"}}, "required": ["t"]},
+                            {"type": "object", "properties": {"t": {"const": "b"}}, "required": ["t"]}, {"type": "string"}]},
+        "tuple": {"type": "array", "prefixItems": [{"type": "integer"}, {"const": "x"}], "items": {"type": "boolean"}, "minItems": 3, "maxItems": 5},
+        "formats": {"type": "array", "items": {"anyOf": [{"type": "string", "format": f} for f in ("date", "time", "date-time", "uuid", "ipv4")]}},
+        "any_object": {"type": "object"},
+        "any_value": {},
+        "draft7": {"definitions": {"s": {"type": "string"}}, "type": "array", "items": [{"$ref": "#/definitions/s"}], "additionalItems": False},
+    }
+    for name, schema in valid.items():
+        put("json_schema", "valid_" + name, json.dumps(schema).encode())
+    bad = {
+        "minimum": {"type": "integer", "minimum": 1}, "pattern": {"type": "string", "pattern": "a+"},
+        "oneof_overlap": {"oneOf": [{"type": "integer"}, {"type": "number"}]}, "left_rec": {"anyOf": [{"$ref": "#"}, {}]},
+        "remote_ref": {"$ref": "other.json#/a"}, "missing_ref": {"$ref": "#/$defs/nope"}, "typo": {"tpye": "string"},
+        "big_count": {"type": "string", "maxLength": 100000}, "big_int": {"const": 2**60}, "false": False,
+    }
+    for name, schema in bad.items():
+        put("json_schema", "bad_" + name, json.dumps(schema).encode())
+    put("json_schema", "bad_json", b'{"type": ')
+    put("json_schema", "bad_nul", b'{"const": "a\\u0000"}'.replace(b"\\\\", b"\\"))
+    put("json_schema", "bad_deep", b'{"items":' * 40 + b"{}" + b"}" * 40)
+
+
 if __name__ == "__main__":
     write_gguf_seed("valid_ggufpy_tensors", "llama", True)
     write_gguf_seed("valid_ggufpy_meta_only", "qwen2", False)
@@ -594,3 +629,4 @@ if __name__ == "__main__":
     write_safetensors_seeds()
     write_hf_seeds()
     write_grammar_seeds()
+    write_json_schema_seeds()

@@ -1104,6 +1104,30 @@ LLMK_API int llmk_configure(const llmk_config *c);
 LLMK_API void llmk_config_get(llmk_config *out);
 /* LLMK_SECTION_CONFIG_END */
 
+/* ======================================================================== */
+/* 9. JSON Schema to grammar                                                 */
+/* ======================================================================== */
+/* LLMK_SECTION_JSON_SCHEMA_BEGIN */
+/* Convert a JSON Schema (the schema's JSON text, len bytes) into a GBNF
+ * grammar in llama.cpp's dialect whose start rule is `root`: every text the
+ * grammar accepts is a JSON document the schema accepts (docs/json_schema.md
+ * says which keywords are converted and where the grammar accepts less).
+ * Whitespace between tokens is bounded (at most one line break, then up to
+ * LLMK_JSON_SCHEMA_MAX_WS spaces or tabs per gap) so a model cannot loop in it. A keyword that the grammar cannot
+ * enforce is refused, never ignored: LLMK_UNSUPPORTED with the keyword and
+ * its JSON pointer ("#/properties/age: keyword \"minimum\" ..."); schema
+ * text that is not a schema (bad JSON, a wrong value type, a $ref that
+ * resolves to nothing) is LLMK_BAD_REQUEST. *gbnf is malloc'd and
+ * NUL-terminated, freed by the caller with free(); NULL on failure.
+ * gbnf_len may be NULL. The output is a function of the schema alone. */
+LLMK_API int llmk_json_schema_to_gbnf(const char *schema_json, size_t len, char **gbnf, size_t *gbnf_len);
+/* Schemas for the two "any JSON" modes (OpenAI's response_format
+ * {"type":"json_object"} is the first). */
+#define LLMK_JSON_SCHEMA_ANY_OBJECT "{\"type\":\"object\"}"
+#define LLMK_JSON_SCHEMA_ANY_VALUE "{}"
+#define LLMK_JSON_SCHEMA_MAX_WS 20
+/* LLMK_SECTION_JSON_SCHEMA_END */
+
 #ifdef __cplusplus
 }
 #endif

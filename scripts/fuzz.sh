@@ -11,6 +11,7 @@
 #   safetensors the safetensors reader (one file of a Hugging Face checkpoint)
 #   hf         config.json + tokenizer.json + tokenizer_config.json -> the folder's GGUF view
 #   grammar    GBNF text (+ NUL + a string): parse, then match the string's prefixes
+#   json_schema  JSON Schema text -> GBNF, which the grammar parser must accept
 # Each starts from fuzz/corpus/<name>; new inputs go to build/fuzz/corpus/<name>
 # (minimise interesting ones into fuzz/corpus/<name> with -merge=1 to keep them
 # in the replay that `make test` runs). A crash, leak, hang or sanitizer report
@@ -19,7 +20,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${LLMK_FUZZ_SECONDS:-60}
-targets=${LLMK_FUZZ_TARGETS:-gguf tokenizer model chat serve safetensors hf grammar}
+targets=${LLMK_FUZZ_TARGETS:-gguf tokenizer model chat serve safetensors hf grammar json_schema}
 targets=${targets//,/ }
 out=build/fuzz
 san=(-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer)

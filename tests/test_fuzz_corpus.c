@@ -1,5 +1,5 @@
-/* Replays the tokenizer, model, chat, serve, safetensors, hf and grammar fuzz corpora
- * (fuzz/corpus/{tokenizer,model,chat,serve,safetensors,hf,grammar}, run from the repo root) through
+/* Replays the tokenizer, model, chat, serve, safetensors, hf, grammar and json_schema fuzz
+ * corpora (fuzz/corpus/<name>, run from the repo root) through
  * the very target functions libFuzzer runs (the target files are compiled in
  * below; the serve target's parser, app/serve_api.c, is linked in by the
  * Makefile's rule for this test), so every
@@ -15,6 +15,7 @@
 #define LLMK_FUZZ_NO_ENTRY
 #include "../fuzz/fuzz_chat.c"
 #include "../fuzz/fuzz_grammar.c"
+#include "../fuzz/fuzz_json_schema.c"
 #include "../fuzz/fuzz_model.c"
 #include "../fuzz/fuzz_safetensors.c"
 #include "../fuzz/fuzz_hf.c"
@@ -38,6 +39,7 @@ static const struct {
     {"fuzz/corpus/safetensors", fuzz_safetensors_one, 3, true},
     {"fuzz/corpus/hf", fuzz_hf_one, 3, true},
     {"fuzz/corpus/grammar", fuzz_grammar_one, 8, true},
+    {"fuzz/corpus/json_schema", fuzz_json_schema_one, 10, true},
 };
 
 static int cmp_names(const void *a, const void *b) {

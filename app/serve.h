@@ -18,6 +18,7 @@
 #include "spec_opts.h"
 
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -194,6 +195,8 @@ char *metrics_text(struct server *s);
  * as ChatML. */
 int api_parse(struct server *s, bool chat, const char *body, size_t len, struct serve_req *out, char **err_json);
 char *api_error(const char *message, const char *type, const char *param, const char *code);
+/* A 400 invalid_request_error with the formatted message into *err (malloc'd); returns 400. */
+int api_bad_v(char **err, const char *param, const char *fmt, va_list ap);
 char *api_models(const struct server *s);
 char *api_response(struct serve_job *j);
 /* The SSE events a stream owes now, appended to *buf (malloc'd, grown): new

@@ -44,19 +44,24 @@ struct parse {
     char **err;
 };
 
+int api_bad_v(char **err, const char *param, const char *fmt, va_list ap) {
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    *err = api_error(msg, "invalid_request_error", param, NULL);
+    return 400;
+}
+
 static int bad(struct parse *p, const char *param, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
 static int bad(struct parse *p, const char *param, const char *fmt, ...) {
-    char msg[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    int code = api_bad_v(p->err, param, fmt, ap);
     va_end(ap);
-    *p->err = api_error(msg, "invalid_request_error", param, NULL);
-    return 400;
+    return code;
 }
 
 static const char *kind(const cJSON *j) {

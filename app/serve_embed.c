@@ -26,13 +26,11 @@ static int embed_bad(char **err, const char *param, const char *fmt, ...)
 #endif
     ;
 static int embed_bad(char **err, const char *param, const char *fmt, ...) {
-    char msg[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    int code = api_bad_v(err, param, fmt, ap);
     va_end(ap);
-    *err = api_error(msg, "invalid_request_error", param, NULL);
-    return 400;
+    return code;
 }
 
 /* Input i as text: tokenized as llmk embed does (BOS as the model wants,

@@ -158,13 +158,16 @@ static enum MHD_Result start_stream(struct conn *k) {
 
 /* ---- endpoints --------------------------------------------------------------------- */
 
+/* A body over --max-body was read and dropped (memory stays bounded): 413. */
+static enum MHD_Result too_large(struct conn *k) {
+    char msg[128];
+    snprintf(msg, sizeof msg, "the request body is larger than %ld bytes (--max-body)", k->s->o.max_body);
+    return fail(k, 413, msg, "invalid_request_error", "request_too_large");
+}
+
 static enum MHD_Result generate(struct conn *k, bool chat) {
     struct server *s = k->s;
-    if (k->too_big) {
-        char msg[128];
-        snprintf(msg, sizeof msg, "the request body is larger than %ld bytes (--max-body)", s->o.max_body);
-        return fail(k, 413, msg, "invalid_request_error", "request_too_large");
-    }
+    if (k->too_big) return too_large(k);
     struct serve_req r;
     char *err = NULL;
     int code = api_parse(s, chat, k->body ? k->body : "", k->len, &r, &err);
@@ -195,11 +198,7 @@ static enum MHD_Result ep_embeddings(struct conn *k) {
     if (!s->emb)
         return fail(k, 501, "this server does not compute embeddings; start it with --embeddings",
                     "invalid_request_error", "embeddings_disabled");
-    if (k->too_big) {
-        char msg[128];
-        snprintf(msg, sizeof msg, "the request body is larger than %ld bytes (--max-body)", s->o.max_body);
-        return fail(k, 413, msg, "invalid_request_error", "request_too_large");
-    }
+    if (k->too_big) return too_large(k);
     struct serve_embed_req r;
     char *err = NULL;
     int code = api_parse_embed(s, k->body ? k->body : "", k->len, &r, &err);

@@ -2,29 +2,13 @@
  * eight elements at a time; the reduction in llmk_f32_rmsnorm_avx2's double
  * lanes (the reference's lanes), so the same bits. */
 #include "kernels/norm_fused.h"
+#include "kernels/ops_f32.h" /* llmk_f32_inv_rms_avx2: the unfused rmsnorm's own 1 / rms */
 
 #include <immintrin.h>
-#include <math.h>
 
 #ifdef __clang__
-#pragma STDC FP_CONTRACT OFF /* the tail's s + x * x stays two roundings, as in the reference */
+#pragma STDC FP_CONTRACT OFF /* the tails' multiply-then-add stays two roundings, as in the reference */
 #endif
-
-static float inv_rms(const float *x, int64_t n, float eps) {
-    __m256d a = _mm256_setzero_pd(), b = _mm256_setzero_pd();
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256d lo = _mm256_cvtps_pd(_mm_loadu_ps(x + i)), hi = _mm256_cvtps_pd(_mm_loadu_ps(x + i + 4));
-        a = _mm256_add_pd(a, _mm256_mul_pd(lo, lo));
-        b = _mm256_add_pd(b, _mm256_mul_pd(hi, hi));
-    }
-    double s[8];
-    _mm256_storeu_pd(s, a);
-    _mm256_storeu_pd(s + 4, b);
-    for (; i < n; i++) s[0] = s[0] + (double)x[i] * x[i];
-    double ss = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
-    return (float)(1.0 / sqrt(ss / (double)n + (double)eps));
-}
 
 /* x * r, then * w when there is one (a vector of 8) */
 static inline __m256 normed(const float *x, const float *w, int64_t i, __m256 r) {
@@ -34,7 +18,7 @@ static inline __m256 normed(const float *x, const float *w, int64_t i, __m256 r)
 
 static void add_rmsnorm(float *out, const float *residual, const float *h, const float *w, int64_t n, float eps,
                         float scale) {
-    float r = inv_rms(h, n, eps);
+    float r = llmk_f32_inv_rms_avx2(h, n, eps);
     __m256 vr = _mm256_set1_ps(r), vs = _mm256_set1_ps(scale);
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
@@ -47,7 +31,7 @@ static void add_rmsnorm(float *out, const float *residual, const float *h, const
 
 static void rmsnorm2_add(float *out, const float *a, const float *wa, const float *b, const float *wb, int64_t n,
                          float eps) {
-    float ra = inv_rms(a, n, eps), rb = inv_rms(b, n, eps);
+    float ra = llmk_f32_inv_rms_avx2(a, n, eps), rb = llmk_f32_inv_rms_avx2(b, n, eps);
     __m256 va = _mm256_set1_ps(ra), vb = _mm256_set1_ps(rb);
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, _mm256_add_ps(normed(a, wa, i, va), normed(b, wb, i, vb)));
@@ -59,7 +43,7 @@ static void rmsnorm2_add(float *out, const float *a, const float *wa, const floa
 }
 
 static void rmsnorm_multi3(float *const out[3], const float *x, const float *const w[3], int64_t n, float eps) {
-    float r = inv_rms(x, n, eps);
+    float r = llmk_f32_inv_rms_avx2(x, n, eps);
     __m256 vr = _mm256_set1_ps(r);
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {

@@ -20,6 +20,8 @@ float llmk_f32_dot(const float *a, const float *b, int64_t n);
  * the same order); the kernel table (kernels.h) holds the one in use. */
 void llmk_f32_rmsnorm_ref(float *out, const float *x, const float *w, int64_t n, float eps);
 void llmk_f32_rmsnorm_avx2(float *out, const float *x, const float *w, int64_t n, float eps);
+/* Its 1 / rms(x) alone (the same lanes and order), for the fused norms (norm_fused_avx2.c). */
+float llmk_f32_inv_rms_avx2(const float *x, int64_t n, float eps);
 
 /* Rotate n_heads vectors of head_dim in x by the angles in cs (head_dim/2
  * (cos, sin) pairs for one position). neox: pairs (i, i + head_dim/2);

@@ -121,7 +121,7 @@ bool llmk_f32_nonfinite_avx2(const float *x, int64_t n) {
  * under -std=c11), combined in its order; the scaling is the same two f32
  * multiplies per element. The scalar loops took ~3000 cycles on a 576-wide
  * row, ~4% of a 2-thread decode step where each worker norms it. */
-void llmk_f32_rmsnorm_avx2(float *out, const float *x, const float *w, int64_t n, float eps) {
+float llmk_f32_inv_rms_avx2(const float *x, int64_t n, float eps) {
     __m256d a = _mm256_setzero_pd(), b = _mm256_setzero_pd();
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -134,7 +134,12 @@ void llmk_f32_rmsnorm_avx2(float *out, const float *x, const float *w, int64_t n
     _mm256_storeu_pd(s + 4, b);
     for (; i < n; i++) s[0] += (double)x[i] * x[i];
     double ss = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
-    float r = (float)(1.0 / sqrt(ss / (double)n + (double)eps));
+    return (float)(1.0 / sqrt(ss / (double)n + (double)eps));
+}
+
+void llmk_f32_rmsnorm_avx2(float *out, const float *x, const float *w, int64_t n, float eps) {
+    int64_t i;
+    float r = llmk_f32_inv_rms_avx2(x, n, eps);
     __m256 vr = _mm256_set1_ps(r);
     for (i = 0; i + 8 <= n; i += 8) {
         __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + i), vr);

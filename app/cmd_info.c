@@ -9,6 +9,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -94,10 +95,22 @@ static void print_summary(const char *path, const llmk_gguf *g, bool tensors) {
     const char *arch = str_or(g, "general.architecture", NULL);
     char hb[64];
     human_bytes(llmk_gguf_file_size(g), hb, sizeof hb);
-    printf("file:          %s\n", path);
-    printf("format:        GGUF v%u, %" PRIu64 " bytes (%s), alignment %u, data at byte %" PRIu64 "\n",
-           llmk_gguf_version(g), llmk_gguf_file_size(g), hb, llmk_gguf_alignment(g),
-           llmk_gguf_data_offset(g));
+    struct stat sb;
+    /* A Hugging Face folder is read into the same view, with no GGUF header
+     * of its own to describe. */
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        printf("folder:        %s\n", path);
+        uint64_t bytes = 0;
+        for (size_t i = 0; i < llmk_gguf_n_tensors(g); i++) bytes += llmk_gguf_tensor(g, i)->n_bytes;
+        human_bytes(bytes, hb, sizeof hb);
+        printf("format:        Hugging Face folder (config.json, safetensors), %" PRIu64 " bytes of tensors (%s)\n",
+               bytes, hb);
+    } else {
+        printf("file:          %s\n", path);
+        printf("format:        GGUF v%u, %" PRIu64 " bytes (%s), alignment %u, data at byte %" PRIu64 "\n",
+               llmk_gguf_version(g), llmk_gguf_file_size(g), hb, llmk_gguf_alignment(g),
+               llmk_gguf_data_offset(g));
+    }
     printf("metadata:      %zu keys\n", llmk_gguf_n_kv(g));
     printf("architecture:  %s\n", arch ? arch : "(absent)");
     printf("name:          %s\n", str_or(g, "general.name", "(absent)"));

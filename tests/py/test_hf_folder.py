@@ -157,3 +157,22 @@ def test_refusals():
         with open(st, "wb") as fh:
             fh.write(struct.pack("<Q", len(h)) + h + raw[8 + n:])
         refused(d, "I16", "not supported")
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_info_describes_a_folder_as_a_folder(name):
+    """`llmk info -m DIR` names the folder format (it once said "GGUF v3") and
+    counts the tensor bytes, which equal the sum over the safetensors headers'
+    data_offsets (the GGUF conversion differs: it stores norms as f32)."""
+    folder = os.path.join(FIX, name)
+    out = run("info", "-m", folder).stdout.decode()
+    fmt = next(line for line in out.splitlines() if line.startswith("format:"))
+    assert "Hugging Face folder" in fmt and "GGUF" not in fmt
+    want = 0
+    for f in sorted(os.listdir(folder)):
+        if f.endswith(".safetensors"):
+            with open(os.path.join(folder, f), "rb") as fh:
+                (n,) = struct.unpack("<Q", fh.read(8))
+                header = json.loads(fh.read(n))
+            want += sum(e - b for k, v in header.items() if k != "__metadata__" for b, e in [v["data_offsets"]])
+    assert f" {want} bytes of tensors" in fmt

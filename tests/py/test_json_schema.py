@@ -405,6 +405,14 @@ def test_server_response_format():
                 "type": "json_schema", "json_schema": {"name": "person", "schema": schema, "strict": True}})
             validator(schema).validate(json.loads(r.choices[0].message.content))
             assert r.choices[0].finish_reason == "stop"
+            if seed is None:
+                greedy = r.choices[0].message.content
+        # streamed under the same grammar: the deltas join into the same greedy text
+        chunks = list(client.chat.completions.create(
+            model=MODEL.name, messages=msgs, max_tokens=160, temperature=0, stream=True, response_format={
+                "type": "json_schema", "json_schema": {"name": "person", "schema": schema, "strict": True}}))
+        assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == greedy
+        assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == ["stop"]
         # any JSON object: the model may still be writing it when the budget ends; a finished one parses
         r = client.chat.completions.create(model=MODEL.name, messages=msgs, max_tokens=160, temperature=0,
                                            response_format={"type": "json_object"})

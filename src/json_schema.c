@@ -930,6 +930,78 @@ static int gen_enum(struct js *j, const cJSON *s, uint32_t present, struct sb *o
     return sb_status(j, out);
 }
 
+/* One branch of a merged allOf into m's properties and required: a plain
+ * object schema (type "object", properties, required, annotations;
+ * additionalProperties only as true, since in a branch it would see that
+ * branch's properties alone), reached through $refs if need be. */
+static int allof_branch(struct js *j, const cJSON *b, cJSON *props, cJSON *req, bool *object) {
+    for (int hops = 0; cJSON_IsObject(b) && cJSON_GetObjectItemCaseSensitive(b, "$ref"); hops++) {
+        const cJSON *r = cJSON_GetObjectItemCaseSensitive(b, "$ref");
+        const cJSON *t = cJSON_IsString(r) && r->valuestring[0] == '#' ? resolve(j->doc, r->valuestring) : NULL;
+        if (!t || hops == JS_MAX_DEPTH || b->child->next)
+            return unsupported_kw(j, "allOf", "a branch's $ref must stand alone and name a schema in the document");
+        b = t;
+    }
+    if (cJSON_IsTrue(b)) return LLMK_OK;
+    if (!cJSON_IsObject(b)) return unsupported_kw(j, "allOf", "a branch that is not a schema object");
+    uint32_t present;
+    int rc = kw_scan(j, b, &present);
+    if (rc != LLMK_OK) return rc;
+    uint32_t other = present & ~(uint32_t)(K_DESC | K_TYPE | K_PROPS | K_REQ | K_ADDP);
+    if (other)
+        return unsupported_kw(j, "allOf", "of more than one schema, only object schemas (type, properties, "
+                                          "required) are merged");
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(b, "type"), *x = cJSON_GetObjectItemCaseSensitive(b, "additionalProperties");
+    if (t && !(cJSON_IsString(t) && !strcmp(t->valuestring, "object")))
+        return unsupported_kw(j, "allOf", "of more than one schema, only object schemas are merged");
+    if (x && !cJSON_IsTrue(x))
+        return unsupported_kw(j, "allOf", "a merged branch's additionalProperties sees only its own properties");
+    *object |= t || (present & (K_PROPS | K_REQ));
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(b, "properties"), *r = cJSON_GetObjectItemCaseSensitive(b, "required");
+    if (p && !cJSON_IsObject(p)) return js_fail(j, LLMK_BAD_REQUEST, "\"properties\" must be an object");
+    if (r && !cJSON_IsArray(r)) return js_fail(j, LLMK_BAD_REQUEST, "\"required\" must be an array");
+    for (const cJSON *c = p ? p->child : NULL; c; c = c->next) {
+        const cJSON *had = cJSON_GetObjectItemCaseSensitive(props, c->string);
+        if (had && !cJSON_Compare(had, c, true))
+            return js_fail(j, LLMK_UNSUPPORTED, "keyword \"allOf\": property \"%.200s\" has different schemas in "
+                                                "two branches, which are not intersected", c->string);
+        if (!had && !cJSON_AddItemReferenceToObject(props, c->string, (cJSON *)c))
+            return js_fail(j, LLMK_OUT_OF_MEMORY, "out of memory");
+    }
+    for (const cJSON *c = r ? r->child : NULL; c; c = c->next) {
+        if (!cJSON_IsString(c)) return js_fail(j, LLMK_BAD_REQUEST, "\"required\" must list strings");
+        bool seen = false;
+        for (const cJSON *d = req->child; d && !seen; d = d->next) seen = !strcmp(d->valuestring, c->valuestring);
+        if (!seen && !cJSON_AddItemToArray(req, cJSON_CreateString(c->valuestring)))
+            return js_fail(j, LLMK_OUT_OF_MEMORY, "out of memory");
+    }
+    return LLMK_OK;
+}
+
+/* allOf of several object schemas, the common way to extend one: one object
+ * with the union of their properties and of their required names. */
+static int gen_allof_objects(struct js *j, const cJSON *a, const char *hint, struct sb *out) {
+    cJSON *m = cJSON_CreateObject(), *props = cJSON_CreateObject(), *req = cJSON_CreateArray();
+    int rc = m && props && req ? LLMK_OK : js_fail(j, LLMK_OUT_OF_MEMORY, "out of memory");
+    bool object = false;
+    int i = 0;
+    for (const cJSON *b = a->child; b && rc == LLMK_OK; b = b->next, i++) {
+        size_t saved = path_push_index(j, "allOf", i);
+        if ((rc = allof_branch(j, b, props, req, &object)) == LLMK_OK) path_pop(j, saved);
+    }
+    if (rc == LLMK_OK && object) {
+        cJSON_AddItemToObject(m, "type", cJSON_CreateString("object"));
+        cJSON_AddItemToObject(m, "properties", props), props = NULL;
+        if (req->child) cJSON_AddItemToObject(m, "required", req), req = NULL;
+        if (!cJSON_GetObjectItemCaseSensitive(m, "type")) rc = js_fail(j, LLMK_OUT_OF_MEMORY, "out of memory");
+    }
+    if (rc == LLMK_OK) rc = gen(j, m, hint, out);
+    cJSON_Delete(m);
+    cJSON_Delete(props);
+    cJSON_Delete(req);
+    return rc;
+}
+
 /* anyOf / oneOf: one alternative per branch (oneOf only when no value can
  * match two branches: the grammar cannot exclude the overlap); allOf of a
  * single schema is that schema. */
@@ -938,8 +1010,7 @@ static int gen_comb(struct js *j, const cJSON *s, uint32_t present, const char *
     const cJSON *a = cJSON_GetObjectItemCaseSensitive(s, kw);
     if (!cJSON_IsArray(a) || !a->child) return js_fail(j, LLMK_BAD_REQUEST, "\"%s\" must be a non-empty array", kw);
     if (present & K_ALLOF) {
-        if (a->child->next)
-            return unsupported_kw(j, "allOf", "only an allOf of one schema is converted");
+        if (a->child->next) return gen_allof_objects(j, a, hint, out);
         size_t saved = path_push_index(j, kw, 0);
         int rc = gen(j, a->child, hint, out);
         if (rc == LLMK_OK) path_pop(j, saved);

@@ -42,7 +42,9 @@ static void test_refusals(void) {
     refused("{\"$defs\":{\"x\":{\"not\":{}}},\"anyOf\":[{\"$ref\":\"#/$defs/x\"}]}", LLMK_UNSUPPORTED, "\"not\"", "#/$defs/x:");
     refused("{\"oneOf\":[{\"type\":\"string\"},{\"maxLength\":3}]}", LLMK_UNSUPPORTED, "\"oneOf\"", "branches 0 and 1");
     refused("{\"type\":\"string\",\"format\":\"email\"}", LLMK_UNSUPPORTED, "\"format\"", "email");
-    refused("{\"allOf\":[{},{}]}", LLMK_UNSUPPORTED, "\"allOf\"", NULL);
+    refused("{\"allOf\":[{},{\"type\":\"integer\"}]}", LLMK_UNSUPPORTED, "\"allOf\"", "#/allOf/1:");
+    refused("{\"allOf\":[{\"properties\":{\"a\":{}}},{\"properties\":{\"a\":{\"type\":\"null\"}}}]}",
+            LLMK_UNSUPPORTED, "property \"a\"", "#/allOf/1:");
     refused("{\"type\":\"object\",\"properties\":{\"a\":{\"$id\":\"x\"}}}", LLMK_UNSUPPORTED, "\"$id\"", "#/properties/a:");
     refused("{\"minItems\":1001}", LLMK_UNSUPPORTED, "\"minItems\"", NULL);
     refused("{\"type\":", LLMK_BAD_REQUEST, "invalid JSON", NULL);

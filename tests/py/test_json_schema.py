@@ -76,6 +76,12 @@ def texts(instance, ascii_ok=True):
 
 # (name, schema, valid instances, invalid instances)
 CASES = [
+    ("allOf_objects", {
+        "$defs": {"base": {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]}},
+        "allOf": [{"$ref": "#/$defs/base"}, {"properties": {"name": {"type": "string", "maxLength": 4}}, "required": ["name"]},
+                  {"type": "object", "title": "extra", "properties": {"id": {"type": "integer"}, "ok": {"type": "boolean"}}}]},
+     [{"id": 1, "name": "a"}, {"id": -3, "name": "", "ok": True}],
+     [{"id": 1}, {"name": "a"}, {"id": "1", "name": "a"}, {"id": 1, "name": "abcde"}, {"id": 1, "name": "a", "ok": 1}, []]),
     ("object", {
         "type": "object", "title": "Person", "description": "ignored", "$schema": "https://json-schema.org/draft/2020-12/schema",
         "properties": {
@@ -267,7 +273,10 @@ REFUSED = [
     ({"anyOf": [{"type": "string"}, {"type": "integer", "minimum": 3}]}, "minimum", "#/anyOf/1"),
     ({"$defs": {"a": {"type": "string", "format": "email"}}, "$ref": "#/$defs/a"}, "format", "#/$defs/a"),
     ({"oneOf": [{"type": "integer"}, {"type": "number"}]}, "oneOf", "#"),
-    ({"allOf": [{"type": "string"}, {"maxLength": 3}]}, "allOf", "#"),
+    ({"allOf": [{"type": "string"}, {"maxLength": 3}]}, "allOf", "#/allOf/0"),
+    ({"allOf": [{"type": "object"}, {"type": "object", "additionalProperties": False}]}, "allOf", "#/allOf/1"),
+    ({"allOf": [{"properties": {"a": {}}}, {"properties": {"a": {"type": "null"}}}]}, "allOf", "#/allOf/1"),
+    ({"allOf": [{"type": "object"}, {"$ref": "#/$defs/x", "title": "t"}], "$defs": {"x": {}}}, "allOf", "#/allOf/1"),
     ({"$ref": "https://example.com/s.json"}, "$ref", "#"),
     ({"type": "string", "maxLength": 100000}, "maxLength", "#"),
     ({"type": "object", "properties": {"a": {}}, "required": ["b"]}, "required", "#"),

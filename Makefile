@@ -39,7 +39,7 @@ BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
 isa_flags = $(if $(findstring _avx512.c,$1),$(FLAGS_avx512),$(if $(findstring _avx2.c,$1),$(FLAGS_avx2)))
 
-.PHONY: all lib setup run test test-unit test-san check-clang check-arm64 bench bench-kernels fuzz clean
+.PHONY: all lib setup run test test-builds test-slow check-clang check-arm64 bench bench-kernels fuzz clean
 all: $(BUILD)/libllmk.a $(BUILD)/libllmk.so $(BUILD)/llmk
 lib: $(BUILD)/libllmk.a
 
@@ -97,13 +97,23 @@ run: setup
 	$(MAKE) all
 	$(BUILD)/llmk run -p "$(PROMPT)" -n 256 --seed 42
 
-test: setup
-	$(MAKE) all tests-bin
-	$(MAKE) BUILD=build/san OPT=-O1 \
+# The three builds run in parallel jobs (one per core): serially they were
+# a quarter of CI's time.
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+test: setup test-builds
+	bash scripts/run_tests.sh
+
+test-builds:
+	$(MAKE) -j$(JOBS) all tests-bin
+	$(MAKE) -j$(JOBS) BUILD=build/san OPT=-O1 \
 	  EXTRA_CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
 	  EXTRA_LDFLAGS="-fsanitize=address,undefined" all tests-bin
-	$(MAKE) check-clang
-	bash scripts/run_tests.sh
+	$(MAKE) -j$(JOBS) check-clang
+
+# The end-to-end tests marked slow (minutes each: the 64-client load test,
+# speculation through serve and batch, ...): not in `make test`.
+test-slow: setup test-builds
+	bash scripts/run_tests.sh --slow
 
 # gcc is the default compiler; clang must build the same tree warning-free.
 check-clang:

@@ -6,6 +6,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int check_passed, check_failed;
@@ -69,6 +70,24 @@ static int check_passed, check_failed;
                     llmk_status_name(want), llmk_last_error());                         \
         }                                                                               \
     } while (0)
+
+/* The default model's path: $LLMK_MODELS/<file>, else ~/.cache/llmk/<file>
+ * (where scripts/fetch_model.sh puts it). With heavy set and LLMK_TEST_LIGHT
+ * in the environment, NULL: the sanitizer pass of scripts/run_tests.sh skips
+ * a test's long default-model part (minutes under ASan), which the optimised
+ * pass runs in full; the tiny models take the same code paths under the
+ * sanitizers, and the sanitized llmk runs the default model in tests/py. */
+static inline const char *check_default_model(const char *test, int heavy) {
+    static char path[4096];
+    const char *dir = getenv("LLMK_MODELS"), *home = getenv("HOME");
+    if (heavy && getenv("LLMK_TEST_LIGHT")) {
+        printf("%s: LLMK_TEST_LIGHT set, default-model part skipped\n", test);
+        return NULL;
+    }
+    if (dir && *dir) snprintf(path, sizeof path, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", dir);
+    else snprintf(path, sizeof path, "%s/.cache/llmk/SmolLM2-135M-Instruct.Q4_1.gguf", home ? home : ".");
+    return path;
+}
 
 static inline int check_summary(const char *name) {
     printf("%s: %d passed, %d failed\n", name, check_passed, check_failed);

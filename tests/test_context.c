@@ -280,10 +280,7 @@ int main(void) {
     read_bandwidth();
     one_model("tests/fixtures/model/tiny/tiny_qwen3.gguf", true, 2);
     one_model("tests/fixtures/model/tiny/tiny_llama3_keys.gguf", true, 2);
-    const char *dir = getenv("LLMK_MODELS"), *home = getenv("HOME");
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", dir && *dir ? dir : home ? home : ".",
-             dir && *dir ? "SmolLM2-135M-Instruct.Q4_1.gguf" : ".cache/llmk/SmolLM2-135M-Instruct.Q4_1.gguf");
-    one_model(path, false, 1); /* the f16 cache the CLI uses; f32 is covered on the tiny models */
+    const char *path = check_default_model("test_context", 1);
+    if (path) one_model(path, false, 1); /* the f16 cache the CLI uses; f32 is covered on the tiny models */
     return check_summary("test_context");
 }

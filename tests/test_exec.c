@@ -623,14 +623,6 @@ static void hidden_states(const llmk_model *m, size_t n) {
     free(ids), free(ref), free(f32), free(fast), free(ref_lg), free(f32_lg), free(fast_lg);
 }
 
-static const char *default_model(void) {
-    static char path[1024];
-    const char *dir = getenv("LLMK_MODELS"), *home = getenv("HOME");
-    if (dir) snprintf(path, sizeof path, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", dir);
-    else snprintf(path, sizeof path, "%s/.cache/llmk/SmolLM2-135M-Instruct.Q4_1.gguf", home ? home : ".");
-    return path;
-}
-
 int main(void) {
     /* every promise for both activation paths: int16 (default) and 8-bit
      * (LLMK_ACT=q8, with the repacked Q4_1 kernel) */
@@ -665,7 +657,8 @@ int main(void) {
     set_config(NULL, false);
     nonfinite_cases();
     llmk_model *m = NULL;
-    if (access(default_model(), R_OK) == 0 && llmk_model_load(default_model(), &m) == LLMK_OK) {
+    const char *path = check_default_model("test_exec", 1);
+    if (path && access(path, R_OK) == 0 && llmk_model_load(path, &m) == LLMK_OK) {
         fprintf(stderr, "default model\n");
         determinism(m, 20, LLMK_TYPE_F32, "smollm2");
         set_config(NULL, true);

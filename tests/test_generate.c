@@ -157,10 +157,6 @@ static void runs_out(const char *path) {
 int main(void) {
     one_model("tests/fixtures/model/tiny/tiny_qwen3.gguf", true);
     runs_out("tests/fixtures/model/tiny/tiny_qwen3.gguf");
-    const char *dir = getenv("LLMK_MODELS"), *home = getenv("HOME");
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", dir && *dir ? dir : home ? home : ".",
-             dir && *dir ? "SmolLM2-135M-Instruct.Q4_1.gguf" : ".cache/llmk/SmolLM2-135M-Instruct.Q4_1.gguf");
-    one_model(path, false);
+    one_model(check_default_model("test_generate", 0), false);
     return check_summary("test_generate");
 }

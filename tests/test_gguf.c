@@ -642,11 +642,7 @@ static void test_bad_cases(void) {
 /* ---- the default model ------------------------------------------------- */
 
 static void test_default_model(void) {
-    char path[4096];
-    const char *dir = getenv("LLMK_MODELS");
-    const char *home = getenv("HOME");
-    if (dir && *dir) snprintf(path, sizeof path, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", dir);
-    else snprintf(path, sizeof path, "%s/.cache/llmk/SmolLM2-135M-Instruct.Q4_1.gguf", home ? home : ".");
+    const char *path = check_default_model("test_gguf", 0);
     if (access(path, R_OK) != 0) {
         printf("test_gguf: default model absent, skipping its checks\n");
         return;

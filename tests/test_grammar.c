@@ -230,10 +230,7 @@ static double now_s(void) {
 }
 
 static void test_mask_model(void) {
-    const char *dir = getenv("LLMK_MODELS"), *home = getenv("HOME");
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", dir && *dir ? dir : home ? home : ".",
-             dir && *dir ? "SmolLM2-135M-Instruct.Q4_1.gguf" : ".cache/llmk/SmolLM2-135M-Instruct.Q4_1.gguf");
+    const char *path = check_default_model("test_grammar", 0);
     llmk_tokenizer *t = load_tok(path);
     if (!t) {
         fprintf(stderr, "test_grammar: %s not found, default-model checks skipped\n", path);

@@ -473,15 +473,7 @@ static void test_nonfinite(void) {
     }
 }
 
-static const char *default_model(void) {
-    static char path[4096];
-    const char *dir = getenv("LLMK_MODELS"), *home = getenv("HOME");
-    if (dir && *dir)
-        snprintf(path, sizeof path, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", dir);
-    else
-        snprintf(path, sizeof path, "%s/.cache/llmk/SmolLM2-135M-Instruct.Q4_1.gguf", home ? home : ".");
-    return path;
-}
+static const char *default_model(void) { return check_default_model("test_model", 0); }
 
 /* ---- init progress ---------------------------------------------------------- */
 

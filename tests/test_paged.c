@@ -197,10 +197,7 @@ static void one_model(const char *path, bool required) {
 int main(void) {
     one_model("tests/fixtures/model/tiny/tiny_qwen3.gguf", true);
     one_model("tests/fixtures/model/tiny/tiny_llama3_keys.gguf", true);
-    const char *dir = getenv("LLMK_MODELS"), *home = getenv("HOME");
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", dir && *dir ? dir : home ? home : ".",
-             dir && *dir ? "SmolLM2-135M-Instruct.Q4_1.gguf" : ".cache/llmk/SmolLM2-135M-Instruct.Q4_1.gguf");
-    one_model(path, false);
+    const char *path = check_default_model("test_paged", 1);
+    if (path) one_model(path, false);
     return check_summary("test_paged");
 }

@@ -23,3 +23,8 @@ def codec_lib():
         f.restype = ctypes.c_int
         f.argtypes = [ctypes.c_uint32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
     return L
+
+
+def pytest_configure(config):
+    # `make test` runs -m "not slow"; `make test-slow` runs -m slow (scripts/run_tests.sh).
+    config.addinivalue_line("markers", "slow: long end-to-end runs, left to `make test-slow` (scripts/run_tests.sh)")

@@ -137,7 +137,7 @@ def test_failed_write_leaves_the_target_and_no_temporary(cmd, model_copy, tmp_pa
     out = tmp_path / "precious.bin"
     out.write_bytes(b"the user's data\n" * 100)
     before = out.read_bytes()
-    line = b"a" * 9000 + b"\n"  # chat: a saved conversation past the 8 KiB limit
+    line = b"=" * 9000 + b"\n"  # chat: a saved conversation past the 8 KiB limit (142 tokens; "a" * 9000 is 2250)
     r = run(*WRITERS[cmd](model_copy, out), input=line, preexec_fn=no_fsize_signal_limit(8192))
     fails(r, "llmk_io_error")
     assert out.read_bytes() == before

@@ -195,6 +195,7 @@ def load(srv, clients, total, seed):
     assert whole_text(srv, "/v1/completions", {"prompt": "Hi", "max_tokens": 2, "temperature": 0}) is not None
 
 
+@pytest.mark.slow
 def test_load_64_streaming_clients():
     s = Server("-np", 8, "-c", 512, "--max-queue", 128)
     try:

@@ -48,9 +48,16 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("name,extra", CASES, ids=["copy_text", "copy_code", "free", "free_forced"])
-@pytest.mark.parametrize("threads", ["1", "2"])
-def test_greedy_ngram_identical(name, extra, threads):
+# One thread and two for every case; `make test` keeps one one-thread case,
+# the one with the most rejections (and so the most roll-backs).
+GREEDY = [pytest.param(threads, name, extra, id=f"{threads}-{case}",
+                       marks=[pytest.mark.slow] if threads == "1" and case != "free_forced" else [])
+          for threads in ("1", "2")
+          for case, (name, extra) in zip(["copy_text", "copy_code", "free", "free_forced"], CASES)]
+
+
+@pytest.mark.parametrize("threads,name,extra", GREEDY)
+def test_greedy_ngram_identical(threads, name, extra):
     base = [*prompt(name), "-n", "64", "--temp", "0", "-t", threads]
     plain = ids(*base)
     spec = ids(*base, "--spec", "ngram", *extra)
@@ -58,7 +65,8 @@ def test_greedy_ngram_identical(name, extra, threads):
     assert len(plain) > 8
 
 
-@pytest.mark.parametrize("seed", ["1", "7", "42"])
+@pytest.mark.parametrize("seed", ["1", pytest.param("7", marks=pytest.mark.slow),
+                                  pytest.param("42", marks=pytest.mark.slow)])
 def test_sampling_identical_per_seed(seed):
     base = [*prompt("copy_text"), "-n", "48", "--temp", "0.8", "--seed", seed, "-t", "2"]
     plain = ids(*base)
@@ -74,6 +82,7 @@ def test_sampling_with_penalties_identical():
     assert ids(*base, "--spec", "ngram", "--draft-fixed", "--spec-ngram-min", "1") == ids(*base)
 
 
+@pytest.mark.slow
 def test_reference_path_identical():
     base = [*prompt("copy_code"), "-n", "24", "--temp", "0", "-t", "2", "--path", "f32"]
     assert ids(*base, "--spec", "ngram") == ids(*base)
@@ -87,7 +96,7 @@ def q8_target(tmp_path_factory):
     return out
 
 
-@pytest.mark.parametrize("name", ["copy_text", "free_explain"])
+@pytest.mark.parametrize("name", [pytest.param("copy_text", marks=pytest.mark.slow), "free_explain"])
 def test_draft_model_identical(q8_target, name):
     base = ["-m", q8_target, *prompt(name), "-n", "48", "--temp", "0", "-t", "2", "--print-ids", "--log-disable"]
     plain = json.loads(llmk("run", *base).stdout)
@@ -125,6 +134,7 @@ def test_chat_identical():
     assert spec == plain and len(plain) > 100
 
 
+@pytest.mark.slow
 def test_batch_identical(tmp_path):
     lines = []
     for i, name in enumerate(["copy_code", "copy_text", "free_story", "free_explain"] * 2):
@@ -177,6 +187,7 @@ def test_draft_model_errors():
     assert p.returncode == 2 and "batch takes --spec ngram" in p.stderr.decode()
 
 
+@pytest.mark.slow
 def test_serve_identical():
     """llmk serve --spec ngram: concurrent chat requests, greedy and seeded, get the tokens of a server
     without it (and greedy ones those of llmk run)."""

@@ -279,6 +279,10 @@ char *metrics_text(struct server *s) {
     ROW("llmk_prompt_tokens_total", "counter", "Prompt tokens of admitted sequences.", "%lld",
         (long long)m.es.prompt_tokens);
     ROW("llmk_generated_tokens_total", "counter", "Tokens generated.", "%lld", (long long)m.es.generated_tokens);
+    ROW("llmk_draft_tokens_total", "counter", "Speculative draft tokens verified.", "%lld",
+        (long long)m.es.drafted_tokens);
+    ROW("llmk_draft_tokens_accepted_total", "counter", "Speculative draft tokens kept.", "%lld",
+        (long long)m.es.accepted_drafts);
     ROW("llmk_prefix_cache_hit_tokens_total", "counter", "Prompt tokens taken from the prefix cache.", "%lld",
         (long long)m.es.cached_tokens);
     ROW("llmk_preemptions_total", "counter", "Sequences preempted (recomputed later).", "%lld",

@@ -742,6 +742,8 @@ typedef struct llmk_engine_stats {
     int64_t generated_tokens;
     int64_t prefill_chunks;            /* prompt pieces evaluated (a prompt split across steps counts each) */
     double busy_s;                     /* wall time inside steps */
+    int64_t drafted_tokens;            /* speculative drafts verified */
+    int64_t accepted_drafts;           /* of them, kept */
 } llmk_engine_stats;
 LLMK_API int llmk_engine_stats_get(const llmk_engine *e, llmk_engine_stats *out);
 

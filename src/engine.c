@@ -36,6 +36,7 @@ struct req {
     struct llmk_spec *spec; /* speculative decoding, or NULL */
     int32_t *draft;         /* [SPEC_MAX]: this step's drafts */
     int32_t n_draft;        /* drafts in this step's plan */
+    double draft_s;         /* the drafter's time for them */
     int32_t verified;       /* rows of this step delivered so far (spec: the pending one, then drafts) */
     bool rejected;          /* a row of this step chose other than its draft: its later rows are dead */
     struct req *next;       /* waiting queue */
@@ -60,6 +61,11 @@ struct llmk_engine {
     struct req **row_req;   /* [rows_cap]: the request of each logits row, in item order */
     int32_t n_rows, rows_cap; /* rows_cap: n_seq, or more once speculative rows need it */
     float *logits;          /* [rows_cap][V] */
+    /* the step's timing, for the drafters' cost model: a step that decodes
+     * only (no prompt chunk) is timed; its eval time and drafted rows */
+    bool decode_only;
+    int32_t step_drafts;
+    double step_s;
     llmk_engine_stats st;
     char err[512];          /* the detail error events carry */
 };
@@ -299,7 +305,9 @@ static void plan_drafts(llmk_engine *e, struct req *r, int32_t room) {
     if (max > room) max = room;
     if (max > SPEC_MAX) max = SPEC_MAX;
     int32_t n = 0;
+    double t0 = now_s();
     if (max > 0 && llmk_spec_draft(r->spec, r->tok, (size_t)r->n_tok, max, r->draft, &n) == LLMK_OK) r->n_draft = n;
+    r->draft_s = now_s() - t0;
     llmk_error_clear(); /* a drafter that fails only costs its drafts */
 }
 
@@ -308,13 +316,13 @@ static void plan_drafts(llmk_engine *e, struct req *r, int32_t room) {
  * logits only where its prompt ends. with_drafts false: a plan that must
  * shrink to fit the KV pool drops every draft before anyone is preempted. */
 static void plan(llmk_engine *e, bool with_drafts) {
-    e->n_items = e->n_rows = 0;
+    e->n_items = e->n_rows = e->step_drafts = 0;
     memset(e->count, 0, (size_t)e->n_seq * sizeof *e->count);
     int32_t n_decode = 0;
     for (int32_t i = 0; i < e->n_run; i++) n_decode += e->run[i]->n_tok - e->run[i]->n_done == 1;
     for (int32_t i = 0; i < e->n_run; i++) {
         struct req *r = e->run[i];
-        r->n_draft = 0, r->verified = 0, r->rejected = false;
+        r->n_draft = 0, r->draft_s = 0, r->verified = 0, r->rejected = false;
         if (r->n_tok - r->n_done != 1) continue;
         plan_item(e, i, r->n_done, true);
         if (!r->spec || !with_drafts) continue;
@@ -324,8 +332,10 @@ static void plan(llmk_engine *e, bool with_drafts) {
             e->count[i]++;
             e->row_req[e->n_rows++] = r;
         }
+        e->step_drafts += r->n_draft;
         n_decode--;
     }
+    e->decode_only = true;
     for (int32_t i = 0; i < e->n_run && e->n_items < e->step_tokens; i++) {
         struct req *r = e->run[i];
         int32_t pending = r->n_tok - r->n_done, room = e->step_tokens - e->n_items;
@@ -333,6 +343,7 @@ static void plan(llmk_engine *e, bool with_drafts) {
         int32_t n = pending < room ? pending : room;
         for (int32_t k = 0; k < n; k++) plan_item(e, i, r->n_done + k, r->n_done + k + 1 == r->n_tok);
         e->st.prefill_chunks++;
+        e->decode_only = false;
     }
 }
 
@@ -419,7 +430,10 @@ static void spec_settle(llmk_engine *e, struct req *r) {
         r->n_done -= dead;
         llmk_context_seq_truncate(e->c, r->seq, r->n_done); /* a cut of the sequence's own tail: cannot fail */
     }
-    llmk_spec_feedback(r->spec, r->n_draft, r->verified - 1 < r->n_draft ? r->verified - 1 : r->n_draft, 0, 0);
+    int32_t kept = r->verified - 1 < r->n_draft ? r->verified - 1 : r->n_draft;
+    llmk_spec_feedback_step(r->spec, r->n_draft, kept, r->draft_s, e->decode_only ? e->step_s : 0, e->step_drafts);
+    e->st.drafted_tokens += r->n_draft;
+    e->st.accepted_drafts += kept;
     r->rejected = true;
 }
 
@@ -515,7 +529,9 @@ int llmk_engine_step(llmk_engine *e, llmk_engine_callback cb, void *user) {
             plan(e, false);
         }
         if (e->n_rows > e->rows_cap && !grow_logits(e)) plan(e, false); /* no memory for drafts' rows */
+        double t1 = now_s();
         st = llmk_context_eval(e->c, e->items, (size_t)e->n_items, e->logits, (size_t)e->rows_cap * e->V);
+        e->step_s = now_s() - t1;
         if (st != LLMK_CACHE_CAPACITY_EXCEEDED || e->n_run < 2) break;
         preempt_one(e); /* the estimate missed (it should not): make room and plan again */
     }

@@ -71,6 +71,11 @@ void llmk_pages_free(void *p, uint64_t bytes);
 const llmk_config *llmk_cfg(void);
 const llmk_config *llmk_config_kernels(void);
 
+/* llmk_spec_feedback for a step shared with other sequences (the engine):
+ * step_drafts is every sequence's drafted rows in it (src/spec.c). */
+void llmk_spec_feedback_step(llmk_spec *sp, int32_t n_draft, int32_t n_accepted, double draft_s, double verify_s,
+                             int32_t step_drafts);
+
 #define LLMK_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define LLMK_UNUSED(x) ((void)(x))
 

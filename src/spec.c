@@ -328,7 +328,15 @@ static void ewma(double *v, bool *have, double x) {
 }
 
 void llmk_spec_feedback(llmk_spec *sp, int32_t n_draft, int32_t n_accepted, double draft_s, double verify_s) {
-    if (!sp || n_draft < 0 || n_accepted < 0 || n_accepted > n_draft) return;
+    llmk_spec_feedback_step(sp, n_draft, n_accepted, draft_s, verify_s, n_draft);
+}
+
+/* step_drafts: the drafted rows of every sequence in the timed step (the
+ * engine's batch), so that each extra row's cost is the step's extra time
+ * over all of them; a step where only others drafted is no plain sample. */
+void llmk_spec_feedback_step(llmk_spec *sp, int32_t n_draft, int32_t n_accepted, double draft_s, double verify_s,
+                             int32_t step_drafts) {
+    if (!sp || n_draft < 0 || n_accepted < 0 || n_accepted > n_draft || step_drafts < n_draft) return;
     sp->st.n_steps++;
     sp->st.n_drafted += n_draft;
     sp->st.n_accepted += n_accepted;
@@ -342,13 +350,13 @@ void llmk_spec_feedback(llmk_spec *sp, int32_t n_draft, int32_t n_accepted, doub
     sp->plain_run = n_draft ? 0 : sp->plain_run + 1;
     sp->draft_run = n_draft ? sp->draft_run + 1 : 0;
     if (n_draft == 0) {
-        if (verify_s > 0) ewma(&sp->t_plain, &sp->have_plain, verify_s);
+        if (verify_s > 0 && step_drafts == 0) ewma(&sp->t_plain, &sp->have_plain, verify_s);
     } else {
         /* the geometric model: n_accepted successes, then a failure unless all were kept */
         sp->acc_kept += n_accepted;
         sp->acc_tried += n_accepted + (n_accepted < n_draft);
         if (sp->have_plain && verify_s > 0) {
-            double row = (verify_s - sp->t_plain) / n_draft;
+            double row = (verify_s - sp->t_plain) / step_drafts;
             ewma(&sp->t_row, &sp->have_row, row > 0 ? row : 0);
         }
         if (sp->p.mode == LLMK_SPEC_DRAFT && draft_s > 0 && (!catch_up || !sp->have_draft))

@@ -8,6 +8,7 @@
 #include "llmk.h"
 #include "llmk_formulas.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -314,6 +315,64 @@ static void test_distribution(const llmk_model *m) {
     llmk_session_free(s);
 }
 
+/* ---- speculation inside the engine (llmk batch, llmk serve) ---------------- */
+
+struct collected {
+    int32_t tok[2][GEN];
+    int32_t n[2];
+};
+static int collect(void *user, const llmk_token_event *ev) {
+    struct collected *c = user;
+    int k = (int)(intptr_t)ev->user;
+    if (ev->token >= 0 && c->n[k] < GEN) c->tok[k][c->n[k]++] = ev->token;
+    return 0;
+}
+
+/* Two greedy requests in one engine, plain or each with its own drafter:
+ * the tokens, and the drafter's and the engine's figures. */
+static void engine_tokens(const llmk_model *m, const llmk_spec_params *p, const int32_t *prompt,
+                          struct collected *out, llmk_spec_stats *ss, llmk_engine_stats *es) {
+    llmk_engine_params ep = {.ctx = {.n_seq_max = 2, .n_ctx = 128, .n_threads = 2}};
+    llmk_engine *e = NULL;
+    llmk_spec *spec[2] = {NULL, NULL};
+    memset(out, 0, sizeof *out);
+    CHECK_STATUS(llmk_engine_init(m, &ep, &e), LLMK_OK);
+    for (int k = 0; k < 2 && e; k++) {
+        if (p) CHECK_STATUS(llmk_spec_init(m, p, &spec[k]), LLMK_OK);
+        llmk_request q = {.prompt = prompt + k, .n_prompt = PLEN - k, .max_tokens = GEN, .user = (void *)(intptr_t)k,
+                          .spec = spec[k]};
+        int64_t id;
+        CHECK_STATUS(llmk_engine_submit(e, &q, &id), LLMK_OK);
+    }
+    if (e) CHECK_STATUS(llmk_engine_run(e, collect, out), LLMK_OK);
+    if (e) CHECK_STATUS(llmk_engine_stats_get(e, es), LLMK_OK);
+    if (spec[0]) CHECK_STATUS(llmk_spec_stats_get(spec[0], ss), LLMK_OK);
+    llmk_engine_free(e);
+    llmk_spec_free(spec[0]), llmk_spec_free(spec[1]);
+}
+
+/* The engine's steps are timed for the adaptive length: before, it fed the
+ * drafters no times, so an adaptive drafter never drafted in batch or serve. */
+static void test_engine(const llmk_model *m) {
+    size_t V = (size_t)llmk_model_hparams(m)->n_vocab;
+    int32_t prompt[PLEN];
+    for (int i = 0; i < PLEN; i++) prompt[i] = (int32_t)((i % 5) * 37 + 11) % (int32_t)V;
+    struct collected plain, got;
+    llmk_spec_stats ss;
+    llmk_engine_stats es;
+    engine_tokens(m, NULL, prompt, &plain, &ss, &es);
+    CHECK(plain.n[0] == GEN && plain.n[1] == GEN && es.drafted_tokens == 0);
+    llmk_spec_params fixed = {.mode = LLMK_SPEC_NGRAM, .ngram_min = 1, .draft_max = 6, .fixed_len = true};
+    engine_tokens(m, &fixed, prompt, &got, &ss, &es);
+    CHECK(memcmp(&plain, &got, sizeof plain) == 0);
+    CHECK(ss.n_drafted > 0 && es.drafted_tokens >= ss.n_drafted && es.accepted_drafts <= es.drafted_tokens);
+    llmk_spec_params adaptive = {.mode = LLMK_SPEC_NGRAM};
+    engine_tokens(m, &adaptive, prompt, &got, &ss, &es);
+    CHECK(memcmp(&plain, &got, sizeof plain) == 0);
+    CHECK(ss.n_steps > 0 && ss.verify_s > 0); /* decode-only steps were timed */
+    CHECK(es.drafted_tokens >= ss.n_drafted);
+}
+
 int main(void) {
     llmk_model *m = NULL;
     CHECK_STATUS(llmk_model_load(TINY, &m), LLMK_OK);
@@ -323,6 +382,7 @@ int main(void) {
         test_adaptive(m);
         test_lossless(m);
         test_distribution(m);
+        test_engine(m);
     }
     llmk_model_free(m);
     return check_summary("test_spec");

@@ -8,6 +8,7 @@ The statistical check of the accept/resample rule is in tests/test_spec.c.
 """
 import json
 import os
+import re
 import subprocess
 
 import pytest
@@ -134,6 +135,24 @@ def test_chat_identical():
     assert spec == plain and len(plain) > 100
 
 
+def test_batch_drafts_and_keeps_them(tmp_path):
+    """llmk batch --spec ngram really drafts (the engine once fed its drafters no step times, so an adaptive
+    drafter never did), keeps copied drafts, and changes no token."""
+    content = open(os.path.join(PROMPTS, "copy_text.txt")).read()
+    f = tmp_path / "req.jsonl"
+    f.write_text(json.dumps({"messages": [{"role": "user", "content": content}], "max_tokens": 48,
+                             "temperature": 0}) + "\n")
+    base = ["batch", "-m", SMOL, "-f", str(f), "-t", "2"]
+    plain = llmk(*base).stdout
+    for flags in (["--draft-fixed", "--draft-max", "8"], []):
+        p = llmk(*base, "--spec", "ngram", *flags)
+        assert p.stdout == plain
+        m = re.search(r"speculative ngram: (\d+)/(\d+) drafted tokens accepted", p.stderr.decode())
+        assert m, p.stderr
+        if flags:  # fixed length: every decode step drafts; the reply copies the passage
+            assert int(m[2]) >= 8 and int(m[1]) > int(m[2]) // 4, m[0]
+
+
 @pytest.mark.slow
 def test_batch_identical(tmp_path):
     lines = []
@@ -198,7 +217,7 @@ def test_serve_identical():
     texts = [open(os.path.join(PROMPTS, n + ".txt")).read() for n in ("copy_text", "copy_code", "free_story")]
     keys = [(i, temp) for i in range(len(texts)) for temp in (0, 0.8)]
 
-    def answers(*flags, extra=None):
+    def answers(*flags, extra=None, metrics=False):
         s = Server("-np", 3, "-c", 1024, *flags)
         try:
             def one(key):
@@ -210,12 +229,18 @@ def test_serve_identical():
                 return json.loads(out)["choices"][0]["token_ids"]
 
             with concurrent.futures.ThreadPoolExecutor(len(keys)) as ex:
-                return dict(zip(keys, ex.map(one, keys)))
+                got = dict(zip(keys, ex.map(one, keys)))
+            if metrics:  # drafts were made, counted and some kept
+                _, _, m = http_req(s, "GET", "/metrics")
+                drafted = int(re.search(rb"\nllmk_draft_tokens_total (\d+)", m)[1])
+                kept = int(re.search(rb"\nllmk_draft_tokens_accepted_total (\d+)", m)[1])
+                assert drafted > 0 and 0 < kept <= drafted, (drafted, kept)
+            return got
         finally:
             assert s.stop() == 0, s.err()
 
     plain = answers()
-    assert answers("--spec", "ngram", "--draft-max", "8") == plain
+    assert answers("--spec", "ngram", "--draft-max", "8", "--draft-fixed", metrics=True) == plain
     # llama-server's per-request fields: on for one request, off for another
     assert answers(extra={"speculative.n_max": 6, "speculative.n_min": 2}) == plain
     assert answers("--spec", "ngram", extra={"speculative.n_max": 0}) == plain

@@ -92,6 +92,9 @@ struct batch {
     size_t n_reqs;
     int32_t n_ctx;
     llmk_engine *e;
+    llmk_model *draft;        /* --spec draft: the draft model, behind dpool */
+    llmk_draft_pool *dpool;
+    llmk_spec_params spp;     /* each request's drafter */
     FILE *out;
     struct req *done_list;
     size_t next_submit, next_out, n_finished;
@@ -174,9 +177,6 @@ static int parse_args(struct batch_opts *o, int argc, char **argv) {
                            .n_sections = CLI_LEN(sections)};
     int rc = cli_opts_parse(&spec, argc, argv);
     if (rc != CLI_OPTS_GO || (rc = spec_opts_check(CMD, &o->so)) != CLI_OPTS_GO) return rc;
-    /* a draft model per running request would mean a context and a worker pool each */
-    if (o->so.p.mode == LLMK_SPEC_DRAFT)
-        return cli_usage_error(CMD, "--spec draft is for run, chat and bench; batch takes --spec ngram");
     if (!o->file) return cli_usage_error(CMD, "-f FILE (the requests, JSON lines) is required");
     if (!o->model) o->model = cli_default_model();
     o->kv_type = cli_kv_type_or_default(o->kv_type, LLMK_PATH_FAST);
@@ -476,7 +476,11 @@ static int start_engine(struct batch *b) {
     double t_init = now_s();
     st = llmk_engine_init(b->m, &ep, &b->e);
     cli_progress_clear(&load);
+    if (st == LLMK_OK)
+        st = spec_opts_pool(&o->so, b->m, (int32_t)o->threads, n_seq, b->n_ctx, &b->draft, &b->dpool);
     if (st != LLMK_OK) return st;
+    b->spp = o->so.p;
+    b->spp.draft_pool = b->dpool;
     const llmk_context *c = llmk_engine_context(b->e);
     llmk_kv_info kv;
     if ((st = llmk_context_kv_info(c, &kv)) != LLMK_OK) return st;
@@ -540,7 +544,7 @@ static int submit_more(struct batch *b) {
             ((st = llmk_grammar_state_init(r->grammar, b->tok, &r->gstate)) != LLMK_OK ||
              (st = llmk_sampler_set_grammar(r->smp, r->gstate)) != LLMK_OK))
             return bad_line(b, r->line, st, "\"grammar\": %s", llmk_last_error());
-        if (spec_opts_on(&b->o->so) && !r->spec && (st = llmk_spec_init(b->m, &b->o->so.p, &r->spec)) != LLMK_OK)
+        if (spec_opts_on(&b->o->so) && !r->spec && (st = llmk_spec_init(b->m, &b->spp, &r->spec)) != LLMK_OK)
             return st;
         int64_t room = b->n_ctx - (int64_t)r->n_prompt;
         r->cap = r->max_tokens < room ? r->max_tokens : (int32_t)room;
@@ -678,8 +682,8 @@ static void print_stats(const struct batch *b) {
             (long long)s.n_preempted, (long long)s.recomputed_tokens, (long long)s.n_steps, el,
             el > 0 ? (double)s.generated_tokens / el : 0.0);
     if (spec_opts_on(&b->o->so))
-        fprintf(stderr, "llmk batch: speculative ngram: %lld/%lld drafted tokens accepted (%.1f%%), %.2f tokens per "
-                "decode step\n", (long long)b->spec.n_accepted, (long long)b->spec.n_drafted,
+        fprintf(stderr, "llmk batch: speculative %s: %lld/%lld drafted tokens accepted (%.1f%%), %.2f tokens per "
+                "decode step\n", spec_opts_mode_name(&b->o->so), (long long)b->spec.n_accepted, (long long)b->spec.n_drafted,
                 b->spec.n_drafted ? 100.0 * (double)b->spec.n_accepted / (double)b->spec.n_drafted : 0.0,
                 b->spec.n_steps ? (double)b->spec.n_tokens / (double)b->spec.n_steps : 0.0);
 }
@@ -723,6 +727,8 @@ static void batch_free(struct batch *b) {
         llmk_grammar_free(r->grammar);
         llmk_spec_free(r->spec);
     }
+    llmk_draft_pool_free(b->dpool); /* after every drafter that takes its sequences */
+    llmk_model_free(b->draft);
     free(b->reqs), free(b->eog), free(b->text);
 }
 

@@ -72,9 +72,6 @@ static int parse_args(struct serve_opts *o, int argc, char **argv) {
                            .n_sections = CLI_LEN(sections)};
     int rc = cli_opts_parse(&spec, argc, argv);
     if (rc != CLI_OPTS_GO || (rc = spec_opts_check(CMD, &o->so)) != CLI_OPTS_GO) return rc;
-    /* a draft model per running choice would mean a context and a worker pool each */
-    if (o->so.p.mode == LLMK_SPEC_DRAFT)
-        return cli_usage_error(CMD, "--spec draft is for run, chat and bench; serve takes --spec ngram");
     if (!o->model) o->model = cli_default_model();
     o->kv_type = cli_kv_type_or_default(o->kv_type, LLMK_PATH_FAST);
     return CLI_OPTS_GO;
@@ -118,6 +115,8 @@ static int start_engine(struct server *s) {
                                      .kv_type = o->kv_type},
                              .step_tokens = (int32_t)o->step_tokens, .max_waiting = (int32_t)o->max_queue};
     int st = llmk_engine_init(s->m, &ep, &s->e);
+    if (st == LLMK_OK)
+        st = spec_opts_pool(&o->so, s->m, (int32_t)o->threads, (int32_t)o->n_parallel, s->n_ctx, &s->draft, &s->dpool);
     if (st == LLMK_OK) st = embed_start(s);
     if (st != LLMK_OK) return st;
     return sched_start(s);
@@ -203,6 +202,8 @@ int cmd_serve(int argc, char **argv) {
     rc = st == LLMK_OK ? CLI_EXIT_OK : cli_report(CMD, st);
     llmk_engine_free(s.e);
     embed_stop(&s);
+    llmk_draft_pool_free(s.dpool);
+    llmk_model_free(s.draft);
     llmk_model_free(s.m);
     free(s.eog);
     pthread_cond_destroy(&s.jobs_cv);

@@ -143,6 +143,8 @@ struct server {
     int32_t n_ctx;
     char model_id[256];
     llmk_engine *e;
+    llmk_model *draft;         /* --spec draft: the draft model, behind dpool */
+    llmk_draft_pool *dpool;
     pthread_t engine_thread;
     bool engine_started;
     pthread_mutex_t mu;        /* guards everything below */

@@ -409,7 +409,9 @@ static bool submit_job(struct server *s, struct serve_job *j) {
                                (st = llmk_sampler_set_grammar(c->smp, c->gstate)) != LLMK_OK))
             break;
         llmk_spec_params spp = s->o.so.p; /* the server's --spec, as the request adjusts it */
-        if (j->req.spec_max >= 0) spp.mode = j->req.spec_max ? LLMK_SPEC_NGRAM : LLMK_SPEC_NONE;
+        spp.draft_pool = s->dpool;
+        if (j->req.spec_max >= 0) /* on: the server's drafter, prompt lookup when it has none */
+            spp.mode = !j->req.spec_max ? LLMK_SPEC_NONE : s->dpool ? LLMK_SPEC_DRAFT : LLMK_SPEC_NGRAM;
         if (j->req.spec_max > 0) spp.draft_max = j->req.spec_max;
         if (j->req.spec_min > 0) spp.draft_min = j->req.spec_min;
         if (j->req.grammar) spp.mode = LLMK_SPEC_NONE; /* drafts are not constrained: a grammar runs without --spec */

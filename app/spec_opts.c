@@ -72,6 +72,20 @@ int spec_opts_init(const struct spec_opts *o, const llmk_model *target, int32_t 
     return st;
 }
 
+int spec_opts_pool(const struct spec_opts *o, const llmk_model *target, int32_t n_threads, int32_t n_slots,
+                   int32_t n_ctx, llmk_model **draft, llmk_draft_pool **pool) {
+    *draft = NULL, *pool = NULL;
+    if (o->p.mode != LLMK_SPEC_DRAFT || !o->draft_path) return LLMK_OK;
+    int st = llmk_model_load(o->draft_path, draft);
+    if (st == LLMK_OK && (st = llmk_draft_pool_init(target, *draft, n_slots, n_ctx, n_threads, pool)) != LLMK_OK) {
+        llmk_model_free(*draft);
+        *draft = NULL;
+    }
+    return st;
+}
+
+const char *spec_opts_mode_name(const struct spec_opts *o) { return mode_names[o->p.mode]; }
+
 void spec_opts_report(const char *cmd, const struct spec_opts *o, const llmk_spec *spec, FILE *f) {
     llmk_spec_stats s;
     if (!spec || llmk_spec_stats_get(spec, &s) != LLMK_OK) return;

@@ -27,6 +27,13 @@ bool spec_opts_on(const struct spec_opts *o);
  * the target's worker count. *spec is NULL when speculation is off. */
 int spec_opts_init(const struct spec_opts *o, const llmk_model *target, int32_t n_threads, llmk_model **draft,
                    llmk_spec **spec);
+/* batch and serve: with --spec draft, the draft model behind one shared
+ * context of n_slots sequences of n_ctx tokens (llmk_draft_pool); *draft
+ * and *pool NULL otherwise. Each request's drafter takes o->p with
+ * draft_pool set to *pool. */
+int spec_opts_pool(const struct spec_opts *o, const llmk_model *target, int32_t n_threads, int32_t n_slots,
+                   int32_t n_ctx, llmk_model **draft, llmk_draft_pool **pool);
+const char *spec_opts_mode_name(const struct spec_opts *o);
 /* "speculative ngram: 812/1024 drafts accepted (79.3%), 4.10 tokens per step, draft length 9" */
 void spec_opts_report(const char *cmd, const struct spec_opts *o, const llmk_spec *spec, FILE *f);
 

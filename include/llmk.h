@@ -784,8 +784,23 @@ typedef struct llmk_spec_params {
     const llmk_model *draft_model; /* LLMK_SPEC_DRAFT: borrowed; same vocabulary size and special ids */
     int32_t draft_n_ctx;           /* LLMK_SPEC_DRAFT: the draft model's context (<= 0: 4096) */
     int32_t draft_threads;         /* LLMK_SPEC_DRAFT: its workers (<= 0: one per online CPU) */
+    struct llmk_draft_pool *draft_pool; /* LLMK_SPEC_DRAFT: a sequence of this shared context instead of a
+                                    * context of its own (draft_model, draft_n_ctx, draft_threads unused) */
 } llmk_spec_params;
 typedef struct llmk_spec llmk_spec;
+/* One draft-model context for the many drafters of an engine (llmk batch,
+ * llmk serve): n_slots sequences of n_ctx tokens (<= 0: 4096, at most the
+ * draft model's training context) and one worker pool, instead of a
+ * context and a pool per request. A drafter takes a free sequence when it
+ * first drafts and gives it back when freed; with none free it drafts
+ * nothing (its tokens are the same either way). Slots are taken and given
+ * back under a lock; drafting itself must come from one thread at a time
+ * (the engine's step). The target checks the vocabulary as llmk_spec_init
+ * does. Free it after every drafter that uses it. */
+typedef struct llmk_draft_pool llmk_draft_pool;
+LLMK_API int llmk_draft_pool_init(const llmk_model *target, const llmk_model *draft, int32_t n_slots, int32_t n_ctx,
+                                  int32_t n_threads, llmk_draft_pool **out);
+LLMK_API void llmk_draft_pool_free(llmk_draft_pool *dp);
 /* LLMK_INVALID_ARGUMENT for a bad mode or lengths, or a draft model whose
  * vocabulary differs from the target's (the message names the difference). */
 LLMK_API int llmk_spec_init(const llmk_model *target, const llmk_spec_params *p, llmk_spec **out);

@@ -8,6 +8,7 @@
 #include "internal.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -37,11 +38,22 @@
 #define PROBE_LEN 4
 #define REFRESH_EVERY 64
 
+/* A draft context shared by the drafters of an engine: slot i is sequence i. */
+struct llmk_draft_pool {
+    const llmk_model *draft;
+    llmk_context *c;
+    pthread_mutex_t mu;
+    bool *taken; /* [n_slots] */
+    int32_t n_slots;
+};
+
 struct llmk_spec {
     llmk_spec_params p;
     size_t n_vocab;
-    /* draft model: its context (one sequence) and the tokens its KV holds */
+    /* draft model: its context (its own, one sequence; or sequence dseq of
+     * p.draft_pool's once taken, -1 before) and the tokens its KV holds */
     llmk_context *dc;
+    int32_t dseq;
     int32_t *dtok;
     size_t n_dtok, dcap;
     float *dlogits;
@@ -77,9 +89,31 @@ int llmk_spec_mode_from_name(const char *name, int32_t *mode_out) {
     return llmk_fail(LLMK_INVALID_ARGUMENT, "speculative mode '%s': expected none, ngram or draft", name);
 }
 
+static void pool_give_back(llmk_spec *sp) {
+    llmk_draft_pool *dp = sp->p.draft_pool;
+    if (!dp || sp->dseq < 0) return;
+    pthread_mutex_lock(&dp->mu);
+    dp->taken[sp->dseq] = false; /* its KV stays until the next taker truncates it (in the drafting thread) */
+    pthread_mutex_unlock(&dp->mu);
+    sp->dseq = -1;
+}
+
+/* A free sequence of the pool, once: false when none is free (no drafts). */
+static bool pool_take(llmk_spec *sp) {
+    llmk_draft_pool *dp = sp->p.draft_pool;
+    if (!dp || sp->dseq >= 0) return true;
+    pthread_mutex_lock(&dp->mu);
+    for (int32_t i = 0; i < dp->n_slots && sp->dseq < 0; i++)
+        if (!dp->taken[i]) dp->taken[i] = true, sp->dseq = i;
+    pthread_mutex_unlock(&dp->mu);
+    sp->n_dtok = 0; /* whatever the sequence holds is the last taker's: draft_sync truncates it */
+    return sp->dseq >= 0;
+}
+
 void llmk_spec_free(llmk_spec *sp) {
     if (!sp) return;
-    llmk_context_free(sp->dc);
+    pool_give_back(sp);
+    if (!sp->p.draft_pool) llmk_context_free(sp->dc);
     free(sp->dtok), free(sp->dlogits), free(sp->ids), free(sp->logits);
     free(sp);
 }
@@ -101,7 +135,7 @@ static int check_params(llmk_spec_params *p) {
     if (p->ngram_min > p->ngram_max || p->ngram_max > 64)
         return llmk_fail(LLMK_INVALID_ARGUMENT, "speculative decoding: n-gram lengths %d..%d (want 1 <= min <= max "
                          "<= 64)", p->ngram_min, p->ngram_max);
-    if (p->mode == LLMK_SPEC_DRAFT && !p->draft_model)
+    if (p->mode == LLMK_SPEC_DRAFT && !p->draft_model && !p->draft_pool)
         return llmk_fail(LLMK_INVALID_ARGUMENT, "speculative decoding: mode draft needs a draft model");
     return LLMK_OK;
 }
@@ -131,14 +165,58 @@ static int check_vocab(const llmk_model *target, const llmk_model *draft) {
     return LLMK_OK;
 }
 
+/* The draft model's context: n_seq sequences of n_ctx (<= 0: 4096) tokens,
+ * at most its training context. */
+static int draft_context(const llmk_model *draft, int32_t n_seq, int32_t n_ctx, int32_t n_threads,
+                         llmk_context **out) {
+    llmk_context_params cp = {.n_seq_max = n_seq, .n_ctx = n_ctx > 0 ? n_ctx : 4096, .n_threads = n_threads,
+                              .kv_type = LLMK_TYPE_F16};
+    const llmk_hparams *hp = llmk_model_hparams(draft);
+    if (cp.n_ctx > hp->n_ctx_train) cp.n_ctx = hp->n_ctx_train;
+    return llmk_context_init(draft, &cp, out);
+}
+
+int llmk_draft_pool_init(const llmk_model *target, const llmk_model *draft, int32_t n_slots, int32_t n_ctx,
+                         int32_t n_threads, llmk_draft_pool **out) {
+    llmk_error_clear();
+    if (!target || !draft || !out) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_draft_pool_init: NULL argument");
+    *out = NULL;
+    if (n_slots < 1) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_draft_pool_init: %d slots", n_slots);
+    int st = check_vocab(target, draft);
+    if (st != LLMK_OK) return st;
+    llmk_draft_pool *dp = calloc(1, sizeof *dp);
+    if (!dp || !(dp->taken = calloc((size_t)n_slots, sizeof *dp->taken))) {
+        free(dp);
+        return llmk_fail(LLMK_OUT_OF_MEMORY, "llmk_draft_pool_init: %d slots", n_slots);
+    }
+    dp->draft = draft, dp->n_slots = n_slots;
+    pthread_mutex_init(&dp->mu, NULL);
+    if ((st = draft_context(draft, n_slots, n_ctx, n_threads, &dp->c)) != LLMK_OK) {
+        llmk_draft_pool_free(dp);
+        return st;
+    }
+    *out = dp;
+    return LLMK_OK;
+}
+
+void llmk_draft_pool_free(llmk_draft_pool *dp) {
+    if (!dp) return;
+    llmk_context_free(dp->c);
+    pthread_mutex_destroy(&dp->mu);
+    free(dp->taken);
+    free(dp);
+}
+
 static int draft_init(llmk_spec *sp) {
     const llmk_spec_params *p = &sp->p;
     int st;
-    llmk_context_params cp = {.n_seq_max = 1, .n_ctx = p->draft_n_ctx > 0 ? p->draft_n_ctx : 4096,
-                              .n_threads = p->draft_threads, .kv_type = LLMK_TYPE_F16};
-    const llmk_hparams *hp = llmk_model_hparams(p->draft_model);
-    if (cp.n_ctx > hp->n_ctx_train) cp.n_ctx = hp->n_ctx_train;
-    if ((st = llmk_context_init(p->draft_model, &cp, &sp->dc)) != LLMK_OK) return st;
+    if (p->draft_pool) {
+        sp->dc = p->draft_pool->c;
+    } else {
+        if ((st = draft_context(p->draft_model, 1, p->draft_n_ctx, p->draft_threads, &sp->dc)) != LLMK_OK)
+            return st;
+        sp->dseq = 0;
+    }
     sp->dcap = (size_t)llmk_context_n_ctx(sp->dc);
     sp->dtok = malloc(sp->dcap * sizeof *sp->dtok);
     sp->dlogits = malloc(sp->n_vocab * sizeof *sp->dlogits);
@@ -153,9 +231,11 @@ int llmk_spec_init(const llmk_model *target, const llmk_spec_params *p, llmk_spe
     llmk_spec *sp = calloc(1, sizeof *sp);
     if (!sp) return llmk_fail(LLMK_OUT_OF_MEMORY, "llmk_spec_init: struct");
     sp->p = *p;
+    sp->dseq = -1;
     sp->n_vocab = (size_t)llmk_model_hparams(target)->n_vocab;
     int st = check_params(&sp->p);
-    if (st == LLMK_OK && sp->p.mode == LLMK_SPEC_DRAFT && (st = check_vocab(target, p->draft_model)) == LLMK_OK)
+    if (st == LLMK_OK && sp->p.mode == LLMK_SPEC_DRAFT &&
+        (st = check_vocab(target, p->draft_pool ? p->draft_pool->draft : p->draft_model)) == LLMK_OK)
         st = draft_init(sp);
     if (st == LLMK_OK) {
         sp->ids = malloc((SPEC_DRAFT_CAP + 1) * sizeof *sp->ids);
@@ -211,14 +291,14 @@ static int on_draft_token(void *user, size_t entry, int32_t token) {
 static int draft_sync(llmk_spec *sp, const int32_t *hist, size_t m) {
     size_t lcp = 0;
     while (lcp < sp->n_dtok && lcp < m && sp->dtok[lcp] == hist[lcp]) lcp++;
-    int st = llmk_context_seq_truncate(sp->dc, 0, (int32_t)lcp);
+    int st = llmk_context_seq_truncate(sp->dc, sp->dseq, (int32_t)lcp);
     if (st != LLMK_OK) return st;
     sp->n_dtok = lcp;
     if (lcp == m) return LLMK_OK;
     size_t k = m - lcp;
     llmk_batch_item *it = malloc(k * sizeof *it);
     if (!it) return llmk_fail(LLMK_OUT_OF_MEMORY, "draft model: %zu items", k);
-    for (size_t i = 0; i < k; i++) it[i] = (llmk_batch_item){.seq = 0, .id = hist[lcp + i]};
+    for (size_t i = 0; i < k; i++) it[i] = (llmk_batch_item){.seq = sp->dseq, .id = hist[lcp + i]};
     st = llmk_context_eval(sp->dc, it, k, NULL, 0);
     free(it);
     if (st != LLMK_OK) return st;
@@ -231,6 +311,7 @@ int llmk_spec_prefill(llmk_spec *sp, const int32_t *ids, size_t n) {
     llmk_error_clear();
     if (!sp || (!ids && n)) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_spec_prefill: NULL argument");
     if (sp->p.mode != LLMK_SPEC_DRAFT || n > sp->dcap) return LLMK_OK; /* nothing to prepare, or no room */
+    if (!pool_take(sp)) return LLMK_OK;
     for (size_t i = 0; i < n; i++)
         if (ids[i] < 0 || (size_t)ids[i] >= sp->n_vocab)
             return llmk_fail(LLMK_INVALID_TOKEN, "llmk_spec_prefill: token %d (index %zu) outside the vocabulary",
@@ -243,20 +324,20 @@ int llmk_spec_prefill(llmk_spec *sp, const int32_t *ids, size_t n) {
 static int draft_model(llmk_spec *sp, const int32_t *hist, size_t n, int32_t max, int32_t *draft, int32_t *n_draft) {
     *n_draft = 0;
     if (n + (size_t)max > sp->dcap) max = n < sp->dcap ? (int32_t)(sp->dcap - n) : 0;
-    if (max <= 0) return LLMK_OK;
+    if (max <= 0 || !pool_take(sp)) return LLMK_OK;
     int st = draft_sync(sp, hist, n - 1);
     if (st != LLMK_OK) return st;
     struct draft_out out = {draft, 0};
-    llmk_gen_seq gs = {.seq = 0, .id = hist[n - 1], .max_tokens = max};
+    llmk_gen_seq gs = {.seq = sp->dseq, .id = hist[n - 1], .max_tokens = max};
     if ((st = llmk_context_generate(sp->dc, &gs, 1, on_draft_token, &out)) != LLMK_OK) {
         sp->n_dtok = 0; /* start over next time rather than track a half-done generation */
-        llmk_context_seq_truncate(sp->dc, 0, 0);
+        llmk_context_seq_truncate(sp->dc, sp->dseq, 0);
         return st;
     }
     /* the context now holds hist and every draft but the last (chosen, not fed) */
     sp->dtok[n - 1] = hist[n - 1];
     for (int32_t i = 0; i + 1 < out.k; i++) sp->dtok[n + (size_t)i] = draft[i];
-    sp->n_dtok = (size_t)llmk_context_seq_pos(sp->dc, 0);
+    sp->n_dtok = (size_t)llmk_context_seq_pos(sp->dc, sp->dseq);
     *n_draft = out.k;
     return LLMK_OK;
 }

@@ -371,6 +371,22 @@ static void test_engine(const llmk_model *m) {
     CHECK(memcmp(&plain, &got, sizeof plain) == 0);
     CHECK(ss.n_steps > 0 && ss.verify_s > 0); /* decode-only steps were timed */
     CHECK(es.drafted_tokens >= ss.n_drafted);
+    /* a draft model shared through a pool (the target drafting for itself:
+     * every draft kept); with one slot the second drafter finds none taken
+     * free while the first runs and drafts nothing, with the same tokens */
+    for (int32_t slots = 1; slots <= 2; slots++) {
+        llmk_draft_pool *dp = NULL;
+        CHECK_STATUS(llmk_draft_pool_init(m, m, slots, 128, 1, &dp), LLMK_OK);
+        llmk_spec_params pooled = {.mode = LLMK_SPEC_DRAFT, .draft_pool = dp, .draft_max = 4, .fixed_len = true};
+        engine_tokens(m, &pooled, prompt, &got, &ss, &es);
+        CHECK(memcmp(&plain, &got, sizeof plain) == 0);
+        CHECK(ss.n_drafted > 0 && ss.n_accepted == ss.n_drafted);
+        CHECK(es.accepted_drafts == es.drafted_tokens && (es.drafted_tokens > ss.n_drafted) == (slots == 2));
+        llmk_draft_pool_free(dp);
+    }
+    llmk_draft_pool *dp = NULL;
+    CHECK_STATUS(llmk_draft_pool_init(m, m, 0, 128, 1, &dp), LLMK_INVALID_ARGUMENT);
+    CHECK_STATUS(llmk_draft_pool_init(NULL, m, 1, 128, 1, &dp), LLMK_INVALID_ARGUMENT);
 }
 
 int main(void) {

@@ -140,7 +140,7 @@ def test_batch_drafts_and_keeps_them(tmp_path):
     drafter never did), keeps copied drafts, and changes no token."""
     content = open(os.path.join(PROMPTS, "copy_text.txt")).read()
     f = tmp_path / "req.jsonl"
-    f.write_text(json.dumps({"messages": [{"role": "user", "content": content}], "max_tokens": 48,
+    f.write_text(json.dumps({"messages": [{"role": "user", "content": content}], "max_tokens": 32,
                              "temperature": 0}) + "\n")
     base = ["batch", "-m", SMOL, "-f", str(f), "-t", "2"]
     plain = llmk(*base).stdout
@@ -151,6 +151,13 @@ def test_batch_drafts_and_keeps_them(tmp_path):
         assert m, p.stderr
         if flags:  # fixed length: every decode step drafts; the reply copies the passage
             assert int(m[2]) >= 8 and int(m[1]) > int(m[2]) // 4, m[0]
+    # a draft model (the model drafting for itself: every draft kept), shared by the requests
+    f.write_text(f.read_text() * 2)
+    plain = llmk(*base).stdout
+    p = llmk(*base, "-md", SMOL, "--draft-fixed", "--draft-max", "4")
+    assert p.stdout == plain
+    m = re.search(r"speculative draft: (\d+)/(\d+) drafted tokens accepted", p.stderr.decode())
+    assert m and int(m[2]) > 0 and m[1] == m[2], p.stderr
 
 
 @pytest.mark.slow
@@ -202,8 +209,13 @@ def test_draft_model_errors():
     if os.path.exists(TINY):  # a different vocabulary
         p = llmk("run", "-m", SMOL, "-p", "hi", "-n", "4", "-md", TINY, check=False)
         assert p.returncode == 1 and "vocabulary" in p.stderr.decode(), p.stderr
-    p = llmk("batch", "-m", SMOL, "-f", "-", "--spec", "draft", "-md", SMOL, input=b"", check=False)
-    assert p.returncode == 2 and "batch takes --spec ngram" in p.stderr.decode()
+    p = llmk("batch", "-m", SMOL, "-f", "-", "--spec", "draft", "-md", "/nonexistent.gguf",
+             input=b'{"prompt": "hi", "max_tokens": 2}\n', check=False)
+    assert p.returncode == 1 and "nonexistent" in p.stderr.decode(), p.stderr
+    if os.path.exists(TINY):
+        p = llmk("batch", "-m", SMOL, "-f", "-", "-md", TINY, input=b'{"prompt": "hi", "max_tokens": 2}\n',
+                 check=False)
+        assert p.returncode == 1 and "vocabulary" in p.stderr.decode(), p.stderr
 
 
 @pytest.mark.slow
@@ -241,6 +253,7 @@ def test_serve_identical():
 
     plain = answers()
     assert answers("--spec", "ngram", "--draft-max", "8", "--draft-fixed", metrics=True) == plain
+    assert answers("-md", SMOL, "--draft-max", "4", metrics=True) == plain
     # llama-server's per-request fields: on for one request, off for another
     assert answers(extra={"speculative.n_max": 6, "speculative.n_min": 2}) == plain
     assert answers("--spec", "ngram", extra={"speculative.n_max": 0}) == plain

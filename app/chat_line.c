@@ -8,9 +8,13 @@
 #include "cli.h"
 
 #include <editline/readline.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int chat_conv_add(struct chat_conv *c, const char *role, const char *content, size_t len) {
     if (c->n == c->cap) {
@@ -120,12 +124,44 @@ static int read_plain(char *buf, size_t *len) {
     return LLMK_OK;
 }
 
+/* libedit's reads: a byte at a time, never blocking in read(), so that a
+ * Ctrl-C is seen whenever it comes. A blocking read misses it when the
+ * signal lands just before the read or on another thread, and Ctrl-C also
+ * flushes the terminal's input queue, so bytes poll() reported can be gone
+ * by the read: short polls, and a non-blocking read that goes back to
+ * polling when the queue is empty. */
+static volatile sig_atomic_t *g_interrupted;
+static int getc_interruptible(FILE *f) {
+    int fd = fileno(f);
+    for (;;) {
+        if (g_interrupted && *g_interrupted) return EOF;
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        int r = poll(&p, 1, 50);
+        if (r < 0 && errno != EINTR) return EOF;
+        if (r <= 0) continue;
+        unsigned char c;
+        int fl = fcntl(fd, F_GETFL);
+        if (fl >= 0 && !(fl & O_NONBLOCK)) fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+        ssize_t n = read(fd, &c, 1);
+        int err = errno;
+        if (fl >= 0 && !(fl & O_NONBLOCK)) fcntl(fd, F_SETFL, fl); /* the terminal is shared: as it was */
+        if (n == 1) return c;
+        if (n == 0 || (err != EINTR && err != EAGAIN && err != EWOULDBLOCK)) return EOF;
+    }
+}
+
 /* The same through libedit. The prompt and the editing go to stderr
  * (rl_outstream), so stdout stays the model's replies. */
-static int read_edited(char *buf, size_t *len, const char *prompt) {
+static int read_edited(char *buf, size_t *len, const char *prompt, volatile sig_atomic_t *interrupted) {
     rl_instream = stdin;
     rl_outstream = stderr;
+    g_interrupted = interrupted;
+    rl_getc_function = getc_interruptible;
     char *s = readline(prompt);
+    if (s && interrupted && *interrupted) { /* what was typed before Ctrl-C is not sent */
+        free(s);
+        s = NULL;
+    }
     if (!s) return LLMK_NOT_FOUND;
     size_t n = strlen(s);
     if (*s) add_history(s);
@@ -146,7 +182,8 @@ int chat_input_read(struct chat_input *in, size_t *len) {
         return cli_fail(LLMK_OUT_OF_MEMORY, "a line buffer of %d bytes", CHAT_LINE_MAX);
     size_t n = 0;
     for (;;) {
-        int st = in->tty ? read_edited(in->buf, &n, n ? "... " : "> ") : read_plain(in->buf, &n);
+        int st = in->tty ? read_edited(in->buf, &n, n ? "... " : "> ", in->interrupted) : read_plain(in->buf, &n);
+        if (in->interrupted && *in->interrupted) return LLMK_NOT_FOUND;
         /* End of input after a continued line still sends what was typed. */
         if (st == LLMK_NOT_FOUND && n > 0) break;
         if (st != LLMK_OK) return st;

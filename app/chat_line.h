@@ -6,6 +6,7 @@
 
 #include "llmk.h"
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -34,6 +35,9 @@ enum { CHAT_LINE_MAX = 1 << 20 };
 struct chat_input {
     bool tty; /* stdin is a terminal: libedit, a prompt, history */
     char *buf;
+    /* set by the caller's SIGINT handler: a read it interrupts ends with
+     * LLMK_NOT_FOUND, also when the signal came before the read blocked */
+    volatile sig_atomic_t *interrupted;
 };
 
 /* One user message into in->buf (NUL-terminated, *len bytes). LLMK_OK,

@@ -403,6 +403,7 @@ int cmd_chat(int argc, char **argv) {
     sigaction(SIGINT, &sa, NULL); /* no SA_RESTART: Ctrl-C at the prompt ends the read */
 
     c.in.tty = isatty(0);
+    c.in.interrupted = &interrupted;
     for (int turn = 1;; turn++) {
         interrupted = 0;
         size_t got = 0;

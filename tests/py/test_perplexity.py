@@ -178,6 +178,7 @@ def test_kl_of_the_base_against_itself_is_exactly_zero(base):
     assert (o["agree"], o["n"], o["top1"]) == (CHUNKS * PER, CHUNKS * PER, 100.0)
 
 
+@pytest.mark.slow
 @needs_model
 def test_requantized_models_run_and_order_as_expected(base, quants):
     # Seen at this scale (62 positions, base Q4_1): KL q8_0 0.0054, q6_k 0.0117,

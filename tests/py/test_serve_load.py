@@ -206,6 +206,7 @@ def test_load_64_streaming_clients():
     assert "Sanitizer" not in s.err() and "runtime error" not in s.err(), s.err()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not SAN_BIN or not Path(SAN_BIN).exists(), reason="no sanitizer build")
 def test_load_sanitizer_build():
     s = Server("-np", 4, "-c", 256, "--max-queue", 64, binary=SAN_BIN)

@@ -503,8 +503,53 @@ static int load(llmk_sampler *s, const float *logits, size_t n) {
     return LLMK_OK;
 }
 
+/* Does a stage leave the candidates as they are, whatever they are? */
+static bool stage_idle(const llmk_sampler *s, int stage) {
+    const llmk_sampler_params *p = &s->p;
+    switch (stage) {
+    case LLMK_STAGE_PENALTIES:
+        return !s->hist_len || (p->repeat_penalty == 1.0 && p->frequency_penalty == 0 && p->presence_penalty == 0);
+    case LLMK_STAGE_TOP_K: return p->top_k <= 0;
+    case LLMK_STAGE_MIN_P: return p->min_p <= 0;
+    case LLMK_STAGE_TOP_P: return p->top_p >= 1.0;
+    case LLMK_STAGE_TYPICAL_P: return p->typical_p >= 1.0;
+    case LLMK_STAGE_ETA: return p->eta <= 0;
+    default: return false;
+    }
+}
+
+/* Greedy choice in one pass over the row, when the chain would reach the
+ * greedy stage with every stage before it idle and no logit bias: then the
+ * chain's answer is the largest logit the grammar allows, the lowest id on
+ * ties, and building n_vocab candidates (several passes: a few percent of a
+ * small model's decode step) is not needed. false: take the chain (also for
+ * the rows it refuses: a NaN, nothing allowed). */
+static bool greedy_direct(llmk_sampler *s, const float *logits, size_t n) {
+    if (s->p.temperature > 0 || s->p.n_bias || !logits || n != s->n_vocab) return false;
+    for (size_t i = 0; i < s->p.n_order && s->p.order[i] != LLMK_STAGE_TEMPERATURE; i++)
+        if (!stage_idle(s, s->p.order[i])) return false;
+    const uint64_t *bits = NULL;
+    if (s->grammar) {
+        int st;
+        if (!(bits = llmk_grammar_state_bits(s->grammar, &st))) return false;
+    }
+    size_t best = n;
+    float mx = -INFINITY;
+    for (size_t i = 0; i < n; i++) {
+        float v = logits[i];
+        if (isnan(v)) return false;
+        if (v > mx && v > -INFINITY && (!bits || (bits[i >> 6] >> (i & 63) & 1))) mx = v, best = i;
+    }
+    if (best == n) return false;
+    s->cand[0] = (llmk_token_prob){.id = (int32_t)best, .logit = mx, .p = 1.0};
+    s->n_cand = 1;
+    s->sorted = true;
+    return true;
+}
+
 static int run_chain(llmk_sampler *s, const float *logits, size_t n) {
     if (!s) return llmk_fail(LLMK_INVALID_ARGUMENT, "sampler: NULL sampler");
+    if (greedy_direct(s, logits, n)) return LLMK_OK;
     int rc = load(s, logits, n);
     if (rc != LLMK_OK) return rc;
     bool greedy_done = false;

@@ -304,6 +304,35 @@ static void test_sampler(void) {
         free(l);
         llmk_sampler_free(smp);
     }
+    /* greedy under the grammar: the one-pass choice (default chain) and the
+     * full chain (an active top_k that keeps everything) pick the same ids */
+    llmk_sampler_params pf, pc;
+    llmk_sampler_params_default(&pf);
+    pf.temperature = 0;
+    pc = pf;
+    CHECK_EQ_INT(llmk_sampler_parse_order("top_k;temperature", &pc), LLMK_OK);
+    pc.top_k = (int32_t)nv;
+    llmk_grammar_state *s2 = NULL;
+    llmk_sampler *fa = NULL, *fb = NULL;
+    CHECK_EQ_INT(llmk_grammar_state_init(g, t, &s2), LLMK_OK);
+    CHECK_EQ_INT(llmk_sampler_init(&pf, nv, &fa), LLMK_OK);
+    CHECK_EQ_INT(llmk_sampler_init(&pc, nv, &fb), LLMK_OK);
+    float *l = malloc(nv * sizeof *l);
+    if (fa && fb && s2 && l) {
+        llmk_grammar_state_reset(s);
+        CHECK_EQ_INT(llmk_sampler_set_grammar(fa, s), LLMK_OK);
+        CHECK_EQ_INT(llmk_sampler_set_grammar(fb, s2), LLMK_OK);
+        for (int k = 0; k < 3; k++) {
+            for (size_t i = 0; i < nv; i++) l[i] = (float)((i * 40503u + (unsigned)k * 31u) % 50) / 10.0f;
+            int32_t ia = -1, ib = -2;
+            CHECK_EQ_INT(llmk_sampler_sample(fa, l, nv, &ia), LLMK_OK);
+            CHECK_EQ_INT(llmk_sampler_sample(fb, l, nv, &ib), LLMK_OK);
+            CHECK_EQ_INT(ia, ib);
+        }
+    }
+    free(l);
+    llmk_sampler_free(fa), llmk_sampler_free(fb);
+    llmk_grammar_state_free(s2);
     llmk_grammar_state_free(s);
     llmk_grammar_free(g);
     llmk_tokenizer_free(t);

@@ -357,6 +357,41 @@ static void test_greedy(void) {
     llmk_sampler_free(s);
 }
 
+/* The one-pass greedy choice (every stage before the greedy one idle, no
+ * bias) against the chain: top_k = n_vocab before temperature is a stage
+ * that is not idle but keeps every token, so the chain runs in full. Rows
+ * with ties, -inf and +inf logits. */
+static void test_greedy_direct_is_the_chain(void) {
+    enum { V = 97 };
+    llmk_sampler_params fast, chain;
+    llmk_sampler_params_default(&fast);
+    fast.temperature = 0;
+    chain = fast;
+    CHECK_STATUS(llmk_sampler_parse_order("top_k;temperature", &chain), LLMK_OK);
+    chain.top_k = V;
+    llmk_sampler *a = make(&fast, V), *b = make(&chain, V);
+    float l[V];
+    uint32_t x = 12345;
+    for (int row = 0; row < 400; row++) {
+        for (int i = 0; i < V; i++) {
+            x = x * 1664525u + 1013904223u;
+            l[i] = (float)((x >> 24) % 7) - 3.0f; /* few values: many ties */
+            if (row % 5 == 1 && i % 3 == 0) l[i] = -INFINITY;
+        }
+        if (row % 50 == 7) l[row % V] = INFINITY;
+        int32_t ia = -1, ib = -2;
+        CHECK_STATUS(llmk_sampler_sample(a, l, V, &ia), LLMK_OK);
+        CHECK_STATUS(llmk_sampler_sample(b, l, V, &ib), LLMK_OK);
+        CHECK_EQ_INT(ia, ib);
+    }
+    for (int i = 0; i < V; i++) l[i] = -INFINITY; /* the chain's refusal, also on the direct path */
+    int32_t id;
+    CHECK_STATUS(llmk_sampler_sample(a, l, V, &id), LLMK_BAD_SAMPLER_CONFIG);
+    l[3] = NAN;
+    CHECK_STATUS(llmk_sampler_sample(a, l, V, &id), LLMK_NAN_INPUT);
+    llmk_sampler_free(a), llmk_sampler_free(b);
+}
+
 static void test_temperature_exact(void) {
     llmk_sampler_params p = only("temperature");
     p.temperature = 0.5;
@@ -873,6 +908,7 @@ int main(void) {
     test_params();
     test_bad_input();
     test_greedy();
+    test_greedy_direct_is_the_chain();
     test_temperature_exact();
     test_top_k_exact();
     test_top_p_exact();

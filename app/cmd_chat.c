@@ -161,9 +161,6 @@ static int chat_init(struct chat *c, llmk_model *m) {
     if ((st = gen_ctx_init(&c->gc, CMD, &o->go, c->n_vocab)) != LLMK_OK) return st;
     if ((st = gen_ctx_grammar(&c->gc, &o->go, c->tok)) != LLMK_OK) return st; /* every reply obeys it */
     if ((st = spec_opts_init(&o->so, m, sp.n_threads, &c->draft, &c->spec)) != LLMK_OK) return st;
-    if (c->spec && c->gc.gstate)
-        return cli_fail(LLMK_UNSUPPORTED, "--grammar with --spec is not supported (drafts are not constrained); "
-                                          "use one or the other");
     if (o->go.system && (st = chat_conv_add(&c->conv, "system", o->go.system, strlen(o->go.system))) != LLMK_OK)
         return st;
     if (o->history && (st = chat_conv_load(&c->conv, o->history)) != LLMK_OK) return st;

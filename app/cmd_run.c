@@ -463,9 +463,6 @@ static int run_session(struct run_opts *o, const llmk_model *m, struct decode *d
     if ((st = decode_init(d, o, ids, n_prompt)) != LLMK_OK ||
         (st = spec_opts_init(&o->so, m, sp.n_threads, &d->draft, &d->spec)) != LLMK_OK)
         return st;
-    if (d->spec && d->ch.gstate)
-        return cli_fail(LLMK_UNSUPPORTED, "--grammar with --spec is not supported (drafts are not constrained); "
-                                          "use one or the other");
     /* plain completion shows the text it continues, as llama-cli does */
     if (!o->go.chat && o->prompt && !o->print_ids && !o->no_display) {
         fputs(o->prompt, stdout);

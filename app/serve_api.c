@@ -401,9 +401,6 @@ static int shape(struct parse *p, bool chat) {
     if (gr && llmk_grammar_parse(gr->valuestring, strlen(gr->valuestring), &r->grammar) != LLMK_OK)
         return bad(p, "grammar", "'grammar': %s", llmk_last_error());
     if ((rc = schema_fields(p, r))) return rc;
-    if (r->grammar && r->spec_max > 0)
-        return bad(p, "speculative.n_max", "'speculative.n_max' with a 'grammar' is not supported (drafts are not "
-                   "constrained)");
     bool echo = false;
     if ((rc = boolean(p, "echo", &echo))) return rc;
     if (echo) return bad(p, "echo", "'echo' is not supported");

@@ -414,7 +414,6 @@ static bool submit_job(struct server *s, struct serve_job *j) {
             spp.mode = !j->req.spec_max ? LLMK_SPEC_NONE : s->dpool ? LLMK_SPEC_DRAFT : LLMK_SPEC_NGRAM;
         if (j->req.spec_max > 0) spp.draft_max = j->req.spec_max;
         if (j->req.spec_min > 0) spp.draft_min = j->req.spec_min;
-        if (j->req.grammar) spp.mode = LLMK_SPEC_NONE; /* drafts are not constrained: a grammar runs without --spec */
         if (spp.mode != LLMK_SPEC_NONE && (st = llmk_spec_init(s->m, &spp, &c->spec)) != LLMK_OK) break;
         llmk_request q = {.prompt = j->req.prompt, .n_prompt = j->req.n_prompt, .max_tokens = c->cap,
                           .sampler = c->smp, .stop_ids = s->eog, .n_stop = s->n_eog, .user = c,

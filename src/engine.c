@@ -156,9 +156,6 @@ static int check_request(const llmk_engine *e, const llmk_request *r) {
 int llmk_engine_submit(llmk_engine *e, const llmk_request *r, int64_t *id) {
     llmk_error_clear();
     if (!e || !r || !id) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_engine_submit: NULL argument");
-    if (r->spec && r->sampler && llmk_sampler_grammar(r->sampler))
-        return llmk_fail(LLMK_UNSUPPORTED, "speculative decoding with a grammar is not supported: drafts are not "
-                                           "constrained (use one or the other)");
     *id = 0;
     int st = check_request(e, r);
     if (st != LLMK_OK) return st;

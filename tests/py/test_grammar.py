@@ -236,6 +236,40 @@ def test_chat_applies_mask_every_turn():
             check_text(YES_NO, r)
 
 
+SPEC = ["--spec", "ngram", "--draft-fixed", "--draft-max", "8", "--spec-ngram-min", "1"]
+
+
+@pytest.mark.parametrize("name", ["numbers", "jsonish"])
+def test_speculation_under_a_grammar_changes_nothing(name):
+    """Drafts are not constrained, but every row is chosen under the mask from the state the tokens before
+    it left, so a draft the grammar refuses is simply rejected: the tokens are the grammar's alone (run,
+    greedy and seeded; drafts forced at every step)."""
+    g = GRAMMARS[name]
+    for samp in (["--temp", "0"], ["--temp", "1.2", "--seed", "5", "--top-k", "0", "--min-p", "0"]):
+        base = ["run", "-m", MODEL, "-p", 'Numbers: [12, 12, 12] {"ab": 12, "ab": 12}', "--grammar", g,
+                "-n", "60", "--print-ids", *samp]
+        plain = run(*base).stdout
+        p = run(*base, *SPEC)
+        assert p.stdout == plain
+        m = re.search(rb"speculative ngram: (\d+)/(\d+) drafted", p.stderr)
+        assert m and int(m[2]) > 0, p.stderr
+
+
+def test_chat_and_batch_speculate_under_grammars(tmp_path):
+    questions = b"Is the sky blue?\nIs fire cold?\n"
+    base = ["chat", "-m", MODEL, "--grammar", YES_NO, "--temp", "1.5", "--top-k", "0", "--min-p", "0",
+            "--seed", "2", "-n", "20"]
+    assert run(*base, *SPEC, input_bytes=questions).stdout == run(*base, input_bytes=questions).stdout
+    lines = [{"prompt": "[1, 2, 1, 2, 1, 2", "grammar": NUMBERS, "max_tokens": 40},
+             {"messages": [{"role": "user", "content": "Go"}], "grammar": JSONISH, "max_tokens": 60,
+              "temperature": 1.1, "seed": 3},
+             {"prompt": "Hello", "max_tokens": 8}]
+    f = tmp_path / "in.jsonl"
+    f.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    plain = run("batch", "-m", MODEL, "-f", f, "--temp", "0").stdout
+    assert run("batch", "-m", MODEL, "-f", f, "--temp", "0", *SPEC).stdout == plain
+
+
 def test_batch_mixes_grammars(tmp_path):
     lines = []
     for k, (name, g) in enumerate(sorted(GRAMMARS.items())):
@@ -263,8 +297,6 @@ def test_refusals(tmp_path):
     assert p.returncode != 0 and b"line 1, column 1" in p.stderr and b"can reach itself" in p.stderr
     p = run("run", "-m", MODEL, "-p", "x", "--grammar-file", tmp_path / "missing.gbnf", check=False)
     assert p.returncode != 0 and b"missing.gbnf" in p.stderr
-    p = run("run", "-m", MODEL, "-p", "x", "--grammar", YES_NO, "--spec", "ngram", check=False)
-    assert p.returncode != 0 and b"--spec" in p.stderr
     f = tmp_path / "b.jsonl"
     f.write_text(json.dumps({"prompt": "x", "grammar": "root ::= [z-a]"}) + "\n")
     p = run("batch", "-m", MODEL, "-f", f, check=False)
@@ -309,6 +341,10 @@ def test_serve_grammar():
                                                    "temperature": 0})
             assert st == 200, r
             check_text(g, r["choices"][0]["text"])
+            # speculation on for this request: the same text
+            st, rs = post(port, "/v1/completions", {"prompt": "Answer:", "grammar": g, "max_tokens": 80,
+                                                    "temperature": 0, "speculative.n_max": 8})
+            assert st == 200 and rs["choices"][0]["text"] == r["choices"][0]["text"], rs
         st, r = post(port, "/v1/completions", {"prompt": "x", "grammar": "root ::= \"a\" |\n  [b-"})
         assert st == 400 and "line 2, column 3" in r["error"]["message"], r
         assert r["error"]["param"] == "grammar"

@@ -887,6 +887,23 @@ static void moe_items(struct llmk_exec *ex, const struct llmk_phase *ph, int ith
     }
 }
 
+/* Rows [r0, r1) of expert e (of `rows` each) of weight wi against its m
+ * gathered activation rows, into y (row r of the expert at y[r], the next
+ * activation row ys further): the r8 kernels on the repacked stack, or the
+ * codec's dot on the GGUF rows, by the plan's route. */
+static void moe_matvec(struct llmk_exec *ex, const struct llmk_phase *ph, int wi, int64_t e, int64_t rows, int64_t r0,
+                       int64_t r1, const unsigned char *act, size_t as, int64_t m, float *y, size_t ys) {
+    if (plan_of(ex, ph)->w[wi].route != LLMK_ROUTE_R8_A16) {
+        llmk_moe_expert_matvec(&ex->K->type[ph->w[wi]->type], ph->w[wi], e, r0, r1, act, as, m, y + r0, ys);
+        return;
+    }
+    struct llmk_r8 v = ex->r8[((ph - ex->prog.ph) * 3 + wi) * ex->nth]; /* the whole stack */
+    int64_t groups = rows / LLMK_R8_ROWS;
+    v.data += (size_t)(e * groups) * (size_t)v.nb * v.block_bytes;
+    v.n = rows, v.g0 = 0, v.g1 = groups;
+    ex->K->gemm_r8_a16(&v, r0, r1, act, as, m, y, ys);
+}
+
 /* Gate and up rows [r0, r1) of expert e for its gathered rows, SwiGLU, and
  * down's activation form of those rows (a NaN is reported at the row whose
  * slot it is). */
@@ -897,8 +914,8 @@ static void moe_gate_up_item(struct llmk_exec *ex, const struct llmk_phase *ph, 
     size_t as;
     const unsigned char *act = moe_act(ex, ph, ph->in, &as) + (size_t)a * as;
     float *g = ex->buf[ph->out[0]] + (int64_t)a * F, *u = ex->buf[ph->out[1]] + (int64_t)a * F;
-    llmk_moe_expert_matvec(&ex->K->type[ph->w[0]->type], ph->w[0], e, r0, r1, act, as, cnt, g + r0, (size_t)F);
-    llmk_moe_expert_matvec(&ex->K->type[ph->w[1]->type], ph->w[1], e, r0, r1, act, as, cnt, u + r0, (size_t)F);
+    moe_matvec(ex, ph, 0, e, F, r0, r1, act, as, cnt, g, (size_t)F);
+    moe_matvec(ex, ph, 1, e, F, r0, r1, act, as, cnt, u, (size_t)F);
     unsigned qmask = plan_of(ex, ph)->qmask;
     for (int32_t i = 0; i < cnt; i++) {
         int64_t p = a + i;
@@ -920,8 +937,7 @@ static void moe_down_item(struct llmk_exec *ex, const struct llmk_phase *ph, con
     int32_t a = mp->off[e], cnt = mp->off[e + 1] - a;
     size_t as;
     const unsigned char *act = moe_act(ex, ph, ph->in, &as) + (size_t)a * as;
-    llmk_moe_expert_matvec(&ex->K->type[ph->w[0]->type], ph->w[0], e, r0, r1, act, as, cnt,
-                           ex->buf[ph->out[0]] + (int64_t)a * E + r0, (size_t)E);
+    moe_matvec(ex, ph, 0, e, E, r0, r1, act, as, cnt, ex->buf[ph->out[0]] + (int64_t)a * E, (size_t)E);
 }
 
 static void ph_moe_gate_up(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, int nth) {
@@ -1197,10 +1213,14 @@ static int cancelled(double fraction) {
 }
 
 /* Whether phase i has a weight on a repacked route; its bytes in the file. */
+static bool moe_weights(const struct llmk_phase *ph) {
+    return ph->op == LLMK_OP_MOE_GATE_UP || ph->op == LLMK_OP_MOE_DOWN;
+}
+
 static bool phase_repacked(const struct llmk_exec *ex, int i, uint64_t *bytes) {
     const struct llmk_phase *ph = &ex->prog.ph[i];
     *bytes = 0;
-    for (int w = 0; w < ph->n_w && ph->op == LLMK_OP_MATMUL; w++) {
+    for (int w = 0; w < ph->n_w && (ph->op == LLMK_OP_MATMUL || moe_weights(ph)); w++) {
         int route = ex->plan.ph[i].w[w].route;
         if (route == LLMK_ROUTE_X2_Q8_1X || route == LLMK_ROUTE_R8_A16) *bytes += ph->w[w]->n_bytes;
     }
@@ -1212,6 +1232,15 @@ static bool phase_repacked(const struct llmk_exec *ex, int i, uint64_t *bytes) {
 static int repack_phase(struct llmk_exec *ex, int i) {
     const struct llmk_phase *ph = &ex->prog.ph[i];
     bool r8 = false;
+    for (int w = 0; w < ph->n_w && moe_weights(ph); w++) { /* a whole stack, packed here */
+        if (ex->plan.ph[i].w[w].route != LLMK_ROUTE_R8_A16) continue;
+        llmk_tensor_info f = llmk_plan_flat_experts(ph->w[w]);
+        struct llmk_r8 *v = &ex->r8[(size_t)(i * 3 + w) * (size_t)ex->nth];
+        int64_t groups = (int64_t)f.ne[1] / LLMK_R8_ROWS;
+        llmk_r8_place_view(&f, v, ex->r8_arena + ex->plan.r8_off[(size_t)(i * 3 + w) * (size_t)ex->nth], 0, groups);
+        llmk_r8_pack(&f, v, 0, groups);
+        llmk_gguf_release_range(ex->m->gguf, ph->w[w]->data, ph->w[w]->n_bytes);
+    }
     for (int w = 0; w < ph->n_w && ph->op == LLMK_OP_MATMUL; w++) {
         int route = ex->plan.ph[i].w[w].route, st;
         if (route == LLMK_ROUTE_X2_Q8_1X) { /* then its file pages go, as repack_worker's */

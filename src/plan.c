@@ -4,6 +4,7 @@
 #include "internal.h"
 #include "codec/blocks.h"
 #include "kernels/a16.h"
+#include "kernels/r8.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -49,24 +50,70 @@ static struct llmk_plan_weight plan_weight(const struct llmk_plan *p, const stru
     return w;
 }
 
+/* A stack of experts as the one 2-D matrix its repacking sees: expert e is
+ * rows [e * ne[1], (e + 1) * ne[1]). */
+llmk_tensor_info llmk_plan_flat_experts(const llmk_tensor_info *t) {
+    llmk_tensor_info f = *t;
+    f.ne[1] *= f.ne[2] ? f.ne[2] : 1;
+    f.ne[2] = 1;
+    f.n_dims = 2;
+    return f;
+}
+
+/* Experts on the r8 kernels when A16 covers every stack of the layer, an
+ * expert's rows are whole groups of 8 (so no group straddles two experts)
+ * and the repacked stack is at most 1.2x the file's bytes: Q8_0, Q4_1 and
+ * Q4_0, not the K-quants and IQ4_NL, whose 8-bit records (Q8S) are 1.9-2.4x
+ * their blocks. A decode step streams the experts it picks, so a bigger copy
+ * cost more than the kernels gained (qwen3moe Q4_K_M tg128 -11%, Q8_0 +41%:
+ * docs/model.md). Else the codec's dot on its own form (f32 for F32). */
+static bool moe_r8(const struct llmk_plan *p, const struct llmk_plan_options *o, const struct llmk_phase *ph) {
+    if (o->act_q8 || !p->K->gemm_r8_a16) return false;
+    for (int w = 0; w < ph->n_w; w++) {
+        const llmk_tensor_info *t = ph->w[w];
+        if (!llmk_a16_supports(t->type) || t->ne[1] % LLMK_R8_ROWS != 0 || t->ne[0] % LLMK_QK) return false;
+        llmk_tensor_info f = llmk_plan_flat_experts(t);
+        size_t bytes;
+        if (llmk_r8_size(&f, &bytes) != LLMK_OK) {
+            llmk_error_clear();
+            return false;
+        }
+        if ((double)bytes > 1.2 * (double)t->n_bytes) return false;
+    }
+    return true;
+}
+
+/* The MoE phases of one layer (norm, route, gather, gate_up, down at i-2 ..
+ * i+2 from the gather): their routes, and the forms the norm and gate_up
+ * quantize for the gather and for down. */
+static void plan_moe(struct llmk_plan *p, const struct llmk_plan_options *o, int i) {
+    const struct llmk_phase *ph = &p->prog->ph[i];
+    LLMK_CHECK(i >= 2 && i + 2 < p->prog->n_phases && ph[-2].op == LLMK_OP_NORM_QUANT &&
+               ph[1].op == LLMK_OP_MOE_GATE_UP && ph[2].op == LLMK_OP_MOE_DOWN);
+    bool r8 = moe_r8(p, o, &ph[1]) && moe_r8(p, o, &ph[2]);
+    for (int j = 0; j <= 2; j++) {
+        struct llmk_plan_phase *pp = &p->ph[i + j];
+        for (int w = 0; w < ph[j].n_w; w++) {
+            int f = r8 ? LLMK_ACT_A16 : codec_form(ph[j].w[w]->type);
+            pp->w[w] = (struct llmk_plan_weight){.route = r8 ? LLMK_ROUTE_R8_A16 : LLMK_ROUTE_DOT, .form = (int8_t)f};
+            if (f >= 0) p->need[ph[j].in] |= 1u << f;
+            if (f >= 0 && j == 0) p->need[ph[j].out[0]] |= 1u << f;
+        }
+    }
+    unsigned in = p->ph[i].w[0].form >= 0 ? 1u << p->ph[i].w[0].form : 0;
+    p->ph[i - 2].qmask = p->ph[i].qmask = (uint8_t)in;
+    p->ph[i + 1].qmask = (uint8_t)(p->ph[i + 2].w[0].form >= 0 ? 1u << p->ph[i + 2].w[0].form : 0);
+}
+
 /* Per phase: the routes of a matmul's weights and, for each producer, the
  * forms its consumer (the next phase) reads. */
 static void plan_forms(struct llmk_plan *p, const struct llmk_plan_options *o) {
     const struct llmk_program *prog = p->prog;
     for (int i = 0; i < prog->n_phases; i++) {
         const struct llmk_phase *ph = &prog->ph[i];
-        p->ph[i].qmask = ph->qmask;
-        if (ph->op == LLMK_OP_MOE_GATHER || ph->op == LLMK_OP_MOE_GATE_UP || ph->op == LLMK_OP_MOE_DOWN) {
-            /* experts: the codec's dot on its own form (f32 for F32 stacks);
-             * the gather copies rows of that form from its input */
-            for (int w = 0; w < ph->n_w; w++) {
-                int f = codec_form(ph->w[w]->type);
-                p->ph[i].w[w] = (struct llmk_plan_weight){.route = LLMK_ROUTE_DOT, .form = (int8_t)f};
-                if (f >= 0) p->need[ph->in] |= 1u << f;
-                if (f >= 0 && ph->op == LLMK_OP_MOE_GATHER) p->need[ph->out[0]] |= 1u << f;
-            }
-            continue;
-        }
+        if (ph->op != LLMK_OP_MOE_GATE_UP && ph->op != LLMK_OP_MOE_DOWN) p->ph[i].qmask = ph->qmask;
+        if (ph->op == LLMK_OP_MOE_GATHER) plan_moe(p, o, i); /* the gather, gate_up and down */
+        if (ph->op == LLMK_OP_MOE_GATHER || ph->op == LLMK_OP_MOE_GATE_UP || ph->op == LLMK_OP_MOE_DOWN) continue;
         if (ph->op != LLMK_OP_MATMUL) continue;
         for (int w = 0; w < ph->n_w; w++) {
             p->ph[i].w[w] = plan_weight(p, o, ph, ph->w[w]->type);
@@ -134,10 +181,19 @@ static int plan_r8_arena(struct llmk_plan *p) {
     size_t off = 0;
     for (int ith = 0; ith < p->nth; ith++)
         for (int i = 0; i < prog->n_phases; i++)
-            for (int w = 0; w < prog->ph[i].n_w && prog->ph[i].op == LLMK_OP_MATMUL; w++) {
+            for (int w = 0; w < prog->ph[i].n_w; w++) {
                 if (p->ph[i].w[w].route != LLMK_ROUTE_R8_A16) continue;
                 const llmk_tensor_info *t = prog->ph[i].w[w];
                 size_t whole;
+                if (prog->ph[i].op == LLMK_OP_MOE_GATE_UP || prog->ph[i].op == LLMK_OP_MOE_DOWN) {
+                    /* a whole stack, in worker 0's stream: any worker may take any expert */
+                    llmk_tensor_info f = llmk_plan_flat_experts(t);
+                    int st = llmk_r8_size(&f, &whole);
+                    if (st != LLMK_OK) return st;
+                    if (ith == 0) p->r8_off[(i * 3 + w) * p->nth] = off, off += whole;
+                    continue;
+                }
+                if (prog->ph[i].op != LLMK_OP_MATMUL) continue;
                 int st = llmk_r8_size(t, &whole);
                 if (st != LLMK_OK) return st;
                 int64_t r0, r1;

@@ -78,6 +78,10 @@ void llmk_plan_free(struct llmk_plan *p);
  * phase that feeds RoPE splits by heads; others split the rows of all
  * weights, concatenated, in units of LLMK_MM_UNIT. */
 void llmk_plan_share(const struct llmk_plan *p, int i, int wi, int ith, int64_t *r0, int64_t *r1);
+/* A stack of experts (ne = {k, rows, n_expert}) as one 2-D matrix of
+ * n_expert * rows rows: how MoE weights are repacked (whole, in worker 0's
+ * stream of the r8 arena: any worker may take any expert). */
+llmk_tensor_info llmk_plan_flat_experts(const llmk_tensor_info *t);
 
 /* "a16", "q8_1x", ... for dumps. */
 const char *llmk_act_form_name(int form);

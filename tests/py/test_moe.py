@@ -83,8 +83,9 @@ def test_q8_0_paths_agree(i):
     ids = s["ids"] + s["continuation"]
     ref, f32, fast = (logits(Q8, ids, p) for p in ("ref", "f32", "fast"))
     assert rel(f32, ref).max() <= 1e-4
-    # measured 1.3-2.4e-2: 8-bit activations into the attention and the experts
-    assert rel(fast, f32).max() <= 5e-2
+    # measured 3.3-5.0e-4 with the experts on the r8/A16 kernels (16-bit activations);
+    # 1.3-2.4e-2 when they ran the codec's dot on 8-bit activations
+    assert rel(fast, f32).max() <= 2e-3
     assert (fast.argmax(1) == f32.argmax(1)).all()
 
 

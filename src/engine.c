@@ -37,6 +37,7 @@ struct req {
     int32_t *draft;         /* [SPEC_MAX]: this step's drafts */
     int32_t n_draft;        /* drafts in this step's plan */
     double draft_s;         /* the drafter's time for them */
+    bool drafted;           /* this step's drafts were made with the pool's others (pooled_drafts) */
     int32_t verified;       /* rows of this step delivered so far (spec: the pending one, then drafts) */
     bool rejected;          /* a row of this step chose other than its draft: its later rows are dead */
     struct req *next;       /* waiting queue */
@@ -66,6 +67,12 @@ struct llmk_engine {
     bool decode_only;
     int32_t step_drafts;
     double step_s;
+    /* pooled_drafts' arguments: [n_seq] each */
+    struct llmk_spec **pd_spec;
+    const int32_t **pd_hist;
+    size_t *pd_n;
+    int32_t *pd_max, **pd_draft, *pd_got;
+    struct req **pd_req;
     llmk_engine_stats st;
     char err[512];          /* the detail error events carry */
 };
@@ -87,6 +94,8 @@ void llmk_engine_free(llmk_engine *e) {
     for (struct req *r = e->wait_head, *n; r; r = n) n = r->next, req_free(r);
     llmk_context_free(e->c);
     free(e->run), free(e->items), free(e->count), free(e->row_req), free(e->logits);
+    free(e->pd_spec), free(e->pd_hist), free(e->pd_n), free(e->pd_max), free(e->pd_draft), free(e->pd_got);
+    free(e->pd_req);
     free(e);
 }
 
@@ -115,7 +124,12 @@ int llmk_engine_init(const llmk_model *m, const llmk_engine_params *p, llmk_engi
     e->row_req = malloc((size_t)e->step_tokens * sizeof *e->row_req);
     e->logits = malloc(ns * e->V * sizeof *e->logits);
     e->rows_cap = e->n_seq;
-    if (!e->run || !e->items || !e->count || !e->row_req || !e->logits) {
+    e->pd_spec = malloc(ns * sizeof *e->pd_spec), e->pd_hist = malloc(ns * sizeof *e->pd_hist);
+    e->pd_n = malloc(ns * sizeof *e->pd_n), e->pd_max = malloc(ns * sizeof *e->pd_max);
+    e->pd_draft = malloc(ns * sizeof *e->pd_draft), e->pd_got = malloc(ns * sizeof *e->pd_got);
+    e->pd_req = malloc(ns * sizeof *e->pd_req);
+    if (!e->run || !e->items || !e->count || !e->row_req || !e->logits || !e->pd_spec || !e->pd_hist || !e->pd_n ||
+        !e->pd_max || !e->pd_draft || !e->pd_got || !e->pd_req) {
         llmk_engine_free(e);
         return llmk_fail(LLMK_OUT_OF_MEMORY, "llmk_engine_init: buffers for %zu sequences", ns);
     }
@@ -294,13 +308,55 @@ static void plan_item(llmk_engine *e, int32_t i, int32_t pos, bool logits) {
 /* Drafts for a decoding request: as many as its drafter wants, within its
  * token budget (the last row's token must still be one it may generate),
  * n_ctx and the step's remaining room. */
-static void plan_drafts(llmk_engine *e, struct req *r, int32_t room) {
-    r->n_draft = 0;
+static int32_t draft_room(const llmk_engine *e, const struct req *r, int32_t room) {
     int32_t max = llmk_spec_draft_len(r->spec), left = r->max_gen - (r->n_tok - r->n_prompt) - 1;
     if (max > left) max = left;
     if (max > e->n_ctx - r->n_tok) max = e->n_ctx - r->n_tok;
     if (max > room) max = room;
     if (max > SPEC_MAX) max = SPEC_MAX;
+    return max > 0 ? max : 0;
+}
+
+/* The drafts of every decoding request whose drafter is a draft model's
+ * pool sequence, made in one batched generation before the plan is laid
+ * out (one draft step for all of them, not one per request); each gets the
+ * batch's time in proportion to its drafts. Room: what the step has after
+ * every decode row, taken in request order. */
+static void pooled_drafts(llmk_engine *e) {
+    int32_t room = e->step_tokens, m = 0;
+    for (int32_t i = 0; i < e->n_run; i++) room -= e->run[i]->n_tok - e->run[i]->n_done == 1;
+    for (int32_t i = 0; i < e->n_run; i++) {
+        struct req *r = e->run[i];
+        r->drafted = false;
+        if (r->n_tok - r->n_done != 1 || !r->spec || !llmk_spec_pooled(r->spec)) continue;
+        int32_t max = draft_room(e, r, room);
+        if (max <= 0) continue;
+        room -= max;
+        e->pd_spec[m] = r->spec, e->pd_hist[m] = r->tok, e->pd_n[m] = (size_t)r->n_tok, e->pd_max[m] = max;
+        e->pd_draft[m] = r->draft, e->pd_req[m++] = r;
+    }
+    if (!m) return;
+    double t0 = now_s();
+    int st = llmk_spec_draft_pooled(e->pd_spec, e->pd_hist, e->pd_n, e->pd_max, e->pd_draft, e->pd_got, m);
+    double t = now_s() - t0;
+    llmk_error_clear(); /* a drafter that fails only costs its drafts */
+    int64_t total = 0;
+    for (int32_t j = 0; j < m; j++) total += st == LLMK_OK ? e->pd_got[j] : 0;
+    for (int32_t j = 0; j < m; j++) {
+        struct req *r = e->pd_req[j];
+        r->drafted = true;
+        r->n_draft = st == LLMK_OK ? e->pd_got[j] : 0;
+        r->draft_s = total ? t * (double)r->n_draft / (double)total : 0;
+    }
+}
+
+static void plan_drafts(llmk_engine *e, struct req *r, int32_t room) {
+    if (r->drafted) { /* made by pooled_drafts: only the room may have shrunk */
+        if (r->n_draft > room) r->n_draft = room > 0 ? room : 0;
+        return;
+    }
+    r->n_draft = 0;
+    int32_t max = draft_room(e, r, room);
     int32_t n = 0;
     double t0 = now_s();
     if (max > 0 && llmk_spec_draft(r->spec, r->tok, (size_t)r->n_tok, max, r->draft, &n) == LLMK_OK) r->n_draft = n;
@@ -319,7 +375,11 @@ static void plan(llmk_engine *e, bool with_drafts) {
     for (int32_t i = 0; i < e->n_run; i++) n_decode += e->run[i]->n_tok - e->run[i]->n_done == 1;
     for (int32_t i = 0; i < e->n_run; i++) {
         struct req *r = e->run[i];
-        r->n_draft = 0, r->draft_s = 0, r->verified = 0, r->rejected = false;
+        r->n_draft = 0, r->draft_s = 0, r->verified = 0, r->rejected = false, r->drafted = false;
+    }
+    if (with_drafts) pooled_drafts(e);
+    for (int32_t i = 0; i < e->n_run; i++) {
+        struct req *r = e->run[i];
         if (r->n_tok - r->n_done != 1) continue;
         plan_item(e, i, r->n_done, true);
         if (!r->spec || !with_drafts) continue;

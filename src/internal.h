@@ -76,6 +76,14 @@ const llmk_config *llmk_config_kernels(void);
 void llmk_spec_feedback_step(llmk_spec *sp, int32_t n_draft, int32_t n_accepted, double draft_s, double verify_s,
                              int32_t step_drafts);
 
+/* Drafts for count drafters at once (the engine's step): those with a
+ * draft pool (all the same pool) draft in one batched generation, up to
+ * max[i] tokens after hist[i][0..n[i]) into draft[i], n_draft[i] of them;
+ * the others, and any without a free sequence, draft nothing here. */
+bool llmk_spec_pooled(const llmk_spec *sp); /* a draft model's drafter on a draft pool */
+int llmk_spec_draft_pooled(llmk_spec *const *sp, const int32_t *const *hist, const size_t *n, const int32_t *max,
+                           int32_t *const *draft, int32_t *n_draft, int count);
+
 #define LLMK_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define LLMK_UNUSED(x) ((void)(x))
 

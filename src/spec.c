@@ -342,6 +342,91 @@ static int draft_model(llmk_spec *sp, const int32_t *hist, size_t n, int32_t max
     return LLMK_OK;
 }
 
+/* ---- drafting for many sequences of one pool at once (the engine) -------- */
+
+bool llmk_spec_pooled(const llmk_spec *sp) { return sp && sp->p.mode == LLMK_SPEC_DRAFT && sp->p.draft_pool; }
+
+struct pooled_out {
+    int32_t *const *draft;
+    int32_t *k;
+    const int *who; /* generate entry -> drafter index */
+};
+static int on_pooled_token(void *user, size_t entry, int32_t token) {
+    struct pooled_out *o = user;
+    int i = o->who[entry];
+    o->draft[i][o->k[i]++] = token;
+    return 0;
+}
+
+/* Brings every drafter's sequence to its hist but the last token, the
+ * tokens to evaluate of all of them in one call. */
+static int pooled_sync(llmk_draft_pool *dp, llmk_spec *const *sp, const int32_t *const *hist, const size_t *n,
+                       const int *use, int m) {
+    size_t total = 0;
+    for (int j = 0; j < m; j++) {
+        llmk_spec *s = sp[use[j]];
+        size_t want = n[use[j]] - 1, lcp = 0;
+        while (lcp < s->n_dtok && lcp < want && s->dtok[lcp] == hist[use[j]][lcp]) lcp++;
+        int st = llmk_context_seq_truncate(dp->c, s->dseq, (int32_t)lcp);
+        if (st != LLMK_OK) return st;
+        s->n_dtok = lcp;
+        total += want - lcp;
+    }
+    if (!total) return LLMK_OK;
+    llmk_batch_item *it = malloc(total * sizeof *it);
+    if (!it) return llmk_fail(LLMK_OUT_OF_MEMORY, "draft model: %zu items", total);
+    size_t k = 0;
+    for (int j = 0; j < m; j++) {
+        llmk_spec *s = sp[use[j]];
+        for (size_t q = s->n_dtok; q + 1 < n[use[j]]; q++)
+            it[k++] = (llmk_batch_item){.seq = s->dseq, .id = hist[use[j]][q]};
+    }
+    int st = llmk_context_eval(dp->c, it, total, NULL, 0);
+    free(it);
+    for (int j = 0; j < m && st == LLMK_OK; j++) {
+        llmk_spec *s = sp[use[j]];
+        memcpy(s->dtok + s->n_dtok, hist[use[j]] + s->n_dtok, (n[use[j]] - 1 - s->n_dtok) * sizeof(int32_t));
+        s->n_dtok = n[use[j]] - 1;
+    }
+    if (st != LLMK_OK) /* start over next time rather than track a half-done evaluation */
+        for (int j = 0; j < m; j++) sp[use[j]]->n_dtok = 0;
+    return st;
+}
+
+int llmk_spec_draft_pooled(llmk_spec *const *sp, const int32_t *const *hist, const size_t *n, const int32_t *max,
+                           int32_t *const *draft, int32_t *n_draft, int count) {
+    llmk_draft_pool *dp = NULL;
+    int *use = malloc((size_t)(count > 0 ? count : 1) * sizeof *use), m = 0;
+    llmk_gen_seq *gs = malloc((size_t)(count > 0 ? count : 1) * sizeof *gs);
+    if (!use || !gs) {
+        free(use), free(gs);
+        return llmk_fail(LLMK_OUT_OF_MEMORY, "draft model: %d drafters", count);
+    }
+    for (int i = 0; i < count; i++) {
+        n_draft[i] = 0;
+        llmk_spec *s = sp[i];
+        int32_t g = max[i] < s->p.draft_max ? max[i] : s->p.draft_max;
+        if (n[i] + (size_t)g > s->dcap) g = n[i] < s->dcap ? (int32_t)(s->dcap - n[i]) : 0;
+        if (s->p.mode != LLMK_SPEC_DRAFT || !s->p.draft_pool || g <= 0 || n[i] == 0 || !pool_take(s)) continue;
+        LLMK_CHECK(!dp || dp == s->p.draft_pool);
+        dp = s->p.draft_pool;
+        gs[m] = (llmk_gen_seq){.seq = s->dseq, .id = hist[i][n[i] - 1], .max_tokens = g};
+        use[m++] = i;
+    }
+    int st = m ? pooled_sync(dp, sp, hist, n, use, m) : LLMK_OK;
+    struct pooled_out out = {draft, n_draft, use};
+    if (st == LLMK_OK && m && (st = llmk_context_generate(dp->c, gs, (size_t)m, on_pooled_token, &out)) != LLMK_OK)
+        for (int j = 0; j < m; j++) n_draft[use[j]] = 0, sp[use[j]]->n_dtok = 0;
+    for (int j = 0; j < m && st == LLMK_OK; j++) { /* each context holds hist and its drafts but the last */
+        llmk_spec *s = sp[use[j]];
+        s->dtok[n[use[j]] - 1] = hist[use[j]][n[use[j]] - 1];
+        for (int32_t q = 0; q + 1 < n_draft[use[j]]; q++) s->dtok[n[use[j]] + (size_t)q] = draft[use[j]][q];
+        s->n_dtok = (size_t)llmk_context_seq_pos(dp->c, s->dseq);
+    }
+    free(use), free(gs);
+    return st;
+}
+
 int llmk_spec_draft(llmk_spec *sp, const int32_t *hist, size_t n, int32_t max, int32_t *draft, int32_t *n_draft) {
     llmk_error_clear();
     if (!sp || !hist || !draft || !n_draft || n == 0)

@@ -407,8 +407,8 @@ int llmk_spec_draft_pooled(llmk_spec *const *sp, const int32_t *const *hist, con
         llmk_spec *s = sp[i];
         int32_t g = max[i] < s->p.draft_max ? max[i] : s->p.draft_max;
         if (n[i] + (size_t)g > s->dcap) g = n[i] < s->dcap ? (int32_t)(s->dcap - n[i]) : 0;
-        if (s->p.mode != LLMK_SPEC_DRAFT || !s->p.draft_pool || g <= 0 || n[i] == 0 || !pool_take(s)) continue;
-        LLMK_CHECK(!dp || dp == s->p.draft_pool);
+        if (!llmk_spec_pooled(s) || (dp && dp != s->p.draft_pool) || g <= 0 || n[i] == 0 || !pool_take(s))
+            continue; /* (a second pool's drafters draft nothing in this call) */
         dp = s->p.draft_pool;
         gs[m] = (llmk_gen_seq){.seq = s->dseq, .id = hist[i][n[i] - 1], .max_tokens = g};
         use[m++] = i;

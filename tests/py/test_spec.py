@@ -144,13 +144,12 @@ def test_batch_drafts_and_keeps_them(tmp_path):
                              "temperature": 0}) + "\n")
     base = ["batch", "-m", SMOL, "-f", str(f), "-t", "2"]
     plain = llmk(*base).stdout
-    for flags in (["--draft-fixed", "--draft-max", "8"], []):
-        p = llmk(*base, "--spec", "ngram", *flags)
-        assert p.stdout == plain
-        m = re.search(r"speculative ngram: (\d+)/(\d+) drafted tokens accepted", p.stderr.decode())
-        assert m, p.stderr
-        if flags:  # fixed length: every decode step drafts; the reply copies the passage
-            assert int(m[2]) >= 8 and int(m[1]) > int(m[2]) // 4, m[0]
+    # fixed length: every decode step drafts; the reply copies the passage (the adaptive length's
+    # timing in the engine: tests/test_spec.c)
+    p = llmk(*base, "--spec", "ngram", "--draft-fixed", "--draft-max", "8")
+    assert p.stdout == plain
+    m = re.search(r"speculative ngram: (\d+)/(\d+) drafted tokens accepted", p.stderr.decode())
+    assert m and int(m[2]) >= 8 and int(m[1]) > int(m[2]) // 4, p.stderr
     # a draft model (the model drafting for itself: every draft kept), shared by the requests
     f.write_text(f.read_text() * 2)
     plain = llmk(*base).stdout

@@ -368,16 +368,17 @@ static void test_matmul(void) {
  * are not multiples of the tiles, random data and the integer extremes
  * (nibbles 15 / |q| = 127 against activations of +-127). */
 static void test_dotm(void) {
-    const uint32_t mt[] = {LLMK_TYPE_Q4_1, LLMK_TYPE_Q8_0};
+    const uint32_t mt[] = {LLMK_TYPE_Q4_1, LLMK_TYPE_Q8_0, LLMK_TYPE_F32, LLMK_TYPE_F16, LLMK_TYPE_BF16};
     for (size_t ti = 0; ti < LLMK_ARRAY_LEN(mt); ti++) {
         uint32_t t = mt[ti];
         llmk_dotm_fn dm = llmk_kernels()->type[t].vec_dotm;
         llmk_dot_fn d = llmk_kernels()->type[t].vec_dot;
         if (!dm) continue; /* no multi-activation kernel on this CPU */
         const struct llmk_codec *c = llmk_codec_get(t);
-        const int64_t ks[] = {32, 96, 576, 1536, 9216}; /* 9216: past the pre-converted scale buffer */
+        bool flt = llmk_type_block_elems(t) == 1; /* float rows: any k, the 8-lane and scalar tails too */
+        const int64_t ks[] = {32, 96, 576, 1536, 9216}, kf[] = {1, 7, 45, 576, 1003}; /* 9216: past the pre-converted scale buffer */
         for (size_t kk = 0; kk < LLMK_ARRAY_LEN(ks); kk++) {
-            int64_t k = ks[kk], n = 1 + (int64_t)(rnd32() % 11), m = 1 + (int64_t)(rnd32() % 10);
+            int64_t k = flt ? kf[kk] : ks[kk], n = 1 + (int64_t)(rnd32() % 11), m = 1 + (int64_t)(rnd32() % 10);
             size_t rb = row_bytes(t, k), ab = row_bytes(c->act_type, k);
             unsigned char *w = aligned_alloc(64, (rb * (size_t)n + 63) / 64 * 64);
             unsigned char *a = aligned_alloc(64, (ab * (size_t)m + 63) / 64 * 64);

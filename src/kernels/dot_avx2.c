@@ -299,6 +299,57 @@ static void dot_q5_1(int64_t k, const void *w, size_t ws, int64_t nrows, const v
         NAME##_rows((int)nrows, (const char *)w, ws, a, y, k);                              \
     }
 
+/* vec_dotm for float rows: two activation rows per pass over a weight row,
+ * each weight vector loaded (converted from f16/bf16) once for both; every
+ * (row, activation) pair runs NAME##_rows's operations in its order, so the
+ * bits are vec_dot's. (Verifying drafts and batched decode on an F16 model
+ * paid the conversion once per activation row.) */
+#define FLOAT_ROWS2(NAME, ESZ, LOAD8, LOAD1)                                                     \
+    static void NAME##_rows2(int R, const char *w, size_t ws, const float *x, const float *z,    \
+                             float *y, float *v, int64_t k) {                                    \
+        for (int r = 0; r < R; r++) {                                                          \
+            const char *row = w + (size_t)r * ws;                                              \
+            __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;                         \
+            __m256 t0 = s0, t1 = s0, t2 = s0, t3 = s0;                                         \
+            int64_t i = 0;                                                                     \
+            for (; i + 32 <= k; i += 32) {                                                     \
+                __m256 w0 = LOAD8(row + (i + 0) * ESZ), w1 = LOAD8(row + (i + 8) * ESZ);       \
+                __m256 w2 = LOAD8(row + (i + 16) * ESZ), w3 = LOAD8(row + (i + 24) * ESZ);     \
+                s0 = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + i + 0), s0);                      \
+                t0 = _mm256_fmadd_ps(w0, _mm256_loadu_ps(z + i + 0), t0);                      \
+                s1 = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + i + 8), s1);                      \
+                t1 = _mm256_fmadd_ps(w1, _mm256_loadu_ps(z + i + 8), t1);                      \
+                s2 = _mm256_fmadd_ps(w2, _mm256_loadu_ps(x + i + 16), s2);                     \
+                t2 = _mm256_fmadd_ps(w2, _mm256_loadu_ps(z + i + 16), t2);                     \
+                s3 = _mm256_fmadd_ps(w3, _mm256_loadu_ps(x + i + 24), s3);                     \
+                t3 = _mm256_fmadd_ps(w3, _mm256_loadu_ps(z + i + 24), t3);                     \
+            }                                                                                  \
+            for (; i + 8 <= k; i += 8) {                                                       \
+                __m256 w0 = LOAD8(row + i * ESZ);                                              \
+                s0 = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + i), s0);                          \
+                t0 = _mm256_fmadd_ps(w0, _mm256_loadu_ps(z + i), t0);                          \
+            }                                                                                  \
+            float s = hsum8(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));      \
+            float t = hsum8(_mm256_add_ps(_mm256_add_ps(t0, t1), _mm256_add_ps(t2, t3)));      \
+            for (; i < k; i++) {                                                               \
+                float wi = LOAD1(row + i * ESZ);                                               \
+                s += wi * x[i];                                                                \
+                t += wi * z[i];                                                                \
+            }                                                                                  \
+            y[r] = s, v[r] = t;                                                                \
+        }                                                                                      \
+    }                                                                                          \
+    static void dotm_##NAME(int64_t k, const void *w, size_t ws, int64_t nrows, const void *a, \
+                            size_t as, int64_t m, float *y, size_t ys) {                       \
+        const char *ab = a;                                                                    \
+        int64_t j = 0;                                                                         \
+        for (; j + 2 <= m; j += 2)                                                             \
+            NAME##_rows2((int)nrows, (const char *)w, ws, (const float *)(ab + (size_t)j * as), \
+                         (const float *)(ab + (size_t)(j + 1) * as), y + (size_t)j * ys,       \
+                         y + (size_t)(j + 1) * ys, k);                                         \
+        if (j < m) NAME##_rows((int)nrows, (const char *)w, ws, ab + (size_t)j * as, y + (size_t)j * ys, k); \
+    }
+
 static inline __m256 ld8_f32(const char *p) { return _mm256_loadu_ps((const float *)p); }
 static inline float ld1_f32(const char *p) {
     float v;
@@ -316,6 +367,9 @@ static inline float ld1_bf16(const char *p) { return llmk_bf16_to_fp32(llmk_ld_u
 FLOAT_ROWS(f32, 4, ld8_f32, ld1_f32)
 FLOAT_ROWS(f16, 2, ld8_f16, ld1_f16)
 FLOAT_ROWS(bf16, 2, ld8_bf16, ld1_bf16)
+FLOAT_ROWS2(f32, 4, ld8_f32, ld1_f32)
+FLOAT_ROWS2(f16, 2, ld8_f16, ld1_f16)
+FLOAT_ROWS2(bf16, 2, ld8_bf16, ld1_bf16)
 
 void llmk_kernels_dot_avx2(struct llmk_type_kernels *k) {
     k[LLMK_TYPE_Q4_0].vec_dot = dot_q4_0, k[LLMK_TYPE_Q4_0].vec_dot_name = "q4_0_avx2";
@@ -329,4 +383,7 @@ void llmk_kernels_dot_avx2(struct llmk_type_kernels *k) {
 
     k[LLMK_TYPE_Q4_1].vec_dotm = dotm_q4_1;
     k[LLMK_TYPE_Q8_0].vec_dotm = dotm_q8_0;
+    k[LLMK_TYPE_F32].vec_dotm = dotm_f32;
+    k[LLMK_TYPE_F16].vec_dotm = dotm_f16;
+    k[LLMK_TYPE_BF16].vec_dotm = dotm_bf16;
 }

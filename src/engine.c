@@ -67,12 +67,7 @@ struct llmk_engine {
     bool decode_only;
     int32_t step_drafts;
     double step_s;
-    /* pooled_drafts' arguments: [n_seq] each */
-    struct llmk_spec **pd_spec;
-    const int32_t **pd_hist;
-    size_t *pd_n;
-    int32_t *pd_max, **pd_draft, *pd_got;
-    struct req **pd_req;
+    struct llmk_spec_job *jobs; /* [n_seq]: pooled_drafts' */
     llmk_engine_stats st;
     char err[512];          /* the detail error events carry */
 };
@@ -94,8 +89,7 @@ void llmk_engine_free(llmk_engine *e) {
     for (struct req *r = e->wait_head, *n; r; r = n) n = r->next, req_free(r);
     llmk_context_free(e->c);
     free(e->run), free(e->items), free(e->count), free(e->row_req), free(e->logits);
-    free(e->pd_spec), free(e->pd_hist), free(e->pd_n), free(e->pd_max), free(e->pd_draft), free(e->pd_got);
-    free(e->pd_req);
+    free(e->jobs);
     free(e);
 }
 
@@ -124,12 +118,8 @@ int llmk_engine_init(const llmk_model *m, const llmk_engine_params *p, llmk_engi
     e->row_req = malloc((size_t)e->step_tokens * sizeof *e->row_req);
     e->logits = malloc(ns * e->V * sizeof *e->logits);
     e->rows_cap = e->n_seq;
-    e->pd_spec = malloc(ns * sizeof *e->pd_spec), e->pd_hist = malloc(ns * sizeof *e->pd_hist);
-    e->pd_n = malloc(ns * sizeof *e->pd_n), e->pd_max = malloc(ns * sizeof *e->pd_max);
-    e->pd_draft = malloc(ns * sizeof *e->pd_draft), e->pd_got = malloc(ns * sizeof *e->pd_got);
-    e->pd_req = malloc(ns * sizeof *e->pd_req);
-    if (!e->run || !e->items || !e->count || !e->row_req || !e->logits || !e->pd_spec || !e->pd_hist || !e->pd_n ||
-        !e->pd_max || !e->pd_draft || !e->pd_got || !e->pd_req) {
+    e->jobs = malloc(ns * sizeof *e->jobs);
+    if (!e->run || !e->items || !e->count || !e->row_req || !e->logits || !e->jobs) {
         llmk_engine_free(e);
         return llmk_fail(LLMK_OUT_OF_MEMORY, "llmk_engine_init: buffers for %zu sequences", ns);
     }
@@ -332,20 +322,20 @@ static void pooled_drafts(llmk_engine *e) {
         int32_t max = draft_room(e, r, room);
         if (max <= 0) continue;
         room -= max;
-        e->pd_spec[m] = r->spec, e->pd_hist[m] = r->tok, e->pd_n[m] = (size_t)r->n_tok, e->pd_max[m] = max;
-        e->pd_draft[m] = r->draft, e->pd_req[m++] = r;
+        e->jobs[m++] = (struct llmk_spec_job){.sp = r->spec, .hist = r->tok, .n = (size_t)r->n_tok, .max = max,
+                                              .draft = r->draft, .user = r};
     }
     if (!m) return;
     double t0 = now_s();
-    int st = llmk_spec_draft_pooled(e->pd_spec, e->pd_hist, e->pd_n, e->pd_max, e->pd_draft, e->pd_got, m);
+    llmk_spec_draft_pooled(e->jobs, m); /* on failure every n_draft is 0: a drafter that fails only costs its drafts */
     double t = now_s() - t0;
-    llmk_error_clear(); /* a drafter that fails only costs its drafts */
+    llmk_error_clear();
     int64_t total = 0;
-    for (int32_t j = 0; j < m; j++) total += st == LLMK_OK ? e->pd_got[j] : 0;
+    for (int32_t j = 0; j < m; j++) total += e->jobs[j].n_draft;
     for (int32_t j = 0; j < m; j++) {
-        struct req *r = e->pd_req[j];
+        struct req *r = e->jobs[j].user;
         r->drafted = true;
-        r->n_draft = st == LLMK_OK ? e->pd_got[j] : 0;
+        r->n_draft = e->jobs[j].n_draft;
         r->draft_s = total ? t * (double)r->n_draft / (double)total : 0;
     }
 }

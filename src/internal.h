@@ -76,13 +76,23 @@ const llmk_config *llmk_config_kernels(void);
 void llmk_spec_feedback_step(llmk_spec *sp, int32_t n_draft, int32_t n_accepted, double draft_s, double verify_s,
                              int32_t step_drafts);
 
-/* Drafts for count drafters at once (the engine's step): those with a
- * draft pool (all the same pool) draft in one batched generation, up to
- * max[i] tokens after hist[i][0..n[i]) into draft[i], n_draft[i] of them;
- * the others, and any without a free sequence, draft nothing here. */
+/* One drafter's part of a draft-model call: up to max tokens following
+ * hist[0..n), into draft (n_draft of them); user is the caller's. */
+struct llmk_spec_job {
+    llmk_spec *sp;
+    const int32_t *hist;
+    size_t n;
+    int32_t max;
+    int32_t *draft;
+    int32_t n_draft;
+    void *user;
+};
 bool llmk_spec_pooled(const llmk_spec *sp); /* a draft model's drafter on a draft pool */
-int llmk_spec_draft_pooled(llmk_spec *const *sp, const int32_t *const *hist, const size_t *n, const int32_t *max,
-                           int32_t *const *draft, int32_t *n_draft, int count);
+/* The engine's step: the jobs whose drafters share one draft pool (the
+ * first such pool) draft in one batched generation; the others, and any
+ * without a free sequence, draft nothing. Reorders jobs (those that drafted
+ * first): find a job's owner by user. */
+int llmk_spec_draft_pooled(struct llmk_spec_job *jobs, int count);
 
 #define LLMK_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define LLMK_UNUSED(x) ((void)(x))

@@ -347,10 +347,24 @@ static double entropy(const llmk_sampler *s) {
     return h;
 }
 
+/* Does a stage leave the candidates as they are, whatever they are? */
+static bool stage_idle(const llmk_sampler *s, int stage) {
+    const llmk_sampler_params *p = &s->p;
+    switch (stage) {
+    case LLMK_STAGE_PENALTIES:
+        return !s->hist_len || (p->repeat_penalty == 1.0 && p->frequency_penalty == 0 && p->presence_penalty == 0);
+    case LLMK_STAGE_TOP_K: return p->top_k <= 0;
+    case LLMK_STAGE_MIN_P: return p->min_p <= 0;
+    case LLMK_STAGE_TOP_P: return p->top_p >= 1.0;
+    case LLMK_STAGE_TYPICAL_P: return p->typical_p >= 1.0;
+    case LLMK_STAGE_ETA: return p->eta <= 0;
+    default: return false;
+    }
+}
+
 static void stage_penalties(llmk_sampler *s) {
     const llmk_sampler_params *p = &s->p;
-    if (!s->hist_len) return;
-    if (p->repeat_penalty == 1.0 && p->frequency_penalty == 0 && p->presence_penalty == 0) return;
+    if (stage_idle(s, LLMK_STAGE_PENALTIES)) return;
     for (size_t i = 0; i < s->hist_len; i++) s->count[s->hist[i]]++;
     for (size_t i = 0; i < s->n_cand; i++) {
         int32_t n = s->count[s->cand[i].id];
@@ -390,7 +404,7 @@ static void stage_temperature(llmk_sampler *s) {
 
 static void stage_top_k(llmk_sampler *s) {
     int32_t k = s->p.top_k;
-    if (k <= 0 || (size_t)k >= s->n_cand) return; /* off, or keeps everything */
+    if (stage_idle(s, LLMK_STAGE_TOP_K) || (size_t)k >= s->n_cand) return; /* off, or keeps everything */
     if (!s->sorted) {
         /* Select the k best in O(n log k), then sort just those. */
         llmk_token_prob *h = s->cand;
@@ -410,7 +424,7 @@ static void stage_top_k(llmk_sampler *s) {
 }
 
 static void stage_min_p(llmk_sampler *s) {
-    if (s->p.min_p <= 0) return;
+    if (stage_idle(s, LLMK_STAGE_MIN_P)) return;
     softmax(s);
     double mx = 0;
     for (size_t i = 0; i < s->n_cand; i++)
@@ -433,14 +447,14 @@ static void cumulative_cut(llmk_sampler *s, double p) {
 }
 
 static void stage_top_p(llmk_sampler *s) {
-    if (s->p.top_p >= 1.0) return;
+    if (stage_idle(s, LLMK_STAGE_TOP_P)) return;
     sort_desc(s);
     softmax(s);
     cumulative_cut(s, s->p.top_p);
 }
 
 static void stage_typical_p(llmk_sampler *s) {
-    if (s->p.typical_p >= 1.0) return;
+    if (stage_idle(s, LLMK_STAGE_TYPICAL_P)) return;
     softmax(s);
     double h = entropy(s);
     for (size_t i = 0; i < s->n_cand; i++) {
@@ -455,7 +469,7 @@ static void stage_typical_p(llmk_sampler *s) {
 }
 
 static void stage_eta(llmk_sampler *s) {
-    if (s->p.eta <= 0) return;
+    if (stage_idle(s, LLMK_STAGE_ETA)) return;
     softmax(s);
     double h = entropy(s);
     size_t j = 0, best = 0;
@@ -501,21 +515,6 @@ static int load(llmk_sampler *s, const float *logits, size_t n) {
     s->n_cand = j;
     s->sorted = false;
     return LLMK_OK;
-}
-
-/* Does a stage leave the candidates as they are, whatever they are? */
-static bool stage_idle(const llmk_sampler *s, int stage) {
-    const llmk_sampler_params *p = &s->p;
-    switch (stage) {
-    case LLMK_STAGE_PENALTIES:
-        return !s->hist_len || (p->repeat_penalty == 1.0 && p->frequency_penalty == 0 && p->presence_penalty == 0);
-    case LLMK_STAGE_TOP_K: return p->top_k <= 0;
-    case LLMK_STAGE_MIN_P: return p->min_p <= 0;
-    case LLMK_STAGE_TOP_P: return p->top_p >= 1.0;
-    case LLMK_STAGE_TYPICAL_P: return p->typical_p >= 1.0;
-    case LLMK_STAGE_ETA: return p->eta <= 0;
-    default: return false;
-    }
 }
 
 /* Greedy choice in one pass over the row, when the chain would reach the

@@ -106,7 +106,7 @@ static bool pool_take(llmk_spec *sp) {
     for (int32_t i = 0; i < dp->n_slots && sp->dseq < 0; i++)
         if (!dp->taken[i]) dp->taken[i] = true, sp->dseq = i;
     pthread_mutex_unlock(&dp->mu);
-    sp->n_dtok = 0; /* whatever the sequence holds is the last taker's: draft_sync truncates it */
+    sp->n_dtok = 0; /* whatever the sequence holds is the last taker's: sync_jobs truncates it */
     return sp->dseq >= 0;
 }
 
@@ -276,35 +276,66 @@ static int32_t draft_ngram(const llmk_spec *sp, const int32_t *hist, size_t n, i
     return k;
 }
 
-struct draft_out {
-    int32_t *draft, k;
-};
-static int on_draft_token(void *user, size_t entry, int32_t token) {
-    (void)entry;
-    struct draft_out *o = user;
-    o->draft[o->k++] = token;
+/* Brings each job's draft sequence to its hist (whole, or but the last
+ * token): the longest common prefix with what the sequence holds is kept,
+ * the rest of every job evaluated in one call. */
+static int sync_jobs(llmk_context *c, struct llmk_spec_job *jb, int m, bool whole) {
+    size_t total = 0;
+    for (int j = 0; j < m; j++) {
+        llmk_spec *sp = jb[j].sp;
+        size_t want = jb[j].n - !whole, lcp = 0;
+        while (lcp < sp->n_dtok && lcp < want && sp->dtok[lcp] == jb[j].hist[lcp]) lcp++;
+        int st = llmk_context_seq_truncate(c, sp->dseq, (int32_t)lcp);
+        if (st != LLMK_OK) return st;
+        sp->n_dtok = lcp;
+        total += want - lcp;
+    }
+    if (!total) return LLMK_OK;
+    llmk_batch_item *it = malloc(total * sizeof *it);
+    if (!it) return llmk_fail(LLMK_OUT_OF_MEMORY, "draft model: %zu items", total);
+    size_t k = 0;
+    for (int j = 0; j < m; j++)
+        for (size_t q = jb[j].sp->n_dtok; q < jb[j].n - !whole; q++)
+            it[k++] = (llmk_batch_item){.seq = jb[j].sp->dseq, .id = jb[j].hist[q]};
+    int st = llmk_context_eval(c, it, total, NULL, 0);
+    free(it);
+    for (int j = 0; j < m; j++) {
+        llmk_spec *sp = jb[j].sp;
+        size_t want = jb[j].n - !whole;
+        if (st == LLMK_OK) memcpy(sp->dtok + sp->n_dtok, jb[j].hist + sp->n_dtok, (want - sp->n_dtok) * sizeof *sp->dtok);
+        sp->n_dtok = st == LLMK_OK ? want : 0; /* after a failure: start over next time */
+    }
+    return st;
+}
+
+static int on_job_token(void *user, size_t entry, int32_t token) {
+    struct llmk_spec_job *j = (struct llmk_spec_job *)user + entry;
+    j->draft[j->n_draft++] = token;
     return 0;
 }
 
-/* The draft context brought to hist[0..m): kept up to the longest common
- * prefix with what it holds, the rest evaluated. */
-static int draft_sync(llmk_spec *sp, const int32_t *hist, size_t m) {
-    size_t lcp = 0;
-    while (lcp < sp->n_dtok && lcp < m && sp->dtok[lcp] == hist[lcp]) lcp++;
-    int st = llmk_context_seq_truncate(sp->dc, sp->dseq, (int32_t)lcp);
-    if (st != LLMK_OK) return st;
-    sp->n_dtok = lcp;
-    if (lcp == m) return LLMK_OK;
-    size_t k = m - lcp;
-    llmk_batch_item *it = malloc(k * sizeof *it);
-    if (!it) return llmk_fail(LLMK_OUT_OF_MEMORY, "draft model: %zu items", k);
-    for (size_t i = 0; i < k; i++) it[i] = (llmk_batch_item){.seq = sp->dseq, .id = hist[lcp + i]};
-    st = llmk_context_eval(sp->dc, it, k, NULL, 0);
-    free(it);
-    if (st != LLMK_OK) return st;
-    memcpy(sp->dtok + lcp, hist + lcp, k * sizeof *hist);
-    sp->n_dtok = m;
-    return LLMK_OK;
+/* Each job's drafts, greedy, in one executor call for all of them (fed the
+ * last token of its hist; its sequence holds the rest, sync_jobs). */
+static int generate_jobs(llmk_context *c, struct llmk_spec_job *jb, int m) {
+    if (m <= 0) return LLMK_OK;
+    llmk_gen_seq *gs = calloc((size_t)m, sizeof *gs);
+    if (!gs) return llmk_fail(LLMK_OUT_OF_MEMORY, "draft model: %d sequences", m);
+    for (int j = 0; j < m; j++)
+        gs[j] = (llmk_gen_seq){.seq = jb[j].sp->dseq, .id = jb[j].hist[jb[j].n - 1], .max_tokens = jb[j].max};
+    int st = llmk_context_generate(c, gs, (size_t)m, on_job_token, jb);
+    free(gs);
+    for (int j = 0; j < m; j++) {
+        llmk_spec *sp = jb[j].sp;
+        if (st != LLMK_OK) { /* start over next time rather than track a half-done generation */
+            jb[j].n_draft = 0, sp->n_dtok = 0;
+            continue;
+        }
+        /* the sequence now holds hist and every draft but the last (chosen, not fed) */
+        sp->dtok[jb[j].n - 1] = jb[j].hist[jb[j].n - 1];
+        for (int32_t q = 0; q + 1 < jb[j].n_draft; q++) sp->dtok[jb[j].n + (size_t)q] = jb[j].draft[q];
+        sp->n_dtok = (size_t)llmk_context_seq_pos(c, sp->dseq);
+    }
+    return st;
 }
 
 int llmk_spec_prefill(llmk_spec *sp, const int32_t *ids, size_t n) {
@@ -316,7 +347,8 @@ int llmk_spec_prefill(llmk_spec *sp, const int32_t *ids, size_t n) {
         if (ids[i] < 0 || (size_t)ids[i] >= sp->n_vocab)
             return llmk_fail(LLMK_INVALID_TOKEN, "llmk_spec_prefill: token %d (index %zu) outside the vocabulary",
                              ids[i], i);
-    return draft_sync(sp, ids, n);
+    struct llmk_spec_job jb = {.sp = sp, .hist = ids, .n = n};
+    return sync_jobs(sp->dc, &jb, 1, true);
 }
 
 /* The draft model, greedy: its KV is brought to hist but the last token,
@@ -325,105 +357,35 @@ static int draft_model(llmk_spec *sp, const int32_t *hist, size_t n, int32_t max
     *n_draft = 0;
     if (n + (size_t)max > sp->dcap) max = n < sp->dcap ? (int32_t)(sp->dcap - n) : 0;
     if (max <= 0 || !pool_take(sp)) return LLMK_OK;
-    int st = draft_sync(sp, hist, n - 1);
-    if (st != LLMK_OK) return st;
-    struct draft_out out = {draft, 0};
-    llmk_gen_seq gs = {.seq = sp->dseq, .id = hist[n - 1], .max_tokens = max};
-    if ((st = llmk_context_generate(sp->dc, &gs, 1, on_draft_token, &out)) != LLMK_OK) {
-        sp->n_dtok = 0; /* start over next time rather than track a half-done generation */
-        llmk_context_seq_truncate(sp->dc, sp->dseq, 0);
-        return st;
-    }
-    /* the context now holds hist and every draft but the last (chosen, not fed) */
-    sp->dtok[n - 1] = hist[n - 1];
-    for (int32_t i = 0; i + 1 < out.k; i++) sp->dtok[n + (size_t)i] = draft[i];
-    sp->n_dtok = (size_t)llmk_context_seq_pos(sp->dc, sp->dseq);
-    *n_draft = out.k;
-    return LLMK_OK;
+    struct llmk_spec_job jb = {.sp = sp, .hist = hist, .n = n, .max = max, .draft = draft};
+    int st = sync_jobs(sp->dc, &jb, 1, false);
+    if (st == LLMK_OK) st = generate_jobs(sp->dc, &jb, 1);
+    *n_draft = jb.n_draft;
+    return st;
 }
 
 /* ---- drafting for many sequences of one pool at once (the engine) -------- */
 
 bool llmk_spec_pooled(const llmk_spec *sp) { return sp && sp->p.mode == LLMK_SPEC_DRAFT && sp->p.draft_pool; }
 
-struct pooled_out {
-    int32_t *const *draft;
-    int32_t *k;
-    const int *who; /* generate entry -> drafter index */
-};
-static int on_pooled_token(void *user, size_t entry, int32_t token) {
-    struct pooled_out *o = user;
-    int i = o->who[entry];
-    o->draft[i][o->k[i]++] = token;
-    return 0;
-}
-
-/* Brings every drafter's sequence to its hist but the last token, the
- * tokens to evaluate of all of them in one call. */
-static int pooled_sync(llmk_draft_pool *dp, llmk_spec *const *sp, const int32_t *const *hist, const size_t *n,
-                       const int *use, int m) {
-    size_t total = 0;
-    for (int j = 0; j < m; j++) {
-        llmk_spec *s = sp[use[j]];
-        size_t want = n[use[j]] - 1, lcp = 0;
-        while (lcp < s->n_dtok && lcp < want && s->dtok[lcp] == hist[use[j]][lcp]) lcp++;
-        int st = llmk_context_seq_truncate(dp->c, s->dseq, (int32_t)lcp);
-        if (st != LLMK_OK) return st;
-        s->n_dtok = lcp;
-        total += want - lcp;
-    }
-    if (!total) return LLMK_OK;
-    llmk_batch_item *it = malloc(total * sizeof *it);
-    if (!it) return llmk_fail(LLMK_OUT_OF_MEMORY, "draft model: %zu items", total);
-    size_t k = 0;
-    for (int j = 0; j < m; j++) {
-        llmk_spec *s = sp[use[j]];
-        for (size_t q = s->n_dtok; q + 1 < n[use[j]]; q++)
-            it[k++] = (llmk_batch_item){.seq = s->dseq, .id = hist[use[j]][q]};
-    }
-    int st = llmk_context_eval(dp->c, it, total, NULL, 0);
-    free(it);
-    for (int j = 0; j < m && st == LLMK_OK; j++) {
-        llmk_spec *s = sp[use[j]];
-        memcpy(s->dtok + s->n_dtok, hist[use[j]] + s->n_dtok, (n[use[j]] - 1 - s->n_dtok) * sizeof(int32_t));
-        s->n_dtok = n[use[j]] - 1;
-    }
-    if (st != LLMK_OK) /* start over next time rather than track a half-done evaluation */
-        for (int j = 0; j < m; j++) sp[use[j]]->n_dtok = 0;
-    return st;
-}
-
-int llmk_spec_draft_pooled(llmk_spec *const *sp, const int32_t *const *hist, const size_t *n, const int32_t *max,
-                           int32_t *const *draft, int32_t *n_draft, int count) {
+int llmk_spec_draft_pooled(struct llmk_spec_job *jobs, int count) {
     llmk_draft_pool *dp = NULL;
-    int *use = malloc((size_t)(count > 0 ? count : 1) * sizeof *use), m = 0;
-    llmk_gen_seq *gs = malloc((size_t)(count > 0 ? count : 1) * sizeof *gs);
-    if (!use || !gs) {
-        free(use), free(gs);
-        return llmk_fail(LLMK_OUT_OF_MEMORY, "draft model: %d drafters", count);
-    }
+    int m = 0; /* the jobs that draft, moved to the front */
     for (int i = 0; i < count; i++) {
-        n_draft[i] = 0;
-        llmk_spec *s = sp[i];
-        int32_t g = max[i] < s->p.draft_max ? max[i] : s->p.draft_max;
-        if (n[i] + (size_t)g > s->dcap) g = n[i] < s->dcap ? (int32_t)(s->dcap - n[i]) : 0;
-        if (!llmk_spec_pooled(s) || (dp && dp != s->p.draft_pool) || g <= 0 || n[i] == 0 || !pool_take(s))
+        struct llmk_spec_job *j = &jobs[i];
+        llmk_spec *sp = j->sp;
+        j->n_draft = 0;
+        if (j->max > sp->p.draft_max) j->max = sp->p.draft_max;
+        if (j->n + (size_t)j->max > sp->dcap) j->max = j->n < sp->dcap ? (int32_t)(sp->dcap - j->n) : 0;
+        if (!llmk_spec_pooled(sp) || (dp && dp != sp->p.draft_pool) || j->max <= 0 || j->n == 0 || !pool_take(sp))
             continue; /* (a second pool's drafters draft nothing in this call) */
-        dp = s->p.draft_pool;
-        gs[m] = (llmk_gen_seq){.seq = s->dseq, .id = hist[i][n[i] - 1], .max_tokens = g};
-        use[m++] = i;
+        dp = sp->p.draft_pool;
+        struct llmk_spec_job t = jobs[m];
+        jobs[m++] = *j, *j = t;
     }
-    int st = m ? pooled_sync(dp, sp, hist, n, use, m) : LLMK_OK;
-    struct pooled_out out = {draft, n_draft, use};
-    if (st == LLMK_OK && m && (st = llmk_context_generate(dp->c, gs, (size_t)m, on_pooled_token, &out)) != LLMK_OK)
-        for (int j = 0; j < m; j++) n_draft[use[j]] = 0, sp[use[j]]->n_dtok = 0;
-    for (int j = 0; j < m && st == LLMK_OK; j++) { /* each context holds hist and its drafts but the last */
-        llmk_spec *s = sp[use[j]];
-        s->dtok[n[use[j]] - 1] = hist[use[j]][n[use[j]] - 1];
-        for (int32_t q = 0; q + 1 < n_draft[use[j]]; q++) s->dtok[n[use[j]] + (size_t)q] = draft[use[j]][q];
-        s->n_dtok = (size_t)llmk_context_seq_pos(dp->c, s->dseq);
-    }
-    free(use), free(gs);
+    if (!m) return LLMK_OK;
+    int st = sync_jobs(dp->c, jobs, m, false);
+    if (st == LLMK_OK) st = generate_jobs(dp->c, jobs, m);
     return st;
 }
 

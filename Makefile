@@ -65,7 +65,7 @@ $(BUILD)/libllmk.so: $(LIB_OBJ)
 $(BUILD)/llmk: $(APP_OBJ) $(BUILD)/libllmk.a
 	$(CC) -o $@ $(APP_OBJ) $(BUILD)/libllmk.a $(APP_LDLIBS) $(LDLIBS) $(EXTRA_LDFLAGS)
 
-$(BUILD)/tests/%: tests/%.c tests/check.h $(BUILD)/libllmk.a
+$(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(BUILD)/libllmk.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Isrc -Itests -o $@ $< $(BUILD)/libllmk.a $(LDLIBS) $(EXTRA_LDFLAGS)
 

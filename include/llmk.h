@@ -419,7 +419,7 @@ enum llmk_rope_scaling {
 };
 
 typedef struct llmk_hparams {
-    const char *arch;        /* general.architecture ("llama", "qwen2", "qwen3") */
+    const char *arch;        /* general.architecture ("llama", "qwen2", "qwen3", "qwen3moe", "gemma3") */
     int32_t n_layer;         /* <arch>.block_count */
     int32_t n_embd;          /* <arch>.embedding_length */
     int32_t n_head;          /* <arch>.attention.head_count */
@@ -441,6 +441,17 @@ typedef struct llmk_hparams {
     bool tied_output;        /* no output.weight: the LM head is token_embd */
     bool has_qkv_bias;       /* blk.N.attn_{q,k,v}.bias */
     bool has_qk_norm;        /* blk.N.attn_{q,k}_norm.weight */
+    /* gemma3 (defaults elsewhere: no window, 1/sqrt(head_dim), no scale,
+     * no cap, SiLU, no post-norms) */
+    int32_t n_swa;           /* <arch>.attention.sliding_window: keys a sliding layer sees (0: none) */
+    int32_t swa_pattern;     /* <arch>.attention.sliding_window_pattern (gemma3 default 6): layer il
+                              * slides when il % pattern < pattern - 1 */
+    double rope_theta_swa;   /* <arch>.rope.freq_base_swa (default 10000): sliding layers' base, unscaled */
+    double attn_scale;       /* query scale before the softmax */
+    double embd_scale;       /* token embeddings times this (gemma: sqrt(n_embd)) */
+    double logit_softcap;    /* <arch>.final_logit_softcapping: logits = c tanh(l / c) (0: none) */
+    bool ffn_gelu;           /* gated FFN with GELU (tanh form) instead of SiLU */
+    bool has_post_norms;     /* blk.N.post_attention_norm / post_ffw_norm on each branch's output */
 } llmk_hparams;
 
 /* Open, validate and map a GGUF model. On failure *out is NULL. A tokenizer

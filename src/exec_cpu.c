@@ -15,7 +15,9 @@
 #include "internal.h"
 #include "kvpool.h"
 #include "kernels/a16.h"
+#include "kernels/glu.h"
 #include "kernels/kernels.h"
+#include "kernels/norm_fused.h"
 #include "kernels/ops_f32.h"
 #include "plan.h"
 
@@ -74,6 +76,7 @@ struct llmk_exec {
     const int32_t **table;    /* [n_seq]: each slot's block table (the pool's, fixed) */
     int32_t *pos;             /* [n_seq]: the pool's lengths, mirrored for the hot paths */
     float *rope_cs;           /* [n_ctx][half][cos, sin] */
+    float *rope_cs_swa;       /* the same for sliding-window layers (NULL: none) */
     /* activations: f32 rows of each buffer, and their quantized forms */
     float *buf[LLMK_BUF_COUNT_];
     int64_t width[LLMK_BUF_COUNT_];
@@ -221,6 +224,7 @@ static void ph_embed(struct llmk_exec *ex, const struct llmk_phase *ph, int ith,
     for (int64_t t = lo; t < hi; t++) {
         const unsigned char *row = (const unsigned char *)ph->w[0]->data + (uint64_t)ex->row_id[t] * rb;
         LLMK_CHECK(llmk_dequantize_row(ph->w[0]->type, row, ex->buf[LLMK_BUF_X] + t * E, E) == LLMK_OK);
+        if (ex->m->hp.embd_scale != 1.0) llmk_scale_f32(ex->buf[LLMK_BUF_X] + t * E, E, (float)ex->m->hp.embd_scale);
     }
 }
 
@@ -255,7 +259,7 @@ static void quantize_part(struct llmk_exec *ex, const struct llmk_phase *ph, int
  * activations (no f32 consumer of the shared normed buffer). Same functions
  * on the same data: the bytes are the ones the shared path writes. */
 static bool dup_norm(const struct llmk_exec *ex, const struct llmk_phase *ph) {
-    if (!plan_of(ex, ph)->a16_only) return false;
+    if (!plan_of(ex, ph)->a16_only || ph->vec[1]) return false; /* a fused post-norm writes x: once per row */
     int32_t t0, t1;
     rows_of(ex, ph, &t0, &t1);
     return t1 - t0 <= DUP_ROWS;
@@ -283,8 +287,21 @@ static void ph_norm(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, 
     llmk_split_range(t1 - t0, ith, nth, &lo, &hi);
     float eps = (float)ex->m->hp.rms_eps;
     for (int64_t t = t0 + lo; t < t0 + hi; t++) {
-        ex->K->rmsnorm(ex->buf[ph->out[0]] + t * E, ex->buf[ph->in] + t * E, ph->vec[0], E, eps);
+        float *x = ex->buf[ph->in] + t * E;
+        if (ph->vec[1]) ex->K->norm->add_rmsnorm(x, x, ex->buf[LLMK_BUF_O] + t * E, ph->vec[1], E, eps, 1.0f);
+        ex->K->rmsnorm(ex->buf[ph->out[0]] + t * E, x, ph->vec[0], E, eps);
         quantize_part(ex, ph, ith, ph->out[0], t, 0, E);
+    }
+}
+
+/* x += rmsnorm(o) * w, by row (the add_rmsnorm kernel: the bits of the norm
+ * and then the add). */
+static void ph_post_norm(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, int nth) {
+    int64_t lo, hi, E = ph->rows[0];
+    llmk_split_range(ex->n_rows, ith, nth, &lo, &hi);
+    for (int64_t t = lo; t < hi; t++) {
+        float *x = ex->buf[ph->out[0]] + t * E;
+        ex->K->norm->add_rmsnorm(x, x, ex->buf[ph->in] + t * E, ph->vec[0], E, (float)ex->m->hp.rms_eps, 1.0f);
     }
 }
 
@@ -420,7 +437,7 @@ static void rope_unit(struct llmk_exec *ex, const struct llmk_phase *ph, int ith
     const llmk_hparams *hp = &ex->m->hp;
     int HD = hp->head_dim, H = hp->n_head, Hkv = hp->n_head_kv, half = HD / 2;
     float eps = (float)hp->rms_eps;
-    const float *cs = ex->rope_cs + (int64_t)ex->row_pos[t] * half * 2;
+    const float *cs = (ex->m->layers[ph->layer].swa ? ex->rope_cs_swa : ex->rope_cs) + (int64_t)ex->row_pos[t] * half * 2;
     if (u < H) {
         float *q = ex->buf[LLMK_BUF_Q] + (int64_t)t * ex->qd + (int64_t)u * HD;
         if (ph->vec[0]) ex->K->rmsnorm(q, q, ph->vec[0], HD, eps);
@@ -469,11 +486,14 @@ static void mm_epilogue(struct llmk_exec *ex, const struct llmk_phase *ph, int i
     } else if (ph->epilogue == LLMK_EPI_RESIDUAL) {
         float *x = ex->buf[LLMK_BUF_X];
         for (int32_t t = t0; t < t1; t++) ex->VK->add(x + (int64_t)t * n + r0, out + (int64_t)(t - t0) * n + r0, r1 - r0);
+    } else if (ph->epilogue == LLMK_EPI_SOFTCAP) {
+        for (int32_t t = t0; t < t1; t++)
+            llmk_softcap_f32(out + (int64_t)(t - t0) * n + r0, r1 - r0, (float)ex->m->hp.logit_softcap);
     }
 }
 
-/* Gate and up rows [r0, r1) of owner's share, then SwiGLU and the
- * down-projection's activation forms of those rows. */
+/* Gate and up rows [r0, r1) of owner's share, then SwiGLU (or GEGLU) and
+ * the down-projection's activation forms of those rows. */
 static void mm_swiglu(struct llmk_exec *ex, const struct llmk_phase *ph, int64_t r0, int64_t r1, int32_t t0,
                       int32_t t1, int ith, int owner) {
     int64_t F = ph->rows[0];
@@ -481,7 +501,8 @@ static void mm_swiglu(struct llmk_exec *ex, const struct llmk_phase *ph, int64_t
     mm_rows(ex, ph, 0, r0, r1, t0, t1, g, F, ith, owner);
     mm_rows(ex, ph, 1, r0, r1, t0, t1, u, F, ith, owner);
     for (int32_t t = t0; t < t1; t++) {
-        ex->VK->swiglu(g + (int64_t)t * F + r0, u + (int64_t)t * F + r0, r1 - r0);
+        if (ph->epilogue == LLMK_EPI_GEGLU) ex->K->glu->gelu_glu(g + (int64_t)t * F + r0, u + (int64_t)t * F + r0, r1 - r0);
+        else ex->VK->swiglu(g + (int64_t)t * F + r0, u + (int64_t)t * F + r0, r1 - r0);
         quantize_part(ex, ph, ith, ph->out[0], t, r0, r1);
     }
 }
@@ -524,7 +545,7 @@ static int64_t claim_unit(const struct llmk_exec *ex, const struct llmk_phase *p
 static void ph_matmul_claimed(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, int nth) {
     int32_t t0, t1;
     rows_of(ex, ph, &t0, &t1);
-    bool swiglu = ph->epilogue == LLMK_EPI_SWIGLU;
+    bool swiglu = llmk_epi_glu(ph->epilogue);
     int64_t unit = claim_unit(ex, ph), total = 0;
     for (int i = 0; i < (swiglu ? 1 : ph->n_w); i++) total += ph->rows[i];
     int from = 0;
@@ -559,7 +580,7 @@ static void ph_matmul(struct llmk_exec *ex, const struct llmk_phase *ph, int ith
     int32_t t0, t1;
     rows_of(ex, ph, &t0, &t1);
     int64_t r0, r1;
-    if (ph->epilogue == LLMK_EPI_SWIGLU) {
+    if (llmk_epi_glu(ph->epilogue)) {
         mm_share(ex, ph, 0, ith, nth, &r0, &r1);
         if (r0 < r1) mm_swiglu(ex, ph, r0, r1, t0, t1, ith, ith);
         return;
@@ -587,7 +608,7 @@ static void attn_part(struct llmk_exec *ex, int layer, int32_t t, int h, int64_t
     const unsigned char *K = kv_head(ex, ex->kv_k, ex->row_seq[t], layer, g, (int32_t)k0);
     const unsigned char *V = kv_head(ex, ex->kv_v, ex->row_seq[t], layer, g, (int32_t)k0);
     const float *q = ex->buf[LLMK_BUF_Q] + (int64_t)t * ex->qd + (int64_t)h * HD;
-    float scale = (float)(1.0 / sqrt((double)HD));
+    float scale = (float)hp->attn_scale;
     ex->attn(q, K, V, n, HD, HD, scale, part, scores);
 }
 
@@ -635,7 +656,7 @@ static void attn_unit(struct llmk_exec *ex, const struct llmk_phase *ph, const s
     for (int32_t t = 0, k = 0; t < ex->n_rows; t++)
         if (u->rows & (1u << t)) trow[k++] = t;
     int64_t ps = HD + 2, k0 = (int64_t)u->c * LLMK_ATTN_CHUNK;
-    float scale = (float)(1.0 / sqrt((double)HD));
+    float scale = (float)hp->attn_scale;
     while (j0 < j1) {
         int g = (int)(j0 / ((int64_t)nr * gs));
         int64_t je = ((int64_t)g + 1) * nr * gs; /* the end of group g's queries */
@@ -702,13 +723,54 @@ static void attn_few_rows(struct llmk_exec *ex, const struct llmk_phase *ph, int
     }
 }
 
+/* Query (row t, head h) of a sliding-window layer over its keys
+ * [key_lo, pos]: the fixed chunks of absolute positions that range touches
+ * (the first cut at key_lo), each by the single-query kernel into wp, merged
+ * in chunk order. The range and the cut depend only on the position. */
+static void attn_window_query(struct llmk_exec *ex, const struct llmk_phase *ph, int32_t t, int h, float *wp,
+                              float *scores) {
+    const llmk_hparams *hp = &ex->m->hp;
+    int HD = hp->head_dim, g = h / (hp->n_head / hp->n_head_kv), nc = 0;
+    int32_t pos = ex->row_pos[t], lo = llmk_layer_key_lo(ex->m, ph->layer, pos);
+    const float *q = ex->buf[LLMK_BUF_Q] + (int64_t)t * ex->qd + (int64_t)h * HD;
+    for (int32_t c0 = lo / LLMK_ATTN_CHUNK * LLMK_ATTN_CHUNK; c0 <= pos; c0 += LLMK_ATTN_CHUNK, nc++) {
+        int32_t a = c0 > lo ? c0 : lo, b = c0 + LLMK_ATTN_CHUNK < pos + 1 ? c0 + LLMK_ATTN_CHUNK : pos + 1;
+        const unsigned char *K = kv_head(ex, ex->kv_k, ex->row_seq[t], ph->layer, g, a);
+        const unsigned char *V = kv_head(ex, ex->kv_v, ex->row_seq[t], ph->layer, g, a);
+        ex->attn(q, K, V, b - a, HD, HD, (float)hp->attn_scale, wp + (int64_t)nc * (HD + 2), scores);
+    }
+    llmk_attn_merge(wp, nc, HD, ex->buf[LLMK_BUF_ATT] + (int64_t)t * ex->qd + (int64_t)h * HD);
+}
+
+/* A sliding-window layer's attention: (row, head) queries split statically
+ * for a few rows, claimed one by one for a prefill. Always the single-query
+ * kernel, whose bits the multi-query one reproduces, so a row's result does
+ * not depend on the batch, the chunking or the thread count. */
+static void attn_window(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, int nth, bool head_quant,
+                        float *scores) {
+    int H = ex->m->hp.n_head, HD = ex->m->hp.head_dim;
+    int64_t items = (int64_t)ex->n_rows * H, lo = 0, hi = items;
+    float *wp = ex->wparts + (int64_t)ith * ATTN_MQ * ex->max_chunks * (HD + 2);
+    bool claim = ex->n_rows > SPLIT_ROWS;
+    if (!claim) llmk_split_range(items, ith, nth, &lo, &hi);
+    for (int64_t it = claim ? claim_any(ex, ph, items) : lo; it >= 0 && it < hi;
+         it = claim ? claim_any(ex, ph, items) : it + 1) {
+        int32_t t = (int32_t)(it / H);
+        int h = (int)(it % H);
+        attn_window_query(ex, ph, t, h, wp, scores);
+        if (head_quant) quantize_part(ex, ph, ith, LLMK_BUF_ATT, t, (int64_t)h * HD, (int64_t)(h + 1) * HD);
+    }
+}
+
 static void ph_attn(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, int nth) {
     const llmk_hparams *hp = &ex->m->hp;
     int HD = hp->head_dim, H = hp->n_head;
     int64_t ps = HD + 2;
     float *scores = ex->wscores + (int64_t)ith * ATTN_MQ * LLMK_ATTN_CHUNK;
     bool head_quant = plan_of(ex, ph)->head_quant; /* each head's output is whole blocks of every form */
-    if (ex->n_rows <= SPLIT_ROWS) {
+    if (ex->m->layers[ph->layer].swa) {
+        attn_window(ex, ph, ith, nth, head_quant, scores);
+    } else if (ex->n_rows <= SPLIT_ROWS) {
         attn_few_rows(ex, ph, ith, nth, head_quant, scores);
     } else {
         /* items are (group of up to ATTN_Q rows, batch of the query heads of
@@ -718,7 +780,7 @@ static void ph_attn(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, 
         int gs = H / hp->n_head_kv, hb = ATTN_MQ / ATTN_Q < gs ? ATTN_MQ / ATTN_Q : gs, nhb = (gs + hb - 1) / hb;
         float *wp = ex->wparts + (int64_t)ith * ATTN_MQ * ex->max_chunks * ps;
         int64_t ngroups = (ex->n_rows + ATTN_Q - 1) / ATTN_Q, units = (int64_t)hp->n_head_kv * nhb;
-        float scale = (float)(1.0 / sqrt((double)HD));
+        float scale = (float)hp->attn_scale;
         /* claimed in order from one counter: items differ in cost (causal) */
         for (int64_t it; (it = claim_any(ex, ph, ngroups * units)) >= 0;) {
             int32_t t0 = (int32_t)(it / units) * ATTN_Q, t1 = t0 + ATTN_Q < ex->n_rows ? t0 + ATTN_Q : ex->n_rows;
@@ -973,6 +1035,7 @@ static void run_phase(struct llmk_exec *ex, const struct llmk_phase *ph, int ith
     case LLMK_OP_MOE_GATE_UP: ph_moe_gate_up(ex, ph, ith, nth); break;
     case LLMK_OP_MOE_DOWN: ph_moe_down(ex, ph, ith, nth); break;
     case LLMK_OP_MOE_COMBINE: ph_moe_combine(ex, ph, ith, nth); break;
+    case LLMK_OP_POST_NORM: ph_post_norm(ex, ph, ith, nth); break;
     default: LLMK_CHECK(!"unknown op");
     }
 }
@@ -1192,6 +1255,8 @@ static int exec_alloc_state(struct llmk_exec *ex) {
     for (int32_t s = 0; st == LLMK_OK && s < ex->n_seq; s++) ex->table[s] = llmk_kvpool_table_array(ex->kvp, s);
     ex->pos = xalloc((uint64_t)ex->n_seq, sizeof(int32_t), &st);
     ex->rope_cs = xalloc((uint64_t)ex->n_ctx * 2 * (uint64_t)(hp->head_dim / 2), sizeof(float), &st);
+    if (ex->m->rope_inv_freq_swa)
+        ex->rope_cs_swa = xalloc((uint64_t)ex->n_ctx * 2 * (uint64_t)(hp->head_dim / 2), sizeof(float), &st);
     int64_t fe = ex->m->moe.n_ff_exp;
     int64_t widths[LLMK_BUF_COUNT_] = {hp->n_embd, hp->n_embd, ex->qd, ex->kvd, ex->kvd, ex->qd,
                                        hp->n_embd, hp->n_ff, hp->n_ff, hp->n_vocab, hp->n_embd, fe, fe, hp->n_embd};
@@ -1347,12 +1412,8 @@ static int exec_alloc_scratch(struct llmk_exec *ex) {
 /* cos/sin per position: angles in double, rounded once to f32. */
 static void exec_rope_table(struct llmk_exec *ex) {
     int half = ex->m->hp.head_dim / 2;
-    for (int32_t pos = 0; pos < ex->n_ctx; pos++)
-        for (int i = 0; i < half; i++) {
-            double a = (double)pos * ex->m->rope_inv_freq[i];
-            ex->rope_cs[((int64_t)pos * half + i) * 2] = (float)cos(a);
-            ex->rope_cs[((int64_t)pos * half + i) * 2 + 1] = (float)sin(a);
-        }
+    llmk_rope_cs_table(ex->m->rope_inv_freq, half, ex->n_ctx, ex->rope_cs);
+    if (ex->rope_cs_swa) llmk_rope_cs_table(ex->m->rope_inv_freq_swa, half, ex->n_ctx, ex->rope_cs_swa);
 }
 
 int llmk_exec_init(const struct llmk_model *m, const struct llmk_exec_params *p, struct llmk_exec **out) {
@@ -1405,6 +1466,7 @@ void llmk_exec_free(struct llmk_exec *ex) {
     llmk_plan_free(&ex->plan);
     llmk_program_free(&ex->prog);
     llmk_pages_free(ex->kv_k, ex->kv_bytes), llmk_pages_free(ex->kv_v, ex->kv_bytes), free(ex->pos), free(ex->rope_cs);
+    free(ex->rope_cs_swa);
     llmk_kvpool_free(ex->kvp), free(ex->table);
     for (int b = 0; b < LLMK_BUF_COUNT_; b++) {
         free(ex->buf[b]);

@@ -10,12 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum arch_id { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3, ARCH_QWEN3MOE };
+enum arch_id { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3, ARCH_QWEN3MOE, ARCH_GEMMA3 };
 
 static const struct {
     const char *name;
     enum arch_id id;
-} known_archs[] = {{"llama", ARCH_LLAMA}, {"qwen2", ARCH_QWEN2}, {"qwen3", ARCH_QWEN3}, {"qwen3moe", ARCH_QWEN3MOE}};
+} known_archs[] = {{"llama", ARCH_LLAMA},       {"qwen2", ARCH_QWEN2},   {"qwen3", ARCH_QWEN3},
+                   {"qwen3moe", ARCH_QWEN3MOE}, {"gemma3", ARCH_GEMMA3}};
 
 /* Sanity ceilings: far above any model llmk targets, low enough that products
  * of them cannot overflow 64-bit arithmetic. */
@@ -149,7 +150,7 @@ void llmk_expert_view(const llmk_tensor_info *t, int64_t e, llmk_tensor_info *ou
 /* Is `name` one of the tensors this architecture uses? Anything else (MoE
  * experts, output biases, ...) is a feature llmk would silently ignore, so it
  * is refused by name instead. */
-static bool tensor_known(const char *name, int n_layer, bool moe) {
+static bool tensor_known(const char *name, int n_layer, bool moe, bool post_norms) {
     static const char *const globals[] = {"token_embd.weight", "output_norm.weight",
                                           "output.weight", "rope_freqs.weight"};
     static const char *const per_layer[] = {
@@ -159,6 +160,7 @@ static bool tensor_known(const char *name, int n_layer, bool moe) {
         "ffn_up.weight", "ffn_down.weight"};
     static const char *const per_layer_moe[] = {"ffn_gate_inp.weight", "ffn_gate_exps.weight", "ffn_up_exps.weight",
                                                 "ffn_down_exps.weight"};
+    static const char *const per_layer_post[] = {"post_attention_norm.weight", "post_ffw_norm.weight"};
     for (size_t i = 0; i < LLMK_ARRAY_LEN(globals); i++)
         if (!strcmp(name, globals[i])) return true;
     if (strncmp(name, "blk.", 4) != 0) return false;
@@ -173,10 +175,51 @@ static bool tensor_known(const char *name, int n_layer, bool moe) {
             return true;
     for (size_t i = 0; moe && i < LLMK_ARRAY_LEN(per_layer_moe); i++)
         if (!strcmp(p, per_layer_moe[i])) return true;
+    for (size_t i = 0; post_norms && i < LLMK_ARRAY_LEN(per_layer_post); i++)
+        if (!strcmp(p, per_layer_post[i])) return true;
     return false;
 }
 
 /* ---- RoPE frequencies ---------------------------------------------------- */
+
+/* Inverse frequencies for base theta: with the file's scaling when scaled,
+ * each divided by rope_freqs.weight's factor when ff is given. */
+static int rope_table(const llmk_hparams *hp, double theta, bool scaled, const llmk_tensor_info *ff, double **out) {
+    int half = hp->n_rot / 2;
+    double *t = *out = malloc((size_t)half * sizeof *t);
+    if (!t) return llmk_fail(LLMK_OUT_OF_MEMORY, "model: rope table of %d", half);
+    const unsigned char *ffv = ff ? (const unsigned char *)ff->data : NULL;
+    int scaling = scaled ? hp->rope_scaling : LLMK_ROPE_SCALING_NONE;
+    for (int i = 0; i < half; i++) {
+        double inv = pow(theta, -2.0 * i / hp->n_rot);
+        if (scaling == LLMK_ROPE_SCALING_LINEAR) {
+            inv /= hp->rope_scale_factor;
+        } else if (scaling == LLMK_ROPE_SCALING_LLAMA3) {
+            /* Llama 3.1: long wavelengths slowed by `factor`, short ones kept,
+             * a linear blend in between (by wavelength vs original context). */
+            double wavelen = 2.0 * M_PI / inv;
+            double lo_wl = hp->rope_orig_ctx / hp->rope_low_freq_factor;
+            double hi_wl = hp->rope_orig_ctx / hp->rope_high_freq_factor;
+            if (wavelen > lo_wl) {
+                inv /= hp->rope_scale_factor;
+            } else if (wavelen >= hi_wl) {
+                double smooth = (hp->rope_orig_ctx / wavelen - hp->rope_low_freq_factor) /
+                                (hp->rope_high_freq_factor - hp->rope_low_freq_factor);
+                inv = (1.0 - smooth) * inv / hp->rope_scale_factor + smooth * inv;
+            }
+        }
+        if (ffv) {
+            float f; /* memcpy: a hostile file's alignment may leave the data unaligned */
+            memcpy(&f, ffv + (size_t)i * sizeof f, sizeof f);
+            if (!(f > 0) || !isfinite(f))
+                return llmk_fail(LLMK_BAD_HYPERPARAMETER, "model: rope_freqs.weight[%d] = %g is not a positive factor",
+                                 i, (double)f);
+            inv /= f;
+        }
+        t[i] = inv;
+    }
+    return LLMK_OK;
+}
 
 static int rope_setup(llmk_model *m) {
     const llmk_gguf *g = m->gguf;
@@ -227,39 +270,9 @@ static int rope_setup(llmk_model *m) {
         return llmk_fail(LLMK_TENSOR_TYPE_UNSUPPORTED, "model: tensor rope_freqs.weight: type %s, expected f32",
                          llmk_type_name(ff->type));
     hp->has_rope_freqs = ff != NULL;
-
-    m->rope_inv_freq = malloc((size_t)half * sizeof *m->rope_inv_freq);
-    if (!m->rope_inv_freq) return llmk_fail(LLMK_OUT_OF_MEMORY, "model: rope table of %d", half);
-    const unsigned char *ffv = ff ? (const unsigned char *)ff->data : NULL;
-    for (int i = 0; i < half; i++) {
-        double inv = pow(hp->rope_theta, -2.0 * i / hp->n_rot);
-        if (hp->rope_scaling == LLMK_ROPE_SCALING_LINEAR) {
-            inv /= hp->rope_scale_factor;
-        } else if (hp->rope_scaling == LLMK_ROPE_SCALING_LLAMA3) {
-            /* Llama 3.1: long wavelengths slowed by `factor`, short ones kept,
-             * a linear blend in between (by wavelength vs original context). */
-            double wavelen = 2.0 * M_PI / inv;
-            double lo_wl = hp->rope_orig_ctx / hp->rope_low_freq_factor;
-            double hi_wl = hp->rope_orig_ctx / hp->rope_high_freq_factor;
-            if (wavelen > lo_wl) {
-                inv /= hp->rope_scale_factor;
-            } else if (wavelen >= hi_wl) {
-                double smooth = (hp->rope_orig_ctx / wavelen - hp->rope_low_freq_factor) /
-                                (hp->rope_high_freq_factor - hp->rope_low_freq_factor);
-                inv = (1.0 - smooth) * inv / hp->rope_scale_factor + smooth * inv;
-            }
-        }
-        if (ffv) {
-            float f; /* memcpy: a hostile file's alignment may leave the data unaligned */
-            memcpy(&f, ffv + (size_t)i * sizeof f, sizeof f);
-            if (!(f > 0) || !isfinite(f))
-                return llmk_fail(LLMK_BAD_HYPERPARAMETER, "model: rope_freqs.weight[%d] = %g is not a positive factor",
-                                 i, (double)f);
-            inv /= f;
-        }
-        m->rope_inv_freq[i] = inv;
-    }
-    return LLMK_OK;
+    if ((st = rope_table(hp, hp->rope_theta, true, ff, &m->rope_inv_freq)) != LLMK_OK) return st;
+    /* sliding layers: their own base, unscaled (as llama.cpp's gemma3) */
+    return hp->n_swa ? rope_table(hp, hp->rope_theta_swa, false, NULL, &m->rope_inv_freq_swa) : LLMK_OK;
 }
 
 /* ---- 1-D tensors as f32 -------------------------------------------------- */
@@ -332,6 +345,63 @@ static int routers_f32(llmk_model *m) {
     return LLMK_OK;
 }
 
+/* What gemma3 adds (defaults for every other architecture): sliding
+ * windows with their own RoPE base, the query scale, scaled embeddings, a
+ * final logit soft-cap, GELU gating, post-norms. The facts are llama.cpp's
+ * reading of the converter's keys: pattern 6 unless a key says otherwise,
+ * sliding base 10000, and the 27B (62 layers) scaling queries by
+ * n_embd / n_head instead of head_dim. */
+static int load_gemma3_hparams(llmk_model *m, enum arch_id arch) {
+    const llmk_gguf *g = m->gguf;
+    llmk_hparams *hp = &m->hp;
+    const char *a = m->arch;
+    hp->attn_scale = 1.0 / sqrt((double)hp->head_dim);
+    hp->embd_scale = 1.0;
+    if (arch != ARCH_GEMMA3) return LLMK_OK;
+    int st;
+    if ((st = key_u32(g, a, "attention.sliding_window", false, 0, 0, 1u << 30, &hp->n_swa)) != LLMK_OK ||
+        (st = key_f64(g, a, "rope.freq_base_swa", false, 10000.0, 1e-3, 1e12, &hp->rope_theta_swa)) != LLMK_OK ||
+        (st = key_f64(g, a, "final_logit_softcapping", false, 0.0, 0.0, 1e6, &hp->logit_softcap)) != LLMK_OK)
+        return st;
+    char key[128];
+    snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", a);
+    uint32_t et;
+    uint64_t n;
+    if (llmk_gguf_get_arr(g, key, &et, &n) == LLMK_OK) {
+        if (n != (uint64_t)hp->n_layer)
+            return llmk_fail(LLMK_BAD_HYPERPARAMETER, "model: key %s has %llu entries for %d layers", key,
+                             (unsigned long long)n, hp->n_layer);
+        hp->swa_pattern = -1; /* per layer: read by load_weights */
+    } else if ((st = key_u32(g, a, "attention.sliding_window_pattern", false, 6, 0, MAX_LAYERS, &hp->swa_pattern)) !=
+               LLMK_OK) {
+        return st;
+    }
+    double per_head = hp->n_layer == 62 ? (double)(hp->n_embd / hp->n_head) : (double)hp->head_dim;
+    hp->attn_scale = 1.0 / sqrt(per_head);
+    hp->embd_scale = sqrt((double)hp->n_embd);
+    hp->ffn_gelu = true;
+    hp->has_post_norms = true;
+    return LLMK_OK;
+}
+
+/* Whether layer il of a model with a sliding window slides. */
+static int layer_slides(const llmk_model *m, int il, bool *out) {
+    const llmk_hparams *hp = &m->hp;
+    *out = false;
+    if (!hp->n_swa) return LLMK_OK;
+    if (hp->swa_pattern >= 0) {
+        *out = hp->swa_pattern == 0 || il % hp->swa_pattern < hp->swa_pattern - 1;
+        return LLMK_OK;
+    }
+    char key[128];
+    snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", m->arch);
+    double v;
+    int st = llmk_gguf_arr_num(m->gguf, key, (uint64_t)il, &v);
+    if (st != LLMK_OK) return llmk_fail(LLMK_BAD_HYPERPARAMETER, "model: key %s[%d]: %s", key, il, llmk_last_error());
+    *out = v != 0;
+    return LLMK_OK;
+}
+
 static int load_weights(llmk_model *m, enum arch_id arch) {
     const llmk_gguf *g = m->gguf;
     llmk_hparams *hp = &m->hp;
@@ -348,7 +418,7 @@ static int load_weights(llmk_model *m, enum arch_id arch) {
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->layers) return llmk_fail(LLMK_OUT_OF_MEMORY, "model: %d layers", hp->n_layer);
     bool bias = arch == ARCH_QWEN2;
-    bool qkn = arch == ARCH_QWEN3 || arch == ARCH_QWEN3MOE;
+    bool qkn = arch == ARCH_QWEN3 || arch == ARCH_QWEN3MOE || arch == ARCH_GEMMA3;
     hp->has_qkv_bias = bias;
     hp->has_qk_norm = qkn;
     for (int il = 0; il < hp->n_layer; il++) {
@@ -377,11 +447,16 @@ static int load_weights(llmk_model *m, enum arch_id arch) {
             return llmk_fail(LLMK_MISSING_TENSOR,
                              "model: layer %d has only one of attn_q_norm.weight, attn_k_norm.weight", il);
         if (L->q_norm) hp->has_qk_norm = true;
+        bool post = hp->has_post_norms;
+        if ((st = layer_tensor(g, il, "post_attention_norm.weight", post, E, 1, &L->attn_post_norm)) != LLMK_OK ||
+            (st = layer_tensor(g, il, "post_ffw_norm.weight", post, E, 1, &L->ffn_post_norm)) != LLMK_OK ||
+            (st = layer_slides(m, il, &L->swa)) != LLMK_OK)
+            return st;
     }
 
     /* f32 views of every 1-D tensor. */
     size_t need = 0, used = 0;
-    for (int il = 0; il < hp->n_layer; il++) need += (size_t)(2 * E + QD + 2 * KD + 2 * (uint64_t)hp->head_dim);
+    for (int il = 0; il < hp->n_layer; il++) need += (size_t)(4 * E + QD + 2 * KD + 2 * (uint64_t)hp->head_dim);
     need += (size_t)E;
     m->vec_store = malloc(need * sizeof(float));
     if (!m->vec_store) return llmk_fail(LLMK_OUT_OF_MEMORY, "model: %zu floats for norm vectors", need);
@@ -393,7 +468,9 @@ static int load_weights(llmk_model *m, enum arch_id arch) {
             (st = vec_f32(m, L->bq, &used, &L->bq_f)) != LLMK_OK || (st = vec_f32(m, L->bk, &used, &L->bk_f)) != LLMK_OK ||
             (st = vec_f32(m, L->bv, &used, &L->bv_f)) != LLMK_OK ||
             (st = vec_f32(m, L->q_norm, &used, &L->q_norm_f)) != LLMK_OK ||
-            (st = vec_f32(m, L->k_norm, &used, &L->k_norm_f)) != LLMK_OK)
+            (st = vec_f32(m, L->k_norm, &used, &L->k_norm_f)) != LLMK_OK ||
+            (st = vec_f32(m, L->attn_post_norm, &used, &L->attn_post_norm_f)) != LLMK_OK ||
+            (st = vec_f32(m, L->ffn_post_norm, &used, &L->ffn_post_norm_f)) != LLMK_OK)
             return st;
     }
     LLMK_CHECK(used <= need);
@@ -402,7 +479,7 @@ static int load_weights(llmk_model *m, enum arch_id arch) {
     size_t nt = llmk_gguf_n_tensors(g);
     for (size_t i = 0; i < nt; i++) {
         const llmk_tensor_info *t = llmk_gguf_tensor(g, i);
-        if (!tensor_known(t->name, hp->n_layer, m->moe.n_expert > 0))
+        if (!tensor_known(t->name, hp->n_layer, m->moe.n_expert > 0, hp->has_post_norms))
             return llmk_fail(LLMK_UNSUPPORTED_FEATURE,
                              "model: tensor %s is not part of architecture %s as llmk implements it "
                              "(an unsupported feature such as MoE experts or extra biases)",
@@ -464,7 +541,7 @@ static int load_hparams(llmk_model *m, enum arch_id *arch_out) {
         if (alen == strlen(known_archs[k].name) && !memcmp(arch, known_archs[k].name, alen)) break;
     if (k == LLMK_ARRAY_LEN(known_archs))
         return llmk_fail(LLMK_UNSUPPORTED_ARCHITECTURE,
-                         "model: architecture '%.64s' is not supported (llama, qwen2, qwen3, qwen3moe)", arch);
+                         "model: architecture '%.64s' is not supported (llama, qwen2, qwen3, qwen3moe, gemma3)", arch);
     *arch_out = known_archs[k].id;
     snprintf(m->arch, sizeof m->arch, "%s", known_archs[k].name);
     hp->arch = m->arch;
@@ -503,6 +580,7 @@ static int load_hparams(llmk_model *m, enum arch_id *arch_out) {
                          "model: partial rotary embedding (rope.dimension_count %d < head dimension %d)",
                          hp->n_rot, hp->head_dim);
     hp->rope_neox = *arch_out != ARCH_LLAMA;
+    if ((st = load_gemma3_hparams(m, *arch_out)) != LLMK_OK) return st;
 
     const llmk_tensor_info *te = llmk_gguf_find_tensor(g, "token_embd.weight");
     if (!te)
@@ -575,6 +653,7 @@ void llmk_model_free(llmk_model *m) {
     free(m->layers);
     free(m->vec_store);
     free(m->rope_inv_freq);
+    free(m->rope_inv_freq_swa);
     free(m->router_store);
     free(m);
 }

@@ -21,6 +21,11 @@ struct llmk_layer {
      * up, [n_ff_exp, n_embd, n_expert] for down (llmk_expert_view). */
     const llmk_tensor_info *gate_inp, *gate_exps, *up_exps, *down_exps;
     const float *gate_inp_f;
+    /* gemma3: RMSNorm of each branch's output before its residual add
+     * (NULL elsewhere), and whether the layer's attention slides */
+    const llmk_tensor_info *attn_post_norm, *ffn_post_norm;
+    const float *attn_post_norm_f, *ffn_post_norm_f;
+    bool swa;
 };
 
 /* Mixture-of-experts hyperparameters (n_expert 0: a dense model). */
@@ -45,9 +50,23 @@ struct llmk_model {
     /* RoPE inverse frequency for each rotated pair i in [0, n_rot/2), with
      * freq base, scaling and rope_freqs already applied: angle = pos * inv_freq[i]. */
     double *rope_inv_freq;
+    /* the same for sliding-window layers (rope_theta_swa, unscaled); NULL
+     * when no layer slides */
+    double *rope_inv_freq_swa;
     struct llmk_moe_hp moe;
     float *router_store;     /* f32 copies of routers not stored as aligned F32 */
 };
+
+/* Layer il's RoPE inverse frequencies. */
+static inline const double *llmk_layer_rope(const struct llmk_model *m, int il) {
+    return m->layers[il].swa ? m->rope_inv_freq_swa : m->rope_inv_freq;
+}
+
+/* The first key position a query at pos attends to in layer il. */
+static inline int32_t llmk_layer_key_lo(const struct llmk_model *m, int il, int32_t pos) {
+    int32_t w = m->hp.n_swa;
+    return m->layers[il].swa && pos >= w ? pos - w + 1 : 0;
+}
 
 /* Expert e's 2-D matrix of a 3-D expert stack t (rows ne[1], row length
  * ne[0]): a view into the same mapping, usable wherever a 2-D weight is. */

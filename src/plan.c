@@ -142,7 +142,7 @@ static void plan_splits(struct llmk_plan *p, const struct llmk_plan_options *o) 
         pp->unit = LLMK_MM_UNIT;
         pp->rope_fused = ph->op == LLMK_OP_MATMUL && next && next->op == LLMK_OP_ROPE_KV && hp->head_dim % LLMK_MM_UNIT == 0;
         if (pp->rope_fused) pp->unit = hp->head_dim;
-        if (ph->epilogue == LLMK_EPI_SWIGLU) /* (also a MoE gate/up: whole blocks of down's form) */
+        if (llmk_epi_glu(ph->epilogue)) /* (also a MoE gate/up: whole blocks of down's form) */
             for (int f = 0; f < LLMK_ACT_FORMS; f++)
                 if ((pp->qmask & (1u << f)) && p->K->act_block[f] > pp->unit) pp->unit = p->K->act_block[f];
         pp->head_quant = true;
@@ -158,7 +158,7 @@ static void plan_splits(struct llmk_plan *p, const struct llmk_plan_options *o) 
 void llmk_plan_share(const struct llmk_plan *p, int i, int wi, int ith, int64_t *r0, int64_t *r1) {
     const struct llmk_phase *ph = &p->prog->ph[i];
     int64_t lo, hi, unit = p->ph[i].unit;
-    if (ph->epilogue == LLMK_EPI_SWIGLU) {
+    if (llmk_epi_glu(ph->epilogue)) {
         int64_t F = ph->rows[0];
         llmk_split_range((F + unit - 1) / unit, ith, p->nth, &lo, &hi);
         *r0 = lo * unit, *r1 = hi * unit < F ? hi * unit : F;

@@ -16,10 +16,10 @@
 
 static const char *const op_names[LLMK_OP_COUNT_] = {"embed", "norm_quant", "matmul", "rope_kv", "attn",
                                                      "argmax", "moe_route", "moe_gather", "moe_gate_up",
-                                                     "moe_down", "moe_combine"};
+                                                     "moe_down", "moe_combine", "post_norm"};
 static const char *const buf_names[LLMK_BUF_COUNT_] = {"x", "xn", "q", "k", "v", "att", "o", "g", "u", "logits",
                                                        "xg", "mg", "mu", "my"};
-static const char *const epi_names[] = {"", "+bias", "+residual", "+swiglu"};
+static const char *const epi_names[] = {"", "+bias", "+residual", "+swiglu", "+geglu", "+softcap"};
 
 const char *llmk_op_name(int op) { return op >= 0 && op < LLMK_OP_COUNT_ ? op_names[op] : "?"; }
 
@@ -131,6 +131,7 @@ int llmk_program_build(const struct llmk_model *m, struct llmk_program *p) {
         const struct llmk_layer *L = &m->layers[il];
         struct llmk_phase *norm = add(p, LLMK_OP_NORM_QUANT, il, "attn_norm");
         norm->in = LLMK_BUF_X, norm->out[0] = LLMK_BUF_XN, norm->vec[0] = L->attn_norm_f, norm->rows[0] = E;
+        norm->vec[1] = il > 0 ? m->layers[il - 1].ffn_post_norm_f : NULL;
         const llmk_tensor_info *qkv[3] = {L->wq, L->wk, L->wv};
         int qkv_out[3] = {LLMK_BUF_Q, LLMK_BUF_K, LLMK_BUF_V};
         if ((st = matmul(p, il, "qkv", LLMK_BUF_XN, E, 3, qkv, qkv_out, L->bq_f ? LLMK_EPI_BIAS : LLMK_EPI_NONE, &ph)) != LLMK_OK)
@@ -146,9 +147,12 @@ int llmk_program_build(const struct llmk_model *m, struct llmk_program *p) {
         attn->rows[0] = hp->head_dim;
         attn->qmask = (uint8_t)llmk_act_form_bit(L->wo->type);
         int o_out[1] = {LLMK_BUF_O};
-        if ((st = matmul(p, il, "attn_out", LLMK_BUF_ATT, qd, 1, &L->wo, o_out, LLMK_EPI_RESIDUAL, &ph)) != LLMK_OK) goto fail;
+        /* a post-normed branch leaves its output in o for the next norm */
+        int epi = L->attn_post_norm_f ? LLMK_EPI_NONE : LLMK_EPI_RESIDUAL;
+        if ((st = matmul(p, il, "attn_out", LLMK_BUF_ATT, qd, 1, &L->wo, o_out, epi, &ph)) != LLMK_OK) goto fail;
         norm = add(p, LLMK_OP_NORM_QUANT, il, "ffn_norm");
         norm->in = LLMK_BUF_X, norm->out[0] = LLMK_BUF_XN, norm->vec[0] = L->ffn_norm_f, norm->rows[0] = E;
+        norm->vec[1] = L->attn_post_norm_f;
         if (L->gate_exps) {
             if ((st = moe_phases(p, il, norm)) != LLMK_OK) goto fail;
             continue;
@@ -156,14 +160,21 @@ int llmk_program_build(const struct llmk_model *m, struct llmk_program *p) {
         norm->qmask = (uint8_t)(llmk_act_form_bit(L->w_gate->type) | llmk_act_form_bit(L->w_up->type));
         const llmk_tensor_info *gu[2] = {L->w_gate, L->w_up};
         int gu_out[2] = {LLMK_BUF_G, LLMK_BUF_U};
-        if ((st = matmul(p, il, "gate_up", LLMK_BUF_XN, E, 2, gu, gu_out, LLMK_EPI_SWIGLU, &ph)) != LLMK_OK) goto fail;
+        if ((st = matmul(p, il, "gate_up", LLMK_BUF_XN, E, 2, gu, gu_out, hp->ffn_gelu ? LLMK_EPI_GEGLU : LLMK_EPI_SWIGLU,
+                         &ph)) != LLMK_OK)
+            goto fail;
         if (L->w_gate->ne[1] != (uint64_t)F || L->w_up->ne[1] != (uint64_t)F) {
             st = llmk_fail(LLMK_TENSOR_SHAPE_MISMATCH, "program: layer %d gate/up have %llu/%llu rows, n_ff is %lld", il,
                            (unsigned long long)L->w_gate->ne[1], (unsigned long long)L->w_up->ne[1], (long long)F);
             goto fail;
         }
         ph->qmask = (uint8_t)llmk_act_form_bit(L->w_down->type);
-        if ((st = matmul(p, il, "ffn_down", LLMK_BUF_G, F, 1, &L->w_down, o_out, LLMK_EPI_RESIDUAL, &ph)) != LLMK_OK) goto fail;
+        epi = L->ffn_post_norm_f ? LLMK_EPI_NONE : LLMK_EPI_RESIDUAL;
+        if ((st = matmul(p, il, "ffn_down", LLMK_BUF_G, F, 1, &L->w_down, o_out, epi, &ph)) != LLMK_OK) goto fail;
+        if (L->ffn_post_norm_f && il == hp->n_layer - 1) {
+            ph = add(p, LLMK_OP_POST_NORM, il, "ffn_post_norm");
+            ph->in = LLMK_BUF_O, ph->out[0] = LLMK_BUF_X, ph->vec[0] = L->ffn_post_norm_f, ph->rows[0] = E;
+        }
     }
     p->n_layer_phases = p->n_phases;
     struct llmk_phase *norm = add(p, LLMK_OP_NORM_QUANT, -1, "output_norm");
@@ -171,7 +182,8 @@ int llmk_program_build(const struct llmk_model *m, struct llmk_program *p) {
     norm->qmask = (uint8_t)llmk_act_form_bit(m->output->type);
     norm->final = 1;
     int l_out[1] = {LLMK_BUF_LOGITS};
-    if ((st = matmul(p, -1, "lm_head", LLMK_BUF_XN, E, 1, &m->output, l_out, LLMK_EPI_NONE, &ph)) != LLMK_OK) goto fail;
+    int head_epi = hp->logit_softcap > 0 ? LLMK_EPI_SOFTCAP : LLMK_EPI_NONE;
+    if ((st = matmul(p, -1, "lm_head", LLMK_BUF_XN, E, 1, &m->output, l_out, head_epi, &ph)) != LLMK_OK) goto fail;
     ph->final = 1;
     ph = add(p, LLMK_OP_ARGMAX, -1, "argmax");
     ph->in = LLMK_BUF_LOGITS;
@@ -219,8 +231,11 @@ void llmk_program_dump(const struct llmk_program *p, FILE *f) {
                     buf_names[ph->out[0]], (long long)ph->rows[0]);
             break;
         case LLMK_OP_NORM_QUANT:
-            fprintf(f, " rmsnorm(%s[%lld]) * w -> %s%s", buf_names[ph->in], (long long)ph->rows[0],
-                    buf_names[ph->out[0]], q);
+            fprintf(f, "%s rmsnorm(%s[%lld]) * w -> %s%s", ph->vec[1] ? " x += rmsnorm(o) * w_post;" : "",
+                    buf_names[ph->in], (long long)ph->rows[0], buf_names[ph->out[0]], q);
+            break;
+        case LLMK_OP_POST_NORM:
+            fprintf(f, " %s += rmsnorm(%s[%lld]) * w", buf_names[ph->out[0]], buf_names[ph->in], (long long)ph->rows[0]);
             break;
         case LLMK_OP_MATMUL:
             fprintf(f, " %s[%lld] x", buf_names[ph->in], (long long)ph->k);
@@ -234,8 +249,9 @@ void llmk_program_dump(const struct llmk_program *p, FILE *f) {
                     hp->n_head, (long long)ph->rows[0], hp->n_head_kv, (long long)ph->rows[0]);
             break;
         case LLMK_OP_ATTN:
-            fprintf(f, " softmax(q k^T / sqrt(%lld)) v, %d heads over %d kv heads -> %s%s", (long long)ph->rows[0],
-                    hp->n_head, hp->n_head_kv, buf_names[ph->out[0]], q);
+            fprintf(f, " softmax(q k^T * %.6g) v, %d heads over %d kv heads", hp->attn_scale, hp->n_head, hp->n_head_kv);
+            if (p->m->layers[ph->layer].swa) fprintf(f, ", window %d", hp->n_swa);
+            fprintf(f, " -> %s%s", buf_names[ph->out[0]], q);
             break;
         case LLMK_OP_ARGMAX:
             fprintf(f, " %s[%lld] -> token id", buf_names[ph->in], (long long)ph->rows[0]);

@@ -17,7 +17,8 @@
 
 enum llmk_op {
     LLMK_OP_EMBED = 0,     /* x[t] = dequant(tok_embd row ids[t]) */
-    LLMK_OP_NORM_QUANT,    /* out = rmsnorm(in) * norm, quantized into the consumers' act forms */
+    LLMK_OP_NORM_QUANT,    /* out = rmsnorm(in) * norm, quantized into the consumers' act forms; with
+                            * vec[1] first x += rmsnorm(o) * vec[1] (the previous branch's post-norm) */
     LLMK_OP_MATMUL,        /* out_i = in . W_i^T for up to 3 weights, then an epilogue */
     LLMK_OP_ROPE_KV,       /* QK-norm + RoPE on q and k, K/V appended to each row's cache */
     LLMK_OP_ATTN,          /* causal attention over each row's cache, out quantized */
@@ -28,6 +29,7 @@ enum llmk_op {
     LLMK_OP_MOE_GATE_UP,   /* per expert: silu(in . Wg_e^T) * (in . Wu_e^T), quantized for down */
     LLMK_OP_MOE_DOWN,      /* per expert: out = in . Wd_e^T (a row per (row, slot), in map order) */
     LLMK_OP_MOE_COMBINE,   /* x += sum of each row's slot outputs times their weights, slot order */
+    LLMK_OP_POST_NORM,     /* x += rmsnorm(o) * norm: a post-norm with no norm after it to fuse into */
     LLMK_OP_COUNT_
 };
 
@@ -37,7 +39,13 @@ enum llmk_epilogue {
     LLMK_EPI_BIAS,      /* out_i += bias_i (Q/K/V biases) */
     LLMK_EPI_RESIDUAL,  /* x += out_0 (O-projection, down-projection) */
     LLMK_EPI_SWIGLU,    /* g = silu(out_0) * out_1, quantized for the down-projection */
+    LLMK_EPI_GEGLU,     /* g = gelu(out_0) * out_1 (tanh form), the same */
+    LLMK_EPI_SOFTCAP,   /* out_0 = c tanh(out_0 / c), c = hp.logit_softcap (the LM head) */
 };
+
+/* A gated-unit epilogue: gate and up computed together, split in whole
+ * quantization blocks of the gated output. */
+static inline bool llmk_epi_glu(int e) { return e == LLMK_EPI_SWIGLU || e == LLMK_EPI_GEGLU; }
 
 /* Activation buffers of the executor, [rows][width] f32 each. */
 enum llmk_buf {

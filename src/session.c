@@ -3,7 +3,9 @@
  * the sequence to the fused-phase executor (src/exec_cpu.c); the f64
  * reference path lives in src/ref/decode.c. */
 #include "internal.h"
+#include "kernels/glu.h"
 #include "kernels/kernels.h"
+#include "kernels/norm_fused.h"
 #include "kernels/ops_f32.h"
 #include "model.h"
 #include "exec_cpu.h"
@@ -32,6 +34,7 @@ struct llmk_session {
     /* f32 path */
     struct kv_f32 kv;
     float *rope_cs;  /* [n_ctx][n_rot/2][cos, sin] */
+    float *rope_cs_swa; /* the same for sliding layers (NULL: none) */
     float *x, *xn, *q, *k, *v, *att, *o, *g, *u; /* [n_batch][width] activations */
     float *row_scratch; /* [n_threads][max_in] dequantized weight rows */
     int64_t row_stride;
@@ -67,6 +70,7 @@ static int f32_init(llmk_session *s) {
         return llmk_fail(LLMK_OUT_OF_MEMORY, "session: KV cache of 2 x %llu bytes", (unsigned long long)s->kv.bytes);
     int half = hp->n_rot / 2;
     s->rope_cs = alloc_floats((uint64_t)s->n_ctx, 2 * (uint64_t)half, &st);
+    if (s->m->rope_inv_freq_swa) s->rope_cs_swa = alloc_floats((uint64_t)s->n_ctx, 2 * (uint64_t)half, &st);
     s->x = alloc_floats(nb, (uint64_t)hp->n_embd, &st);
     s->xn = alloc_floats(nb, (uint64_t)hp->n_embd, &st);
     s->q = alloc_floats(nb, qd, &st);
@@ -97,13 +101,8 @@ static int f32_init(llmk_session *s) {
     s->row_scratch = alloc_floats((uint64_t)s->n_threads, (uint64_t)s->row_stride, &st);
     s->scores = alloc_floats((uint64_t)s->n_threads, (uint64_t)s->n_ctx, &st);
     if (st != LLMK_OK) return st;
-    /* Angles in double, rounded once to f32. */
-    for (int32_t p = 0; p < s->n_ctx; p++)
-        for (int i = 0; i < half; i++) {
-            double a = (double)p * s->m->rope_inv_freq[i];
-            s->rope_cs[((int64_t)p * half + i) * 2] = (float)cos(a);
-            s->rope_cs[((int64_t)p * half + i) * 2 + 1] = (float)sin(a);
-        }
+    llmk_rope_cs_table(s->m->rope_inv_freq, half, s->n_ctx, s->rope_cs);
+    if (s->rope_cs_swa) llmk_rope_cs_table(s->m->rope_inv_freq_swa, half, s->n_ctx, s->rope_cs_swa);
     return LLMK_OK;
 }
 
@@ -186,6 +185,7 @@ void llmk_session_free(llmk_session *s) {
     llmk_pages_free(s->kv.k, s->kv.bytes);
     llmk_pages_free(s->kv.v, s->kv.bytes);
     free(s->rope_cs);
+    free(s->rope_cs_swa);
     free(s->x);
     free(s->xn);
     free(s->q);
@@ -238,15 +238,29 @@ static void attn_worker(void *arg, int ith, int nth) {
     llmk_split_range(items, ith, nth, &lo, &hi);
     int64_t kvd = (int64_t)hp->n_head_kv * hp->head_dim, qd = (int64_t)hp->n_head * hp->head_dim;
     int group = hp->n_head / hp->n_head_kv;
-    float scale = (float)(1.0 / sqrt((double)hp->head_dim));
+    float scale = (float)hp->attn_scale;
     const float *K = s->kv.k + c->il * s->kv.layer_stride, *V = s->kv.v + c->il * s->kv.layer_stride;
     for (int64_t it = lo; it < hi; it++) {
         int64_t t = it / hp->n_head;
         int h = (int)(it % hp->n_head), g = h / group;
-        llmk_f32_attend(s->q + t * qd + (int64_t)h * hp->head_dim, K + (int64_t)g * hp->head_dim,
-                        V + (int64_t)g * hp->head_dim, c->pos0 + t + 1, kvd, hp->head_dim, scale,
-                        s->scores + (int64_t)ith * s->n_ctx, s->att + t * qd + (int64_t)h * hp->head_dim);
+        int64_t k0 = llmk_layer_key_lo(s->m, c->il, c->pos0 + (int32_t)t), off = k0 * kvd + (int64_t)g * hp->head_dim;
+        llmk_f32_attend(s->q + t * qd + (int64_t)h * hp->head_dim, K + off, V + off, c->pos0 + t + 1 - k0, kvd,
+                        hp->head_dim, scale, s->scores + (int64_t)ith * s->n_ctx,
+                        s->att + t * qd + (int64_t)h * hp->head_dim);
     }
+}
+
+/* x += o row by row, through the branch's post-norm w when it has one
+ * (gemma: x += rmsnorm(o) * w). */
+static void add_branch(llmk_session *s, const float *w, int64_t n_tok) {
+    const struct llmk_kernels *K = llmk_kernels();
+    int64_t E = s->m->hp.n_embd;
+    if (!w) {
+        for (int64_t i = 0; i < n_tok * E; i++) s->x[i] += s->o[i];
+        return;
+    }
+    for (int64_t t = 0; t < n_tok; t++)
+        K->norm->add_rmsnorm(s->x + t * E, s->x + t * E, s->o + t * E, w, E, (float)s->m->hp.rms_eps, 1.0f);
 }
 
 static void add_bias(float *y, const float *b, int64_t n_tok, int64_t n) {
@@ -314,6 +328,7 @@ static int f32_forward(llmk_session *s, const int32_t *ids, int64_t n_tok, int32
         const unsigned char *row = (const unsigned char *)m->tok_embd->data + (uint64_t)ids[t] * erb;
         if ((st = llmk_dequantize_row(m->tok_embd->type, row, s->x + t * E, E)) != LLMK_OK)
             return llmk_fail(st, "embedding row %d: %s", ids[t], llmk_last_error());
+        if (hp->embd_scale != 1.0) llmk_scale_f32(s->x + t * E, E, (float)hp->embd_scale);
     }
     for (int il = 0; il < hp->n_layer; il++) {
         const struct llmk_layer *L = &m->layers[il];
@@ -332,7 +347,7 @@ static int f32_forward(llmk_session *s, const int32_t *ids, int64_t n_tok, int32
                 for (int h = 0; h < hp->n_head; h++) K->rmsnorm(q + h * HD, q + h * HD, L->q_norm_f, HD, eps);
                 for (int h = 0; h < hp->n_head_kv; h++) K->rmsnorm(k + h * HD, k + h * HD, L->k_norm_f, HD, eps);
             }
-            const float *cs = s->rope_cs + (int64_t)(pos0 + t) * half * 2;
+            const float *cs = (L->swa ? s->rope_cs_swa : s->rope_cs) + (int64_t)(pos0 + t) * half * 2;
             K->rope(q, hp->n_head, (int)HD, cs, hp->rope_neox);
             K->rope(k, hp->n_head_kv, (int)HD, cs, hp->rope_neox);
             memcpy(Kc + (pos0 + t) * kvd, k, (size_t)kvd * sizeof(float));
@@ -342,7 +357,7 @@ static int f32_forward(llmk_session *s, const int32_t *ids, int64_t n_tok, int32
         llmk_pool_run(s->pool, attn_worker, &ac);
         if ((st = llmk_f32_matmul(s->pool, L->wo, s->att, n_tok, s->o, s->row_scratch, s->row_stride)) != LLMK_OK)
             return st;
-        for (int64_t i = 0; i < n_tok * E; i++) s->x[i] += s->o[i];
+        add_branch(s, L->attn_post_norm_f, n_tok);
         for (int64_t t = 0; t < n_tok; t++) K->rmsnorm(s->xn + t * E, s->x + t * E, L->ffn_norm_f, E, eps);
         if (L->gate_exps) {
             if ((st = f32_moe(s, L, n_tok)) != LLMK_OK) return st;
@@ -352,18 +367,22 @@ static int f32_forward(llmk_session *s, const int32_t *ids, int64_t n_tok, int32
         float *const gu_out[2] = {s->g, s->u};
         if ((st = llmk_f32_matmul_multi(s->pool, 2, gu, s->xn, n_tok, gu_out, s->row_scratch, s->row_stride)) != LLMK_OK)
             return st;
-        llmk_f32_swiglu(s->g, s->u, n_tok * F);
+        if (hp->ffn_gelu)
+            K->glu->gelu_glu(s->g, s->u, n_tok * F);
+        else
+            llmk_f32_swiglu(s->g, s->u, n_tok * F);
         if ((st = llmk_f32_matmul(s->pool, L->w_down, s->g, n_tok, s->o, s->row_scratch, s->row_stride)) != LLMK_OK)
             return st;
-        for (int64_t i = 0; i < n_tok * E; i++) s->x[i] += s->o[i];
+        add_branch(s, L->ffn_post_norm_f, n_tok);
     }
     if (out_rows == 0) return LLMK_OK;
     int64_t first = out_rows == 1 ? n_tok - 1 : 0;
     for (int64_t t = first; t < n_tok; t++)
         K->rmsnorm(hidden ? out + (t - first) * E : s->xn + t * E, s->x + t * E, m->out_norm_f, E, eps);
     if (hidden) return LLMK_OK;
-    return llmk_f32_matmul(s->pool, m->output, s->xn + first * E, n_tok - first, out, s->row_scratch,
-                           s->row_stride);
+    st = llmk_f32_matmul(s->pool, m->output, s->xn + first * E, n_tok - first, out, s->row_scratch, s->row_stride);
+    if (st == LLMK_OK && hp->logit_softcap > 0) llmk_softcap_f32(out, (n_tok - first) * hp->n_vocab, (float)hp->logit_softcap);
+    return st;
 }
 
 /* The ref and f32 paths carry a NaN or infinity through to their outputs

@@ -85,6 +85,23 @@ void llmk_f32_rope_ref(float *x, int n_heads, int head_dim, const float *cs, boo
     }
 }
 
+void llmk_rope_cs_table(const double *inv_freq, int half, int32_t n_pos, float *cs) {
+    for (int32_t pos = 0; pos < n_pos; pos++)
+        for (int i = 0; i < half; i++) {
+            double a = (double)pos * inv_freq[i];
+            cs[((int64_t)pos * half + i) * 2] = (float)cos(a);
+            cs[((int64_t)pos * half + i) * 2 + 1] = (float)sin(a);
+        }
+}
+
+void llmk_scale_f32(float *x, int64_t n, float s) {
+    for (int64_t i = 0; i < n; i++) x[i] *= s;
+}
+
+void llmk_softcap_f32(float *x, int64_t n, float c) {
+    for (int64_t i = 0; i < n; i++) x[i] = c * tanhf(x[i] / c);
+}
+
 void llmk_f32_swiglu(float *g, const float *u, int64_t n) {
     for (int64_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }

@@ -31,6 +31,15 @@ float llmk_f32_inv_rms_avx2(const float *x, int64_t n, float eps);
 void llmk_f32_rope_ref(float *x, int n_heads, int head_dim, const float *cs, bool neox);
 void llmk_f32_rope_avx2(float *x, int n_heads, int head_dim, const float *cs, bool neox);
 
+/* cs[pos][i] = (cos, sin) of pos * inv_freq[i] for pos < n_pos, i < half:
+ * angles in double, rounded once to f32 (the f32 path's and the executor's
+ * RoPE table). */
+void llmk_rope_cs_table(const double *inv_freq, int half, int32_t n_pos, float *cs);
+/* x[i] *= s. */
+void llmk_scale_f32(float *x, int64_t n, float s);
+/* x[i] = c * tanh(x[i] / c): a final logit soft-cap. */
+void llmk_softcap_f32(float *x, int64_t n, float c);
+
 /* g[i] = silu(g[i]) * u[i]. */
 void llmk_f32_swiglu(float *g, const float *u, int64_t n);
 

@@ -155,10 +155,11 @@ static void rope(double *x, int n_heads, int head_dim, const double *inv_freq, i
     }
 }
 
-/* Causal attention of one query head over cached positions 0..n_kv-1. */
+/* Causal attention of one query head over n_kv cached positions (k and v
+ * at the first one the query sees). */
 static void attend(const double *q, const double *k, const double *v, int64_t n_kv, int64_t stride,
-                   int head_dim, double *scores, double *out) {
-    double scale = 1.0 / sqrt((double)head_dim), mx = -INFINITY;
+                   int head_dim, double scale, double *scores, double *out) {
+    double mx = -INFINITY;
     for (int64_t j = 0; j < n_kv; j++) {
         double d = 0;
         for (int i = 0; i < head_dim; i++) d += q[i] * k[j * stride + i];
@@ -175,6 +176,13 @@ static void attend(const double *q, const double *k, const double *v, int64_t n_
 static void swiglu(double *g, const double *u, int64_t n) {
     for (int64_t i = 0; i < n; i++) g[i] = g[i] / (1.0 + exp(-g[i])) * u[i];
 }
+
+/* GELU in its tanh form (gemma's gelu_pytorch_tanh) times up. */
+static void geglu(double *g, const double *u, int64_t n) {
+    const double c = sqrt(2.0 / M_PI);
+    for (int64_t i = 0; i < n; i++) g[i] = 0.5 * g[i] * (1.0 + tanh(c * (g[i] + 0.044715 * g[i] * g[i] * g[i]))) * u[i];
+}
+
 
 /* Decode w ([n_in, n_out], rows of n_in) into s->w as the m x n = n_in x n_out
  * matrix A with A[i*n_out + j] = W[j][i], so y = A^T x is W x. */
@@ -214,6 +222,17 @@ static int project(struct llmk_ref_state *s, const llmk_tensor_info *w, const fl
 
 static int residual(struct llmk_ref_state *s, double *x, const double *d, int64_t n) {
     return llmk_ref_residual_add(s->pool, x, (size_t)n, d, (size_t)n, n, x, (size_t)n);
+}
+
+/* x[t] += rmsnorm(d[t]) * w for n rows of E (gemma's post-norms), or the
+ * plain residual add without w. */
+static int post_residual(struct llmk_ref_state *s, const float *w, double *d, int64_t n, int64_t E) {
+    if (!w) return residual(s, s->x, d, n * E);
+    for (int64_t t = 0; t < n; t++) {
+        rmsnorm(d + t * E, d + t * E, w, E, s->m->hp.rms_eps);
+        for (int64_t i = 0; i < E; i++) s->x[t * E + i] += d[t * E + i];
+    }
+    return LLMK_OK;
 }
 
 /* Route one token in f64: softmax of the router logits, the k largest
@@ -296,7 +315,9 @@ static int chunk_output(struct llmk_ref_state *s, int64_t n, float *out, int out
         if ((st = llmk_ref_gemv_transposed(s->pool, s->w, (size_t)(E * V), s->xn, (size_t)E, E, V, s->logits,
                                            (size_t)V)) != LLMK_OK)
             return st;
-        for (int64_t j = 0; j < V; j++) out[(t - first) * V + j] = (float)s->logits[j];
+        double cap = hp->logit_softcap;
+        for (int64_t j = 0; j < V; j++)
+            out[(t - first) * V + j] = (float)(cap > 0 ? cap * tanh(s->logits[j] / cap) : s->logits[j]);
     }
     return LLMK_OK;
 }
@@ -315,7 +336,7 @@ static int eval_chunk(struct llmk_ref_state *s, int32_t pos0, const int32_t *ids
         if ((st = llmk_dequantize_row(m->tok_embd->type, (const unsigned char *)m->tok_embd->data + (uint64_t)ids[t] * erb,
                                       s->row, E)) != LLMK_OK)
             return st;
-        for (int64_t i = 0; i < E; i++) s->x[t * E + i] = (double)s->row[i];
+        for (int64_t i = 0; i < E; i++) s->x[t * E + i] = (double)s->row[i] * hp->embd_scale;
     }
     for (int il = 0; il < hp->n_layer; il++) {
         const struct llmk_layer *L = &m->layers[il];
@@ -329,20 +350,23 @@ static int eval_chunk(struct llmk_ref_state *s, int32_t pos0, const int32_t *ids
                 for (int h = 0; h < hp->n_head; h++) rmsnorm(q + h * HD, q + h * HD, L->q_norm_f, HD, hp->rms_eps);
                 for (int h = 0; h < hp->n_head_kv; h++) rmsnorm(k + h * HD, k + h * HD, L->k_norm_f, HD, hp->rms_eps);
             }
-            rope(q, hp->n_head, (int)HD, m->rope_inv_freq, pos0 + (int32_t)t, hp->rope_neox);
-            rope(k, hp->n_head_kv, (int)HD, m->rope_inv_freq, pos0 + (int32_t)t, hp->rope_neox);
+            rope(q, hp->n_head, (int)HD, llmk_layer_rope(m, il), pos0 + (int32_t)t, hp->rope_neox);
+            rope(k, hp->n_head_kv, (int)HD, llmk_layer_rope(m, il), pos0 + (int32_t)t, hp->rope_neox);
             int64_t len = (pos0 + t) * kvd;
             if ((st = llmk_kv_cache_append_into_flat(s->k_cache[il], s->kv_capacity, k, (size_t)kvd, len, kvd)) != LLMK_OK ||
                 (st = llmk_kv_cache_append_into_flat(s->v_cache[il], s->kv_capacity, s->v + t * kvd, (size_t)kvd,
                                                      len, kvd)) != LLMK_OK)
                 return st;
+            int64_t lo = llmk_layer_key_lo(m, il, pos0 + (int32_t)t);
             for (int h = 0; h < hp->n_head; h++) {
-                int64_t off = (int64_t)(h / group) * HD;
-                attend(q + h * HD, s->k_cache[il] + off, s->v_cache[il] + off, pos0 + t + 1, kvd, (int)HD, s->scores,
-                       s->att + t * qd + h * HD);
+                int64_t off = lo * kvd + (int64_t)(h / group) * HD;
+                attend(q + h * HD, s->k_cache[il] + off, s->v_cache[il] + off, pos0 + t + 1 - lo, kvd, (int)HD,
+                       hp->attn_scale, s->scores, s->att + t * qd + h * HD);
             }
         }
-        if ((st = project(s, L->wo, NULL, s->att, n, s->o)) != LLMK_OK || (st = residual(s, s->x, s->o, n * E)) != LLMK_OK) return st;
+        if ((st = project(s, L->wo, NULL, s->att, n, s->o)) != LLMK_OK ||
+            (st = post_residual(s, L->attn_post_norm_f, s->o, n, E)) != LLMK_OK)
+            return st;
         for (int64_t t = 0; t < n; t++) rmsnorm(s->xn + t * E, s->x + t * E, L->ffn_norm_f, E, hp->rms_eps);
         if (L->gate_exps) {
             if ((st = moe_ffn(s, L, n)) != LLMK_OK) return st;
@@ -350,8 +374,10 @@ static int eval_chunk(struct llmk_ref_state *s, int32_t pos0, const int32_t *ids
         }
         if ((st = project(s, L->w_gate, NULL, s->xn, n, s->g)) != LLMK_OK || (st = project(s, L->w_up, NULL, s->xn, n, s->u)) != LLMK_OK)
             return st;
-        swiglu(s->g, s->u, n * F);
-        if ((st = project(s, L->w_down, NULL, s->g, n, s->o)) != LLMK_OK || (st = residual(s, s->x, s->o, n * E)) != LLMK_OK) return st;
+        (hp->ffn_gelu ? geglu : swiglu)(s->g, s->u, n * F);
+        if ((st = project(s, L->w_down, NULL, s->g, n, s->o)) != LLMK_OK ||
+            (st = post_residual(s, L->ffn_post_norm_f, s->o, n, E)) != LLMK_OK)
+            return st;
     }
     return out_rows ? chunk_output(s, n, out, out_rows, hidden) : LLMK_OK;
 }

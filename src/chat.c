@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum tkind { T_CHATML, T_LLAMA3, T_ZEPHYR, T_LLAMA2, T_COUNT };
+enum tkind { T_CHATML, T_LLAMA3, T_ZEPHYR, T_LLAMA2, T_GEMMA, T_COUNT };
 
 static const struct {
     const char *name;
@@ -18,6 +18,7 @@ static const struct {
     [T_LLAMA3] = {"llama3", "<|start_header_id|>"},
     [T_ZEPHYR] = {"zephyr", "<|user|>"},
     [T_LLAMA2] = {"llama2", "[INST]"},
+    [T_GEMMA] = {"gemma", "<start_of_turn>"},
 };
 
 struct llmk_chat_template {
@@ -122,14 +123,15 @@ int llmk_chat_template_init(const char *name, const char *text, size_t text_len,
     if (!name && !text)
         return llmk_fail(LLMK_TEMPLATE_UNKNOWN,
                          "the model has no tokenizer.chat_template; pass --chat-template "
-                         "chatml|llama3|zephyr|llama2");
+                         "chatml|llama3|zephyr|llama2|gemma");
     int kind = -1;
     if (name) {
         for (int i = 0; i < T_COUNT; i++)
             if (!strcmp(name, kinds[i].name)) kind = i;
         if (kind < 0)
             return llmk_fail(LLMK_TEMPLATE_UNKNOWN,
-                             "chat template '%s' is not one of chatml, llama3, zephyr, llama2", name);
+                             "chat template '%s' is not one of chatml, llama3, zephyr, llama2, gemma",
+                             name);
     } else {
         for (int i = 0; i < T_COUNT && kind < 0; i++)
             if (contains(text, text_len, kinds[i].marker)) kind = i;
@@ -143,7 +145,7 @@ int llmk_chat_template_init(const char *name, const char *text, size_t text_len,
         if (kind < 0)
             return llmk_fail(LLMK_TEMPLATE_UNKNOWN,
                              "tokenizer.chat_template (%zu bytes) has none of the markers of "
-                             "chatml, llama3, zephyr or llama2; pass --chat-template NAME",
+                             "chatml, llama3, zephyr, llama2 or gemma; pass --chat-template NAME",
                              text_len);
     }
     llmk_chat_template *t = calloc(1, sizeof *t);
@@ -289,6 +291,37 @@ static int render_llama2(const llmk_chat_template *t, sbuf *b, const llmk_chat_m
     return LLMK_OK;
 }
 
+/* Gemma (2 and 3): <bos>, then <start_of_turn>ROLE\n CONTENT <end_of_turn>\n
+ * per message, the assistant written "model", contents trimmed. Gemma has no
+ * system turn: a leading system message is written, untrimmed and followed by
+ * a blank line, at the start of the first turn's content. As the template,
+ * only the user/non-user alternation is checked; other roles pass through. */
+static int render_gemma(const llmk_chat_template *t, sbuf *b, const llmk_chat_message *m,
+                        size_t n, bool gen) {
+    size_t first = 0;
+    if (n && !strcmp(m[0].role, "system")) first = 1;
+    sb_str(b, t->bos);
+    for (size_t i = first; i < n; i++) {
+        bool user = !strcmp(m[i].role, "user");
+        if (user != ((i - first) % 2 == 0))
+            return llmk_fail(LLMK_BAD_REQUEST,
+                             "gemma template: message %zu has role '%s'; roles must alternate "
+                             "user/assistant/user/...",
+                             i, m[i].role);
+        sb_str(b, "<start_of_turn>");
+        sb_str(b, strcmp(m[i].role, "assistant") ? m[i].role : "model");
+        sb_str(b, "\n");
+        if (i == first && first) {
+            sb_str(b, m[0].content);
+            sb_str(b, "\n\n");
+        }
+        sb_trimmed(b, m[i].content);
+        sb_str(b, "<end_of_turn>\n");
+    }
+    if (gen) sb_str(b, "<start_of_turn>model\n");
+    return LLMK_OK;
+}
+
 int llmk_chat_render(const llmk_chat_template *t, const llmk_chat_message *msgs, size_t n,
                      bool add_generation_prompt, char **out, size_t *out_len) {
     llmk_error_clear();
@@ -308,6 +341,7 @@ int llmk_chat_render(const llmk_chat_template *t, const llmk_chat_message *msgs,
     case T_LLAMA3: render_llama3(t, &b, msgs, n, add_generation_prompt); break;
     case T_ZEPHYR: rc = render_zephyr(t, &b, msgs, n, add_generation_prompt); break;
     case T_LLAMA2: rc = render_llama2(t, &b, msgs, n, add_generation_prompt); break;
+    case T_GEMMA: rc = render_gemma(t, &b, msgs, n, add_generation_prompt); break;
     default: LLMK_CHECK(0);
     }
     if (rc != LLMK_OK || b.err) {

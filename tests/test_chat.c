@@ -85,6 +85,19 @@ static void test_recognise(void) {
     CHECK(out == NULL);
     llmk_chat_template_free(t);
 
+    /* Gemma: the system text starts the first user turn, assistant is "model" */
+    const char *gm = "{{ '<start_of_turn>' + role + '\\n' }}";
+    CHECK_STATUS(llmk_chat_template_init(NULL, gm, strlen(gm), "<bos>", "<eos>", &t), LLMK_OK);
+    CHECK(!strcmp(llmk_chat_template_name(t), "gemma"));
+    llmk_chat_message gmm[3] = {{"system", " S "}, {"user", " a\n"}, {"assistant", "b"}};
+    expect(t, gmm, 3, true,
+           "<bos><start_of_turn>user\n S \n\na<end_of_turn>\n<start_of_turn>model\nb<end_of_turn>\n"
+           "<start_of_turn>model\n");
+    expect(t, gmm, 1, false, "<bos>");
+    CHECK_STATUS(llmk_chat_render(t, bad, 2, true, &out, NULL), LLMK_BAD_REQUEST);
+    CHECK(out == NULL && strstr(llmk_last_error(), "alternate") != NULL);
+    llmk_chat_template_free(t);
+
     /* the name overrides the text */
     CHECK_STATUS(llmk_chat_template_init("zephyr", l3, strlen(l3), "", "</s>", &t), LLMK_OK);
     CHECK(!strcmp(llmk_chat_template_name(t), "zephyr"));

@@ -458,9 +458,44 @@ static void test_handmade_spm(void) {
     llmk_tokenizer_free(t);
 }
 
+/* Gemma's SentencePiece settings, from the tiny gemma3 model fixture (its
+ * ids against transformers are tests/py/test_gemma3.py): no dummy prefix,
+ * whitespace-run pieces, turn tokens that are control tokens, and
+ * <end_of_turn> ending generation besides <eos>. */
+static void test_gemma_fixture(void) {
+    llmk_tokenizer *t = load_fixture("tests/fixtures/model/tiny/tiny_gemma3.gguf");
+    if (!t) return;
+    CHECK(llmk_tokenizer_add_bos(t));
+    CHECK_EQ_INT(llmk_tokenizer_bos(t), 2);
+    CHECK_EQ_INT(llmk_tokenizer_eos(t), 1);
+    int32_t sot = llmk_tokenizer_find(t, "<start_of_turn>", 15);
+    int32_t eot = llmk_tokenizer_find(t, "<end_of_turn>", 13);
+    CHECK(sot == 5 && eot == 6);
+    CHECK(llmk_tokenizer_is_eog(t, 1) && llmk_tokenizer_is_eog(t, eot));
+    CHECK(!llmk_tokenizer_is_eog(t, sot) && !llmk_tokenizer_is_eog(t, 2));
+    CHECK_EQ_INT(llmk_tokenizer_token_type(t, eot), 3);
+    int32_t ids[64];
+    size_t n;
+    /* the turn token is one id only when special text is parsed */
+    CHECK_STATUS(llmk_tokenize(t, "<end_of_turn>", 13, false, true, ids, 64, &n), LLMK_OK);
+    CHECK(n == 1 && ids[0] == eot);
+    CHECK_STATUS(llmk_tokenize(t, "<end_of_turn>", 13, false, false, ids, 64, &n), LLMK_OK);
+    CHECK(n > 1);
+    /* no dummy prefix: a leading space run is kept, in ids and in text */
+    int32_t two = llmk_tokenizer_find(t, "\xE2\x96\x81\xE2\x96\x81", 6);
+    CHECK(two >= 0);
+    CHECK_STATUS(llmk_tokenize(t, "  The", 5, false, false, ids, 64, &n), LLMK_OK);
+    CHECK(n >= 2 && ids[0] == two);
+    char out[64];
+    size_t m = stream_decode(t, ids, n, false, out, sizeof out);
+    CHECK(m == 5 && memcmp(out, "  The", 5) == 0);
+    llmk_tokenizer_free(t);
+}
+
 int main(void) {
     test_bytelevel_fixture();
     test_spm_fixture();
+    test_gemma_fixture();
     test_handmade_bpe();
     test_handmade_spm();
     return check_summary("test_tokenizer");

@@ -13,7 +13,7 @@ FIX = os.path.join(ROOT, "tests", "fixtures", "chat")
 BIN = os.environ.get("LLMK_BIN", os.path.join(ROOT, "build", "llmk"))
 DEFAULT_MODEL = os.path.join(os.environ.get("LLMK_MODELS", os.path.expanduser("~/.cache/llmk")),
                              "SmolLM2-135M-Instruct.Q4_1.gguf")
-SETS = ["smollm2", "qwen2", "llama3", "zephyr", "llama2"]
+SETS = ["smollm2", "qwen2", "llama3", "zephyr", "llama2", "gemma3"]
 
 
 def load(name):
@@ -78,7 +78,7 @@ def test_info_names_the_family(name, tmp_path):
     assert "chat template: absent" in run("info", none).stdout.decode()
 
 
-@pytest.mark.parametrize("name", ["llama3", "zephyr", "llama2"])
+@pytest.mark.parametrize("name", ["llama3", "zephyr", "llama2", "gemma3"])
 def test_override_by_name(name, tmp_path):
     """--chat-template NAME renders that family whatever the file's template says."""
     data = load(name)
@@ -126,6 +126,11 @@ def test_refusals(tmp_path):
     l2 = tiny_gguf(tmp_path / "l2.gguf", load("llama2")["template"], "<s>", "</s>")
     p = run("template", "-m", l2, input_bytes=b'[{"role":"user","content":"a"},'
             b'{"role":"user","content":"b"}]', check=False)
+    assert p.returncode == 1 and b"alternate" in p.stderr
+    # ... and so does Gemma's
+    gm = tiny_gguf(tmp_path / "gm.gguf", load("gemma3")["template"], "<bos>", "<eos>")
+    p = run("template", "-m", gm, input_bytes=b'[{"role":"system","content":"s"},'
+            b'{"role":"assistant","content":"a"}]', check=False)
     assert p.returncode == 1 and b"alternate" in p.stderr
 
 

@@ -9,7 +9,8 @@ The default model's template is read from the GGUF itself
 (tokenizer.chat_template) and its token ids come from transformers'
 tokenizer built from the same file. The other families' templates are the
 published template strings of models that use them (Llama-3-Instruct,
-TinyLlama-Chat / Zephyr, Llama-2-chat, Qwen2-Instruct); each fixture carries
+TinyLlama-Chat / Zephyr, Llama-2-chat, Qwen2-Instruct, Gemma-3-it — the
+latter kept in model_gemma3.py, which puts it in the tiny gemma3 GGUF); each fixture carries
 the template text, bos and eos, so the test can build a tiny GGUF that holds
 just that metadata and check that llmk recognises and renders it.
 """
@@ -74,6 +75,19 @@ CONVERSATIONS = [
     [{"role": "user", "content": "Unicode: héllo wörld — 日本語 🙂\nsecond line"}],
 ]
 
+# What only Gemma's template does: the system text is not trimmed (the
+# content is), a lone system message gives no turn, and a role other than
+# user at an odd place passes through under its own name.
+GEMMA_EXTRA = [
+    [{"role": "system", "content": "  Be brief.\n"},
+     {"role": "user", "content": "\tHi "},
+     {"role": "assistant", "content": " Hello!\n\n"},
+     {"role": "user", "content": "Bye"}],
+    [{"role": "system", "content": "Only a system message."}],
+    [{"role": "user", "content": "Run it."},
+     {"role": "tool", "content": "{\"ok\": true}"}],
+]
+
 
 def render(template, messages, add_gen, bos, eos):
     def raise_exception(msg):
@@ -96,9 +110,9 @@ def token_text(r, id_key):
     return bytes(toks.parts[toks.data[tid]]).decode("utf-8")
 
 
-def write(name, family, template, bos, eos, tokenizer=None):
+def write(name, family, template, bos, eos, tokenizer=None, extra=()):
     cases = []
-    for conv in CONVERSATIONS:
+    for conv in CONVERSATIONS + list(extra):
         for gen in (True, False):
             text = render(template, conv, gen, bos, eos)
             case = {"messages": conv, "add_generation_prompt": gen, "rendered": text}
@@ -128,6 +142,10 @@ def main():
     # Llama-2 needs alternating roles; the fixture keeps the conversations
     # the template accepts (all of the above do).
     write("llama2", "llama2", LLAMA2, "<s>", "</s>")
+    # Gemma 3 also requires alternating roles and folds the system message
+    # into the first user turn.
+    from model_gemma3 import GEMMA3_TEMPLATE
+    write("gemma3", "gemma", GEMMA3_TEMPLATE, "<bos>", "<eos>", extra=GEMMA_EXTRA)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,55 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TINY = os.path.join(HERE, "..", "tests", "fixtures", "model", "tiny", "tiny_qwen3moe.gguf")
 
 
+def bench_writer(out, arch, tokenizer_src, wtype, name, n_vocab=None):
+    """A GGUF writer for a random-weight bench model: the tokenizer keys of
+    tokenizer_src (padded with filler tokens to n_vocab when given), and
+    mat(name, *shape) / vec(name, n) writing random matrices (f16 or q8_0)
+    and norm vectors. Returns (writer, vocabulary size, mat, vec)."""
+    src = gguf.GGUFReader(tokenizer_src)
+    w = gguf.GGUFWriter(out, arch)
+    fill = 0
+    for key, field in src.fields.items():  # the tokenizer only
+        if not key.startswith("tokenizer."):
+            continue
+        vt = field.types[0]
+        if vt != gguf.GGUFValueType.ARRAY:
+            w.add_key_value(key, field.contents(), vt)
+            continue
+        vals = field.contents()
+        if n_vocab and key in ("tokenizer.ggml.tokens", "tokenizer.ggml.scores", "tokenizer.ggml.token_type"):
+            fill = n_vocab - len(vals)
+            pad = {"tokenizer.ggml.tokens": [f"\u2581f{i}" for i in range(fill)],
+                   "tokenizer.ggml.scores": [-1e4 - i for i in range(fill)],
+                   "tokenizer.ggml.token_type": [1] * fill}[key]
+            vals = list(vals) + pad
+        w.add_key_value(key, vals, vt, sub_type=field.types[-1])
+    V = n_vocab or int([t for t in src.tensors if t.name == "token_embd.weight"][0].shape[1])
+    w.add_name(name)
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if wtype == "f16" else gguf.LlamaFileType.MOSTLY_Q8_0)
+    rng = np.random.default_rng(1)
+
+    def mat(tname, *shape):
+        x = (rng.standard_normal(shape, dtype=np.float32) / np.sqrt(shape[-1])).astype(np.float32)
+        if wtype == "f16":
+            w.add_tensor(tname, x.astype(np.float16))
+        else:
+            w.add_tensor(tname, gguf.quants.quantize(x, gguf.GGMLQuantizationType.Q8_0),
+                         raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+
+    def vec(tname, n):
+        w.add_tensor(tname, (1 + 0.1 * rng.standard_normal(n)).astype(np.float32))
+
+    return w, V, mat, vec
+
+
+def finish(w):
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("out")
@@ -34,17 +83,7 @@ def main():
     ap.add_argument("--ffn-exp", type=int, default=256)
     a = ap.parse_args()
     H, L, X, K, FE, HEADS, KV, HD = a.hidden, a.layers, a.experts, a.top_k, a.ffn_exp, 16, 4, 128
-    src = gguf.GGUFReader(TINY)
-    w = gguf.GGUFWriter(a.out, "qwen3moe")
-    for name, field in src.fields.items():  # the tokenizer only
-        if name.startswith("tokenizer."):
-            vt = field.types[0]
-            if vt == gguf.GGUFValueType.ARRAY:
-                w.add_key_value(name, field.contents(), vt, sub_type=field.types[-1])
-            else:
-                w.add_key_value(name, field.contents(), vt)
-    V = int([t for t in src.tensors if t.name == "token_embd.weight"][0].shape[1])
-    w.add_name("moe-bench")
+    w, V, mat, vec = bench_writer(a.out, "qwen3moe", TINY, a.type, "moe-bench")
     w.add_block_count(L)
     w.add_context_length(4096)
     w.add_embedding_length(H)
@@ -58,19 +97,7 @@ def main():
     w.add_expert_count(X)
     w.add_expert_used_count(K)
     w.add_expert_feed_forward_length(FE)
-    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if a.type == "f16" else gguf.LlamaFileType.MOSTLY_Q8_0)
     rng = np.random.default_rng(1)
-
-    def mat(name, *shape):
-        x = (rng.standard_normal(shape, dtype=np.float32) / np.sqrt(shape[-1])).astype(np.float32)
-        if a.type == "f16":
-            w.add_tensor(name, x.astype(np.float16))
-        else:
-            w.add_tensor(name, gguf.quants.quantize(x, gguf.GGMLQuantizationType.Q8_0),
-                         raw_dtype=gguf.GGMLQuantizationType.Q8_0)
-
-    def vec(name, n):
-        w.add_tensor(name, (1 + 0.1 * rng.standard_normal(n)).astype(np.float32))
 
     mat("token_embd.weight", V, H)
     vec("output_norm.weight", H)
@@ -89,10 +116,7 @@ def main():
         mat(p + "ffn_gate_exps.weight", X, FE, H)
         mat(p + "ffn_up_exps.weight", X, FE, H)
         mat(p + "ffn_down_exps.weight", X, H, FE)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    finish(w)
 
 
 if __name__ == "__main__":

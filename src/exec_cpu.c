@@ -600,13 +600,28 @@ static float *parts_slot(const struct llmk_exec *ex, float *wp, int i) {
 }
 
 /* Partial of (row t, head h, key chunk c). */
+/* Row t's keys in chunk c of layer: [*a, *a + n) (a sliding window cuts
+ * its first chunk; n <= 0: none). */
+static int64_t chunk_keys(const struct llmk_exec *ex, int layer, int32_t t, int64_t c, int32_t *a) {
+    int32_t lo = llmk_layer_key_lo(ex->m, layer, ex->row_pos[t]);
+    int64_t c0 = c * LLMK_ATTN_CHUNK, e = (int64_t)ex->row_pos[t] + 1;
+    if (e > c0 + LLMK_ATTN_CHUNK) e = c0 + LLMK_ATTN_CHUNK;
+    *a = (int32_t)(c0 > lo ? c0 : lo);
+    return e - *a;
+}
+
+/* The first key chunk row t reads in layer (0 unless a window starts later). */
+static int64_t first_chunk(const struct llmk_exec *ex, int layer, int32_t t) {
+    return llmk_layer_key_lo(ex->m, layer, ex->row_pos[t]) / LLMK_ATTN_CHUNK;
+}
+
 static void attn_part(struct llmk_exec *ex, int layer, int32_t t, int h, int64_t c, float *part, float *scores) {
     const llmk_hparams *hp = &ex->m->hp;
     int HD = hp->head_dim, g = h / (hp->n_head / hp->n_head_kv);
-    int64_t k0 = c * LLMK_ATTN_CHUNK, n = (int64_t)ex->row_pos[t] + 1 - k0;
-    if (n > LLMK_ATTN_CHUNK) n = LLMK_ATTN_CHUNK;
-    const unsigned char *K = kv_head(ex, ex->kv_k, ex->row_seq[t], layer, g, (int32_t)k0);
-    const unsigned char *V = kv_head(ex, ex->kv_v, ex->row_seq[t], layer, g, (int32_t)k0);
+    int32_t k0;
+    int64_t n = chunk_keys(ex, layer, t, c, &k0);
+    const unsigned char *K = kv_head(ex, ex->kv_k, ex->row_seq[t], layer, g, k0);
+    const unsigned char *V = kv_head(ex, ex->kv_v, ex->row_seq[t], layer, g, k0);
     const float *q = ex->buf[LLMK_BUF_Q] + (int64_t)t * ex->qd + (int64_t)h * HD;
     float scale = (float)hp->attn_scale;
     ex->attn(q, K, V, n, HD, HD, scale, part, scores);
@@ -724,37 +739,28 @@ static void attn_few_rows(struct llmk_exec *ex, const struct llmk_phase *ph, int
 }
 
 /* Query (row t, head h) of a sliding-window layer over its keys
- * [key_lo, pos]: the fixed chunks of absolute positions that range touches
- * (the first cut at key_lo), each by the single-query kernel into wp, merged
- * in chunk order. The range and the cut depend only on the position. */
+ * [key_lo, pos]: the chunks that range touches, each into wp, merged in
+ * chunk order. */
 static void attn_window_query(struct llmk_exec *ex, const struct llmk_phase *ph, int32_t t, int h, float *wp,
                               float *scores) {
-    const llmk_hparams *hp = &ex->m->hp;
-    int HD = hp->head_dim, g = h / (hp->n_head / hp->n_head_kv), nc = 0;
-    int32_t pos = ex->row_pos[t], lo = llmk_layer_key_lo(ex->m, ph->layer, pos);
-    const float *q = ex->buf[LLMK_BUF_Q] + (int64_t)t * ex->qd + (int64_t)h * HD;
-    for (int32_t c0 = lo / LLMK_ATTN_CHUNK * LLMK_ATTN_CHUNK; c0 <= pos; c0 += LLMK_ATTN_CHUNK, nc++) {
-        int32_t a = c0 > lo ? c0 : lo, b = c0 + LLMK_ATTN_CHUNK < pos + 1 ? c0 + LLMK_ATTN_CHUNK : pos + 1;
-        const unsigned char *K = kv_head(ex, ex->kv_k, ex->row_seq[t], ph->layer, g, a);
-        const unsigned char *V = kv_head(ex, ex->kv_v, ex->row_seq[t], ph->layer, g, a);
-        ex->attn(q, K, V, b - a, HD, HD, (float)hp->attn_scale, wp + (int64_t)nc * (HD + 2), scores);
-    }
-    llmk_attn_merge(wp, nc, HD, ex->buf[LLMK_BUF_ATT] + (int64_t)t * ex->qd + (int64_t)h * HD);
+    int HD = ex->m->hp.head_dim;
+    int64_t c0 = first_chunk(ex, ph->layer, t), nc = n_chunks(ex, t) - c0;
+    for (int64_t c = 0; c < nc; c++) attn_part(ex, ph->layer, t, h, c0 + c, wp + c * (HD + 2), scores);
+    llmk_attn_merge(wp, (int)nc, HD, ex->buf[LLMK_BUF_ATT] + (int64_t)t * ex->qd + (int64_t)h * HD);
 }
 
-/* A sliding-window layer's attention: (row, head) queries split statically
- * for a few rows, claimed one by one for a prefill. Always the single-query
- * kernel, whose bits the multi-query one reproduces, so a row's result does
- * not depend on the batch, the chunking or the thread count. */
+/* A sliding-window layer's attention for a few rows (decode): (row, head)
+ * queries split statically. The single-query kernel gives the bits the
+ * multi-query one does, and a chunk's keys depend only on the position, so
+ * a row's result does not depend on the batch, the chunking or the thread
+ * count. */
 static void attn_window(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, int nth, bool head_quant,
                         float *scores) {
     int H = ex->m->hp.n_head, HD = ex->m->hp.head_dim;
-    int64_t items = (int64_t)ex->n_rows * H, lo = 0, hi = items;
+    int64_t lo, hi;
     float *wp = ex->wparts + (int64_t)ith * ATTN_MQ * ex->max_chunks * (HD + 2);
-    bool claim = ex->n_rows > SPLIT_ROWS;
-    if (!claim) llmk_split_range(items, ith, nth, &lo, &hi);
-    for (int64_t it = claim ? claim_any(ex, ph, items) : lo; it >= 0 && it < hi;
-         it = claim ? claim_any(ex, ph, items) : it + 1) {
+    llmk_split_range((int64_t)ex->n_rows * H, ith, nth, &lo, &hi);
+    for (int64_t it = lo; it < hi; it++) {
         int32_t t = (int32_t)(it / H);
         int h = (int)(it % H);
         attn_window_query(ex, ph, t, h, wp, scores);
@@ -768,7 +774,7 @@ static void ph_attn(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, 
     int64_t ps = HD + 2;
     float *scores = ex->wscores + (int64_t)ith * ATTN_MQ * LLMK_ATTN_CHUNK;
     bool head_quant = plan_of(ex, ph)->head_quant; /* each head's output is whole blocks of every form */
-    if (ex->m->layers[ph->layer].swa) {
+    if (ex->m->layers[ph->layer].swa && ex->n_rows <= SPLIT_ROWS) {
         attn_window(ex, ph, ith, nth, head_quant, scores);
     } else if (ex->n_rows <= SPLIT_ROWS) {
         attn_few_rows(ex, ph, ith, nth, head_quant, scores);
@@ -797,16 +803,21 @@ static void ph_attn(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, 
                     float *pp[ATTN_MQ], *sc[ATTN_MQ];
                     int nq = 0;
                     for (int32_t t = t0; t < t1; t++) {
-                        if (c >= n_chunks(ex, t)) continue;
-                        int64_t nk = (int64_t)ex->row_pos[t] + 1 - c * LLMK_ATTN_CHUNK;
+                        int32_t a;
+                        int64_t nk = chunk_keys(ex, ph->layer, t, c, &a);
+                        if (nk <= 0) continue;
                         for (int h = h0; h < h1; h++) {
+                            float *part = parts_slot(ex, wp, (t - t0) * hb + h - h0) + c * ps;
+                            if (a > c * LLMK_ATTN_CHUNK) { /* a window's cut chunk: keys from a */
+                                attn_part(ex, ph->layer, t, h, c, part, scores + (int64_t)nq * LLMK_ATTN_CHUNK);
+                                continue;
+                            }
                             q[nq] = ex->buf[LLMK_BUF_Q] + (int64_t)t * ex->qd + (int64_t)h * HD;
-                            n[nq] = nk > LLMK_ATTN_CHUNK ? LLMK_ATTN_CHUNK : nk;
-                            pp[nq] = parts_slot(ex, wp, (t - t0) * hb + h - h0) + c * ps;
-                            sc[nq] = scores + (int64_t)nq * LLMK_ATTN_CHUNK;
+                            n[nq] = nk, pp[nq] = part, sc[nq] = scores + (int64_t)nq * LLMK_ATTN_CHUNK;
                             nq++;
                         }
                     }
+                    if (!nq) continue;
                     int32_t k0 = (int32_t)(c * LLMK_ATTN_CHUNK);
                     const unsigned char *K = kv_head(ex, ex->kv_k, ex->row_seq[t0], ph->layer, g, k0);
                     const unsigned char *V = kv_head(ex, ex->kv_v, ex->row_seq[t0], ph->layer, g, k0);
@@ -815,12 +826,13 @@ static void ph_attn(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, 
             } else {
                 for (int32_t t = t0; t < t1; t++)
                     for (int h = h0; h < h1; h++)
-                        for (int64_t c = 0; c < n_chunks(ex, t); c++)
+                        for (int64_t c = first_chunk(ex, ph->layer, t); c < n_chunks(ex, t); c++)
                             attn_part(ex, ph->layer, t, h, c, parts_slot(ex, wp, (t - t0) * hb + h - h0) + c * ps, scores);
             }
             for (int32_t t = t0; t < t1; t++)
                 for (int h = h0; h < h1; h++) {
-                    llmk_attn_merge(parts_slot(ex, wp, (t - t0) * hb + h - h0), (int)n_chunks(ex, t), HD,
+                    int64_t cf = first_chunk(ex, ph->layer, t);
+                    llmk_attn_merge(parts_slot(ex, wp, (t - t0) * hb + h - h0) + cf * ps, (int)(n_chunks(ex, t) - cf), HD,
                                     ex->buf[LLMK_BUF_ATT] + (int64_t)t * ex->qd + (int64_t)h * HD);
                     if (head_quant)
                         quantize_part(ex, ph, ith, LLMK_BUF_ATT, t, (int64_t)h * HD, (int64_t)(h + 1) * HD);

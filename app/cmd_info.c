@@ -130,6 +130,13 @@ static void print_summary(const char *path, const llmk_gguf *g, bool tensors) {
         print_f32_key(g, "rope.freq_base", arch, "rope.freq_base");
         print_f32_key(g, "rms_epsilon", arch, "attention.layer_norm_rms_epsilon");
         print_u32_key(g, "vocab_size", arch, "vocab_size");
+        /* sliding-window models (gemma3): only where the file has the key */
+        char key[256];
+        snprintf(key, sizeof key, "%s.attention.sliding_window", arch);
+        if (llmk_gguf_find_key(g, key) >= 0) {
+            print_u32_key(g, "sliding_window", arch, "attention.sliding_window");
+            print_f32_key(g, "rope.freq_base_swa", arch, "rope.freq_base_swa");
+        }
     }
     uint32_t et;
     uint64_t n_vocab;

@@ -415,11 +415,12 @@ typedef struct llmk_model llmk_model;
 enum llmk_rope_scaling {
     LLMK_ROPE_SCALING_NONE = 0,
     LLMK_ROPE_SCALING_LINEAR = 1, /* positions divided by rope_scale_factor */
-    LLMK_ROPE_SCALING_LLAMA3 = 2  /* Llama-3.1 per-frequency smoothing */
+    LLMK_ROPE_SCALING_LLAMA3 = 2, /* Llama-3.1 per-frequency smoothing */
+    LLMK_ROPE_SCALING_YARN = 3    /* YaRN: interpolated and extrapolated frequencies blended by a ramp */
 };
 
 typedef struct llmk_hparams {
-    const char *arch;        /* general.architecture ("llama", "qwen2", "qwen3", "qwen3moe", "gemma3") */
+    const char *arch;        /* general.architecture ("llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "gpt-oss") */
     int32_t n_layer;         /* <arch>.block_count */
     int32_t n_embd;          /* <arch>.embedding_length */
     int32_t n_head;          /* <arch>.attention.head_count */
@@ -452,6 +453,12 @@ typedef struct llmk_hparams {
     double logit_softcap;    /* <arch>.final_logit_softcapping: logits = c tanh(l / c) (0: none) */
     bool ffn_gelu;           /* gated FFN with GELU (tanh form) instead of SiLU */
     bool has_post_norms;     /* blk.N.post_attention_norm / post_ffw_norm on each branch's output */
+    /* YaRN (rope_scaling YARN) and gpt-oss */
+    double rope_yarn_beta_fast;  /* <arch>.rope.scaling.yarn_beta_fast (default 32) */
+    double rope_yarn_beta_slow;  /* <arch>.rope.scaling.yarn_beta_slow (default 1) */
+    double rope_attn_factor;     /* cos and sin multiplied by this (YaRN's attention factor; else 1) */
+    bool has_attn_sinks;     /* blk.N.attn_sinks.weight: a per-head logit in each softmax's denominator */
+    bool has_o_bias;         /* blk.N.attn_output.bias */
 } llmk_hparams;
 
 /* Open, validate and map a GGUF model. On failure *out is NULL. A tokenizer

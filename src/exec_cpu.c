@@ -437,7 +437,8 @@ static void rope_unit(struct llmk_exec *ex, const struct llmk_phase *ph, int ith
     const llmk_hparams *hp = &ex->m->hp;
     int HD = hp->head_dim, H = hp->n_head, Hkv = hp->n_head_kv, half = HD / 2;
     float eps = (float)hp->rms_eps;
-    const float *cs = (ex->m->layers[ph->layer].swa ? ex->rope_cs_swa : ex->rope_cs) + (int64_t)ex->row_pos[t] * half * 2;
+    const float *cs = (ex->m->layers[ph->layer].swa && ex->rope_cs_swa ? ex->rope_cs_swa : ex->rope_cs) +
+                      (int64_t)ex->row_pos[t] * half * 2;
     if (u < H) {
         float *q = ex->buf[LLMK_BUF_Q] + (int64_t)t * ex->qd + (int64_t)u * HD;
         if (ph->vec[0]) ex->K->rmsnorm(q, q, ph->vec[0], HD, eps);
@@ -485,7 +486,10 @@ static void mm_epilogue(struct llmk_exec *ex, const struct llmk_phase *ph, int i
         for (int32_t t = t0; t < t1; t++) ex->VK->add(out + (int64_t)(t - t0) * n + r0, ph->vec[i] + r0, r1 - r0);
     } else if (ph->epilogue == LLMK_EPI_RESIDUAL) {
         float *x = ex->buf[LLMK_BUF_X];
-        for (int32_t t = t0; t < t1; t++) ex->VK->add(x + (int64_t)t * n + r0, out + (int64_t)(t - t0) * n + r0, r1 - r0);
+        for (int32_t t = t0; t < t1; t++) {
+            if (ph->vec[0]) ex->VK->add(out + (int64_t)(t - t0) * n + r0, ph->vec[0] + r0, r1 - r0); /* gpt-oss's O bias */
+            ex->VK->add(x + (int64_t)t * n + r0, out + (int64_t)(t - t0) * n + r0, r1 - r0);
+        }
     } else if (ph->epilogue == LLMK_EPI_SOFTCAP) {
         for (int32_t t = t0; t < t1; t++)
             llmk_softcap_f32(out + (int64_t)(t - t0) * n + r0, r1 - r0, (float)ex->m->hp.logit_softcap);
@@ -600,6 +604,14 @@ static float *parts_slot(const struct llmk_exec *ex, float *wp, int i) {
 }
 
 /* Partial of (row t, head h, key chunk c). */
+/* Head h's nc chunk partials merged into out, with the layer's attention
+ * sink when it has one. */
+static void merge_head(const struct llmk_exec *ex, int layer, int h, const float *parts, int nc, float *out) {
+    const float *sinks = ex->m->layers[layer].sinks_f;
+    if (sinks) llmk_attn_merge_sink(parts, nc, ex->m->hp.head_dim, sinks[h], out);
+    else llmk_attn_merge(parts, nc, ex->m->hp.head_dim, out);
+}
+
 /* Row t's keys in chunk c of layer: [*a, *a + n) (a sliding window cuts
  * its first chunk; n <= 0: none). */
 static int64_t chunk_keys(const struct llmk_exec *ex, int layer, int32_t t, int64_t c, int32_t *a) {
@@ -699,8 +711,8 @@ static void attn_unit(struct llmk_exec *ex, const struct llmk_phase *ph, const s
             int64_t w = j % ((int64_t)nr * gs);
             int32_t t = trow[w / gs];
             int h = g * gs + (int)(w % gs);
-            llmk_attn_merge(ex->parts + ((int64_t)t * H + h) * ex->max_chunks * ps, 1, HD,
-                            ex->buf[LLMK_BUF_ATT] + (int64_t)t * ex->qd + (int64_t)h * HD);
+            merge_head(ex, ph->layer, h, ex->parts + ((int64_t)t * H + h) * ex->max_chunks * ps, 1,
+                       ex->buf[LLMK_BUF_ATT] + (int64_t)t * ex->qd + (int64_t)h * HD);
             if (head_quant) quantize_part(ex, ph, ith, LLMK_BUF_ATT, t, (int64_t)h * HD, (int64_t)(h + 1) * HD);
         }
         j0 = je;
@@ -732,8 +744,8 @@ static void attn_few_rows(struct llmk_exec *ex, const struct llmk_phase *ph, int
     for (int64_t it = ith; it < (int64_t)ex->n_rows * H; it += nth) {
         int32_t t = (int32_t)(it / H);
         int h = (int)(it % H);
-        llmk_attn_merge(ex->parts + ((int64_t)t * H + h) * ex->max_chunks * ps, (int)n_chunks(ex, t), HD,
-                        ex->buf[LLMK_BUF_ATT] + (int64_t)t * ex->qd + (int64_t)h * HD);
+        merge_head(ex, ph->layer, h, ex->parts + ((int64_t)t * H + h) * ex->max_chunks * ps, (int)n_chunks(ex, t),
+                   ex->buf[LLMK_BUF_ATT] + (int64_t)t * ex->qd + (int64_t)h * HD);
         if (head_quant) quantize_part(ex, ph, ith, LLMK_BUF_ATT, t, (int64_t)h * HD, (int64_t)(h + 1) * HD);
     }
 }
@@ -746,7 +758,7 @@ static void attn_window_query(struct llmk_exec *ex, const struct llmk_phase *ph,
     int HD = ex->m->hp.head_dim;
     int64_t c0 = first_chunk(ex, ph->layer, t), nc = n_chunks(ex, t) - c0;
     for (int64_t c = 0; c < nc; c++) attn_part(ex, ph->layer, t, h, c0 + c, wp + c * (HD + 2), scores);
-    llmk_attn_merge(wp, (int)nc, HD, ex->buf[LLMK_BUF_ATT] + (int64_t)t * ex->qd + (int64_t)h * HD);
+    merge_head(ex, ph->layer, h, wp, (int)nc, ex->buf[LLMK_BUF_ATT] + (int64_t)t * ex->qd + (int64_t)h * HD);
 }
 
 /* A sliding-window layer's attention for a few rows (decode): (row, head)
@@ -832,8 +844,8 @@ static void ph_attn(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, 
             for (int32_t t = t0; t < t1; t++)
                 for (int h = h0; h < h1; h++) {
                     int64_t cf = first_chunk(ex, ph->layer, t);
-                    llmk_attn_merge(parts_slot(ex, wp, (t - t0) * hb + h - h0) + cf * ps, (int)(n_chunks(ex, t) - cf), HD,
-                                    ex->buf[LLMK_BUF_ATT] + (int64_t)t * ex->qd + (int64_t)h * HD);
+                    merge_head(ex, ph->layer, h, parts_slot(ex, wp, (t - t0) * hb + h - h0) + cf * ps,
+                               (int)(n_chunks(ex, t) - cf), ex->buf[LLMK_BUF_ATT] + (int64_t)t * ex->qd + (int64_t)h * HD);
                     if (head_quant)
                         quantize_part(ex, ph, ith, LLMK_BUF_ATT, t, (int64_t)h * HD, (int64_t)(h + 1) * HD);
                 }
@@ -908,6 +920,7 @@ static void ph_moe_route(struct llmk_exec *ex, const struct llmk_phase *ph, int 
     for (int64_t t = lo; t < hi; t++) {
         const float *xn = ex->buf[ph->in] + t * E;
         for (int64_t e = 0; e < ex->moe_x; e++) l[e] = ex->K->f32_dot(ph->vec[0] + e * E, xn, E);
+        if (ph->vec[1]) ex->VK->add(l, ph->vec[1], ex->moe_x); /* the router's bias (gpt-oss) */
         if (ex->K->nonfinite(l, ex->moe_x)) note_nonfinite(ex, ph, ith, (int32_t)t); /* the routing would be arbitrary */
         ex->K->moe_router(l, ex->moe_x, ex->moe_k, ex->m->moe.norm_w, ex->moe_sel + t * ex->moe_k,
                           ex->moe_w + t * ex->moe_k);
@@ -991,9 +1004,15 @@ static void moe_gate_up_item(struct llmk_exec *ex, const struct llmk_phase *ph, 
     moe_matvec(ex, ph, 0, e, F, r0, r1, act, as, cnt, g, (size_t)F);
     moe_matvec(ex, ph, 1, e, F, r0, r1, act, as, cnt, u, (size_t)F);
     unsigned qmask = plan_of(ex, ph)->qmask;
+    const struct llmk_moe_hp *mo = &ex->m->moe;
     for (int32_t i = 0; i < cnt; i++) {
         int64_t p = a + i;
-        ex->VK->swiglu(g + i * F + r0, u + i * F + r0, r1 - r0);
+        if (ph->vec[0]) { /* the experts' gate and up biases (gpt-oss) */
+            ex->VK->add(g + i * F + r0, ph->vec[0] + e * F + r0, r1 - r0);
+            ex->VK->add(u + i * F + r0, ph->vec[1] + e * F + r0, r1 - r0);
+        }
+        if (mo->clamp_glu) ex->K->glu->swiglu_clamp(g + i * F + r0, u + i * F + r0, r1 - r0, mo->glu_alpha, mo->glu_limit);
+        else ex->VK->swiglu(g + i * F + r0, u + i * F + r0, r1 - r0);
         int bad = 0;
         for (int f = 0; f < LLMK_ACT_FORMS; f++)
             if (qmask & (1u << f))
@@ -1011,7 +1030,9 @@ static void moe_down_item(struct llmk_exec *ex, const struct llmk_phase *ph, con
     int32_t a = mp->off[e], cnt = mp->off[e + 1] - a;
     size_t as;
     const unsigned char *act = moe_act(ex, ph, ph->in, &as) + (size_t)a * as;
-    moe_matvec(ex, ph, 0, e, E, r0, r1, act, as, cnt, ex->buf[ph->out[0]] + (int64_t)a * E, (size_t)E);
+    float *y = ex->buf[ph->out[0]] + (int64_t)a * E;
+    moe_matvec(ex, ph, 0, e, E, r0, r1, act, as, cnt, y, (size_t)E);
+    for (int32_t i = 0; ph->vec[0] && i < cnt; i++) ex->VK->add(y + i * E + r0, ph->vec[0] + e * E + r0, r1 - r0);
 }
 
 static void ph_moe_gate_up(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, int nth) {
@@ -1424,8 +1445,8 @@ static int exec_alloc_scratch(struct llmk_exec *ex) {
 /* cos/sin per position: angles in double, rounded once to f32. */
 static void exec_rope_table(struct llmk_exec *ex) {
     int half = ex->m->hp.head_dim / 2;
-    llmk_rope_cs_table(ex->m->rope_inv_freq, half, ex->n_ctx, ex->rope_cs);
-    if (ex->rope_cs_swa) llmk_rope_cs_table(ex->m->rope_inv_freq_swa, half, ex->n_ctx, ex->rope_cs_swa);
+    llmk_rope_cs_table(ex->m->rope_inv_freq, half, ex->n_ctx, ex->m->hp.rope_attn_factor, ex->rope_cs);
+    if (ex->rope_cs_swa) llmk_rope_cs_table(ex->m->rope_inv_freq_swa, half, ex->n_ctx, 1.0, ex->rope_cs_swa);
 }
 
 int llmk_exec_init(const struct llmk_model *m, const struct llmk_exec_params *p, struct llmk_exec **out) {

@@ -10,13 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum arch_id { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3, ARCH_QWEN3MOE, ARCH_GEMMA3 };
+enum arch_id { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3, ARCH_QWEN3MOE, ARCH_GEMMA3, ARCH_GPTOSS };
 
 static const struct {
     const char *name;
     enum arch_id id;
 } known_archs[] = {{"llama", ARCH_LLAMA},       {"qwen2", ARCH_QWEN2},   {"qwen3", ARCH_QWEN3},
-                   {"qwen3moe", ARCH_QWEN3MOE}, {"gemma3", ARCH_GEMMA3}};
+                   {"qwen3moe", ARCH_QWEN3MOE}, {"gemma3", ARCH_GEMMA3}, {"gpt-oss", ARCH_GPTOSS}};
 
 /* Sanity ceilings: far above any model llmk targets, low enough that products
  * of them cannot overflow 64-bit arithmetic. */
@@ -150,7 +150,7 @@ void llmk_expert_view(const llmk_tensor_info *t, int64_t e, llmk_tensor_info *ou
 /* Is `name` one of the tensors this architecture uses? Anything else (MoE
  * experts, output biases, ...) is a feature llmk would silently ignore, so it
  * is refused by name instead. */
-static bool tensor_known(const char *name, int n_layer, bool moe, bool post_norms) {
+static bool tensor_known(const char *name, int n_layer, bool moe, enum arch_id arch) {
     static const char *const globals[] = {"token_embd.weight", "output_norm.weight",
                                           "output.weight", "rope_freqs.weight"};
     static const char *const per_layer[] = {
@@ -160,7 +160,11 @@ static bool tensor_known(const char *name, int n_layer, bool moe, bool post_norm
         "ffn_up.weight", "ffn_down.weight"};
     static const char *const per_layer_moe[] = {"ffn_gate_inp.weight", "ffn_gate_exps.weight", "ffn_up_exps.weight",
                                                 "ffn_down_exps.weight"};
-    static const char *const per_layer_post[] = {"post_attention_norm.weight", "post_ffw_norm.weight"};
+    static const char *const per_layer_gemma3[] = {"post_attention_norm.weight", "post_ffw_norm.weight"};
+    /* gpt-oss's FFN norm is stored under the post-attention name */
+    static const char *const per_layer_gptoss[] = {"post_attention_norm.weight", "attn_output.bias", "attn_sinks.weight",
+                                                   "ffn_gate_inp.bias", "ffn_gate_exps.bias", "ffn_up_exps.bias",
+                                                   "ffn_down_exps.bias"};
     for (size_t i = 0; i < LLMK_ARRAY_LEN(globals); i++)
         if (!strcmp(name, globals[i])) return true;
     if (strncmp(name, "blk.", 4) != 0) return false;
@@ -170,21 +174,42 @@ static bool tensor_known(const char *name, int n_layer, bool moe, bool post_norm
     while (*p >= '0' && *p <= '9' && digits < 6) il = il * 10 + (*p++ - '0'), digits++;
     if (!digits || *p != '.' || il >= n_layer) return false;
     p++;
+    bool own_ffn_norm = arch != ARCH_GPTOSS;
     for (size_t i = 0; i < LLMK_ARRAY_LEN(per_layer); i++)
-        if (!strcmp(p, per_layer[i]) && (!moe || strncmp(p, "ffn_", 4) != 0 || !strcmp(p, "ffn_norm.weight")))
+        if (!strcmp(p, per_layer[i]) && (!moe || strncmp(p, "ffn_", 4) != 0 || !strcmp(p, "ffn_norm.weight")) &&
+            (own_ffn_norm || strcmp(p, "ffn_norm.weight") != 0))
             return true;
     for (size_t i = 0; moe && i < LLMK_ARRAY_LEN(per_layer_moe); i++)
         if (!strcmp(p, per_layer_moe[i])) return true;
-    for (size_t i = 0; post_norms && i < LLMK_ARRAY_LEN(per_layer_post); i++)
-        if (!strcmp(p, per_layer_post[i])) return true;
+    for (size_t i = 0; arch == ARCH_GEMMA3 && i < LLMK_ARRAY_LEN(per_layer_gemma3); i++)
+        if (!strcmp(p, per_layer_gemma3[i])) return true;
+    for (size_t i = 0; arch == ARCH_GPTOSS && i < LLMK_ARRAY_LEN(per_layer_gptoss); i++)
+        if (!strcmp(p, per_layer_gptoss[i])) return true;
     return false;
 }
 
 /* ---- RoPE frequencies ---------------------------------------------------- */
 
+/* YaRN's blend for pair i: 1 keeps the original frequency (extrapolation),
+ * 0 takes it divided by the factor (interpolation), a linear ramp over the
+ * pairs between the dimensions where beta_fast and beta_slow rotations fit
+ * the original context. truncate rounds the ramp's ends outwards (llama.cpp,
+ * transformers' default); gpt-oss's config turns that off. */
+static double yarn_keep(const llmk_hparams *hp, double theta, int i, bool truncate) {
+    double dim = hp->n_rot, ctx = hp->rope_orig_ctx;
+    double lo = dim * log(ctx / (hp->rope_yarn_beta_fast * 2 * M_PI)) / (2 * log(theta));
+    double hi = dim * log(ctx / (hp->rope_yarn_beta_slow * 2 * M_PI)) / (2 * log(theta));
+    if (truncate) lo = floor(lo), hi = ceil(hi);
+    lo = lo > 0 ? lo : 0, hi = hi < dim - 1 ? hi : dim - 1;
+    if (hi == lo) hi += 0.001;
+    double ramp = (i - lo) / (hi - lo);
+    return 1.0 - (ramp < 0 ? 0 : ramp > 1 ? 1 : ramp);
+}
+
 /* Inverse frequencies for base theta: with the file's scaling when scaled,
  * each divided by rope_freqs.weight's factor when ff is given. */
-static int rope_table(const llmk_hparams *hp, double theta, bool scaled, const llmk_tensor_info *ff, double **out) {
+static int rope_table(const llmk_hparams *hp, double theta, bool scaled, bool yarn_truncate,
+                      const llmk_tensor_info *ff, double **out) {
     int half = hp->n_rot / 2;
     double *t = *out = malloc((size_t)half * sizeof *t);
     if (!t) return llmk_fail(LLMK_OUT_OF_MEMORY, "model: rope table of %d", half);
@@ -192,7 +217,10 @@ static int rope_table(const llmk_hparams *hp, double theta, bool scaled, const l
     int scaling = scaled ? hp->rope_scaling : LLMK_ROPE_SCALING_NONE;
     for (int i = 0; i < half; i++) {
         double inv = pow(theta, -2.0 * i / hp->n_rot);
-        if (scaling == LLMK_ROPE_SCALING_LINEAR) {
+        if (scaling == LLMK_ROPE_SCALING_YARN) {
+            double keep = yarn_keep(hp, theta, i, yarn_truncate);
+            inv = inv / hp->rope_scale_factor * (1 - keep) + inv * keep;
+        } else if (scaling == LLMK_ROPE_SCALING_LINEAR) {
             inv /= hp->rope_scale_factor;
         } else if (scaling == LLMK_ROPE_SCALING_LLAMA3) {
             /* Llama 3.1: long wavelengths slowed by `factor`, short ones kept,
@@ -221,6 +249,29 @@ static int rope_table(const llmk_hparams *hp, double theta, bool scaled, const l
     return LLMK_OK;
 }
 
+/* YaRN's keys: the original context, the ramp's rotation counts, and the
+ * factor cos and sin are multiplied by (the key's value, or transformers'
+ * default 0.1 ln(factor) + 1). */
+static int yarn_setup(llmk_model *m) {
+    llmk_hparams *hp = &m->hp;
+    const llmk_gguf *g = m->gguf;
+    double dflt_af = hp->rope_scale_factor > 1 ? 0.1 * log(hp->rope_scale_factor) + 1.0 : 1.0;
+    int st;
+    if ((st = key_u32(g, m->arch, "rope.scaling.original_context_length", true, 0, 1, 1u << 30, &hp->rope_orig_ctx)) !=
+            LLMK_OK ||
+        (st = key_f64(g, m->arch, "rope.scaling.yarn_beta_fast", false, 32.0, 1e-6, 1e6, &hp->rope_yarn_beta_fast)) !=
+            LLMK_OK ||
+        (st = key_f64(g, m->arch, "rope.scaling.yarn_beta_slow", false, 1.0, 1e-6, 1e6, &hp->rope_yarn_beta_slow)) !=
+            LLMK_OK ||
+        (st = key_f64(g, m->arch, "rope.scaling.yarn_attn_factor", false, dflt_af, 1e-6, 1e6, &hp->rope_attn_factor)) !=
+            LLMK_OK)
+        return st;
+    if (!(hp->rope_yarn_beta_fast > hp->rope_yarn_beta_slow))
+        return llmk_fail(LLMK_BAD_HYPERPARAMETER, "model: yarn rope: beta_fast %g must exceed beta_slow %g",
+                         hp->rope_yarn_beta_fast, hp->rope_yarn_beta_slow);
+    return LLMK_OK;
+}
+
 static int rope_setup(llmk_model *m) {
     const llmk_gguf *g = m->gguf;
     llmk_hparams *hp = &m->hp;
@@ -241,14 +292,18 @@ static int rope_setup(llmk_model *m) {
             hp->rope_scaling = LLMK_ROPE_SCALING_LINEAR;
         else if (!strcmp(type, "llama3"))
             hp->rope_scaling = LLMK_ROPE_SCALING_LLAMA3;
+        else if (!strcmp(type, "yarn"))
+            hp->rope_scaling = LLMK_ROPE_SCALING_YARN;
         else
             return llmk_fail(LLMK_UNSUPPORTED_FEATURE,
-                             "model: rope scaling type '%.40s' (%s) is not supported (none, linear, llama3)",
+                             "model: rope scaling type '%.40s' (%s) is not supported (none, linear, llama3, yarn)",
                              type, key);
         if ((st = key_f64(g, m->arch, "rope.scaling.factor", true, 1, 1e-6, 1e6,
                           &hp->rope_scale_factor)) != LLMK_OK)
             return st;
     }
+    hp->rope_attn_factor = 1.0;
+    if (hp->rope_scaling == LLMK_ROPE_SCALING_YARN && (st = yarn_setup(m)) != LLMK_OK) return st;
     if (hp->rope_scaling == LLMK_ROPE_SCALING_LLAMA3) {
         if ((st = key_u32(g, m->arch, "rope.scaling.original_context_length", true, 0, 1,
                           1u << 30, &hp->rope_orig_ctx)) != LLMK_OK ||
@@ -270,9 +325,11 @@ static int rope_setup(llmk_model *m) {
         return llmk_fail(LLMK_TENSOR_TYPE_UNSUPPORTED, "model: tensor rope_freqs.weight: type %s, expected f32",
                          llmk_type_name(ff->type));
     hp->has_rope_freqs = ff != NULL;
-    if ((st = rope_table(hp, hp->rope_theta, true, ff, &m->rope_inv_freq)) != LLMK_OK) return st;
-    /* sliding layers: their own base, unscaled (as llama.cpp's gemma3) */
-    return hp->n_swa ? rope_table(hp, hp->rope_theta_swa, false, NULL, &m->rope_inv_freq_swa) : LLMK_OK;
+    bool truncate = strcmp(m->arch, "gpt-oss") != 0;
+    if ((st = rope_table(hp, hp->rope_theta, true, truncate, ff, &m->rope_inv_freq)) != LLMK_OK) return st;
+    /* gemma3's sliding layers: their own base, unscaled (as llama.cpp's) */
+    return hp->n_swa && hp->rope_theta_swa > 0 ? rope_table(hp, hp->rope_theta_swa, false, true, NULL, &m->rope_inv_freq_swa)
+                                               : LLMK_OK;
 }
 
 /* ---- 1-D tensors as f32 -------------------------------------------------- */
@@ -284,10 +341,10 @@ static int vec_f32(llmk_model *m, const llmk_tensor_info *t, size_t *used, const
         *out = t->data;
         return LLMK_OK;
     }
-    float *dst = m->vec_store + *used;
-    int st = llmk_dequantize_row(t->type, t->data, dst, (int64_t)t->ne[0]);
+    float *dst = m->vec_store + *used; /* (a 2-D bias stack: all its rows) */
+    int st = llmk_dequantize_row(t->type, t->data, dst, (int64_t)t->n_elements);
     if (st != LLMK_OK) return st;
-    *used += t->ne[0];
+    *used += t->n_elements;
     *out = dst;
     return LLMK_OK;
 }
@@ -306,7 +363,7 @@ static int load_dense_ffn(const llmk_gguf *g, int il, uint64_t E, uint64_t F, st
 /* Layer il's router and expert stacks (every layer of a MoE model is MoE:
  * a dense FFN tensor there is refused as unknown). Gate and up must share a
  * type: the executor quantizes their input once for both. */
-static int load_experts(llmk_model *m, int il) {
+static int load_experts(llmk_model *m, int il, bool biases) {
     const llmk_gguf *g = m->gguf;
     struct llmk_layer *L = &m->layers[il];
     uint64_t E = (uint64_t)m->hp.n_embd, X = (uint64_t)m->moe.n_expert, FE = (uint64_t)m->moe.n_ff_exp;
@@ -315,6 +372,11 @@ static int load_experts(llmk_model *m, int il) {
         (st = layer_tensor3(g, il, "ffn_gate_exps.weight", true, E, FE, X, &L->gate_exps)) != LLMK_OK ||
         (st = layer_tensor3(g, il, "ffn_up_exps.weight", true, E, FE, X, &L->up_exps)) != LLMK_OK ||
         (st = layer_tensor3(g, il, "ffn_down_exps.weight", true, FE, E, X, &L->down_exps)) != LLMK_OK)
+        return st;
+    if (biases && ((st = layer_tensor(g, il, "ffn_gate_inp.bias", true, X, 1, &L->gate_inp_b)) != LLMK_OK ||
+                   (st = layer_tensor(g, il, "ffn_gate_exps.bias", true, FE, X, &L->gate_exps_b)) != LLMK_OK ||
+                   (st = layer_tensor(g, il, "ffn_up_exps.bias", true, FE, X, &L->up_exps_b)) != LLMK_OK ||
+                   (st = layer_tensor(g, il, "ffn_down_exps.bias", true, E, X, &L->down_exps_b)) != LLMK_OK))
         return st;
     if (L->gate_exps->type != L->up_exps->type)
         return llmk_fail(LLMK_TENSOR_TYPE_UNSUPPORTED,
@@ -345,23 +407,17 @@ static int routers_f32(llmk_model *m) {
     return LLMK_OK;
 }
 
-/* What gemma3 adds (defaults for every other architecture): sliding
- * windows with their own RoPE base, the query scale, scaled embeddings, a
- * final logit soft-cap, GELU gating, post-norms. The facts are llama.cpp's
- * reading of the converter's keys: pattern 6 unless a key says otherwise,
- * sliding base 10000, and the 27B (62 layers) scaling queries by
- * n_embd / n_head instead of head_dim. */
-static int load_gemma3_hparams(llmk_model *m, enum arch_id arch) {
+/* The sliding-window layers: the window (required when `required`, else 0
+ * = none) and which layers slide, from the pattern key (an unsigned n:
+ * layer il slides when il % n < n - 1; or one bool per layer, read by
+ * layer_slides), default_pattern when absent (llama.cpp's: 6 for gemma3, 2
+ * for gpt-oss, whose converters write no pattern). */
+static int load_swa(llmk_model *m, bool required, int32_t default_pattern) {
     const llmk_gguf *g = m->gguf;
     llmk_hparams *hp = &m->hp;
     const char *a = m->arch;
-    hp->attn_scale = 1.0 / sqrt((double)hp->head_dim);
-    hp->embd_scale = 1.0;
-    if (arch != ARCH_GEMMA3) return LLMK_OK;
     int st;
-    if ((st = key_u32(g, a, "attention.sliding_window", false, 0, 0, 1u << 30, &hp->n_swa)) != LLMK_OK ||
-        (st = key_f64(g, a, "rope.freq_base_swa", false, 10000.0, 1e-3, 1e12, &hp->rope_theta_swa)) != LLMK_OK ||
-        (st = key_f64(g, a, "final_logit_softcapping", false, 0.0, 0.0, 1e6, &hp->logit_softcap)) != LLMK_OK)
+    if ((st = key_u32(g, a, "attention.sliding_window", required, 0, required ? 1 : 0, 1u << 30, &hp->n_swa)) != LLMK_OK)
         return st;
     char key[128];
     snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", a);
@@ -372,10 +428,35 @@ static int load_gemma3_hparams(llmk_model *m, enum arch_id arch) {
             return llmk_fail(LLMK_BAD_HYPERPARAMETER, "model: key %s has %llu entries for %d layers", key,
                              (unsigned long long)n, hp->n_layer);
         hp->swa_pattern = -1; /* per layer: read by load_weights */
-    } else if ((st = key_u32(g, a, "attention.sliding_window_pattern", false, 6, 0, MAX_LAYERS, &hp->swa_pattern)) !=
-               LLMK_OK) {
-        return st;
+        return LLMK_OK;
     }
+    return key_u32(g, a, "attention.sliding_window_pattern", false, (uint32_t)default_pattern, 0, MAX_LAYERS,
+                   &hp->swa_pattern);
+}
+
+/* What gemma3 and gpt-oss add (defaults for every other architecture).
+ * gemma3: sliding windows with their own RoPE base, the query scale, scaled
+ * embeddings, a final logit soft-cap, GELU gating, post-norms; as llama.cpp
+ * reads the converter's keys: sliding base 10000, and the 27B (62 layers)
+ * scaling queries by n_embd / n_head instead of head_dim. gpt-oss: sliding
+ * windows on the global layers' RoPE, attention sinks, the O-projection's
+ * bias. */
+static int load_arch_hparams(llmk_model *m, enum arch_id arch) {
+    const llmk_gguf *g = m->gguf;
+    llmk_hparams *hp = &m->hp;
+    const char *a = m->arch;
+    hp->attn_scale = 1.0 / sqrt((double)hp->head_dim);
+    hp->embd_scale = 1.0;
+    int st;
+    if (arch == ARCH_GPTOSS) {
+        hp->has_attn_sinks = hp->has_o_bias = true;
+        return load_swa(m, true, 2);
+    }
+    if (arch != ARCH_GEMMA3) return LLMK_OK;
+    if ((st = load_swa(m, false, 6)) != LLMK_OK ||
+        (st = key_f64(g, a, "rope.freq_base_swa", false, 10000.0, 1e-3, 1e12, &hp->rope_theta_swa)) != LLMK_OK ||
+        (st = key_f64(g, a, "final_logit_softcapping", false, 0.0, 0.0, 1e6, &hp->logit_softcap)) != LLMK_OK)
+        return st;
     double per_head = hp->n_layer == 62 ? (double)(hp->n_embd / hp->n_head) : (double)hp->head_dim;
     hp->attn_scale = 1.0 / sqrt(per_head);
     hp->embd_scale = sqrt((double)hp->n_embd);
@@ -417,7 +498,7 @@ static int load_weights(llmk_model *m, enum arch_id arch) {
 
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->layers) return llmk_fail(LLMK_OUT_OF_MEMORY, "model: %d layers", hp->n_layer);
-    bool bias = arch == ARCH_QWEN2;
+    bool bias = arch == ARCH_QWEN2 || arch == ARCH_GPTOSS, gptoss = arch == ARCH_GPTOSS;
     bool qkn = arch == ARCH_QWEN3 || arch == ARCH_QWEN3MOE || arch == ARCH_GEMMA3;
     hp->has_qkv_bias = bias;
     hp->has_qk_norm = qkn;
@@ -428,9 +509,13 @@ static int load_weights(llmk_model *m, enum arch_id arch) {
             (st = layer_tensor(g, il, "attn_k.weight", true, E, KD, &L->wk)) != LLMK_OK ||
             (st = layer_tensor(g, il, "attn_v.weight", true, E, KD, &L->wv)) != LLMK_OK ||
             (st = layer_tensor(g, il, "attn_output.weight", true, QD, E, &L->wo)) != LLMK_OK ||
-            (st = layer_tensor(g, il, "ffn_norm.weight", true, E, 1, &L->ffn_norm)) != LLMK_OK)
+            (st = layer_tensor(g, il, gptoss ? "post_attention_norm.weight" : "ffn_norm.weight", true, E, 1,
+                               &L->ffn_norm)) != LLMK_OK)
             return st;
-        if ((st = m->moe.n_expert ? load_experts(m, il) : load_dense_ffn(g, il, E, F, L)) != LLMK_OK) return st;
+        if ((st = m->moe.n_expert ? load_experts(m, il, gptoss) : load_dense_ffn(g, il, E, F, L)) != LLMK_OK) return st;
+        if ((st = layer_tensor(g, il, "attn_output.bias", gptoss, E, 1, &L->bo)) != LLMK_OK ||
+            (st = layer_tensor(g, il, "attn_sinks.weight", gptoss, (uint64_t)hp->n_head, 1, &L->sinks)) != LLMK_OK)
+            return st;
         /* Biases: required by qwen2; elsewhere a present bias is used. */
         if ((st = layer_tensor(g, il, "attn_q.bias", bias, QD, 1, &L->bq)) != LLMK_OK ||
             (st = layer_tensor(g, il, "attn_k.bias", bias, KD, 1, &L->bk)) != LLMK_OK ||
@@ -447,7 +532,7 @@ static int load_weights(llmk_model *m, enum arch_id arch) {
             return llmk_fail(LLMK_MISSING_TENSOR,
                              "model: layer %d has only one of attn_q_norm.weight, attn_k_norm.weight", il);
         if (L->q_norm) hp->has_qk_norm = true;
-        bool post = hp->has_post_norms;
+        bool post = hp->has_post_norms && !gptoss;
         if ((st = layer_tensor(g, il, "post_attention_norm.weight", post, E, 1, &L->attn_post_norm)) != LLMK_OK ||
             (st = layer_tensor(g, il, "post_ffw_norm.weight", post, E, 1, &L->ffn_post_norm)) != LLMK_OK ||
             (st = layer_slides(m, il, &L->swa)) != LLMK_OK)
@@ -456,7 +541,9 @@ static int load_weights(llmk_model *m, enum arch_id arch) {
 
     /* f32 views of every 1-D tensor. */
     size_t need = 0, used = 0;
-    for (int il = 0; il < hp->n_layer; il++) need += (size_t)(4 * E + QD + 2 * KD + 2 * (uint64_t)hp->head_dim);
+    uint64_t X = (uint64_t)m->moe.n_expert, FE = (uint64_t)m->moe.n_ff_exp;
+    for (int il = 0; il < hp->n_layer; il++)
+        need += (size_t)(5 * E + QD + 2 * KD + 2 * (uint64_t)hp->head_dim + (uint64_t)hp->n_head + X * (1 + 2 * FE + E));
     need += (size_t)E;
     m->vec_store = malloc(need * sizeof(float));
     if (!m->vec_store) return llmk_fail(LLMK_OUT_OF_MEMORY, "model: %zu floats for norm vectors", need);
@@ -470,7 +557,12 @@ static int load_weights(llmk_model *m, enum arch_id arch) {
             (st = vec_f32(m, L->q_norm, &used, &L->q_norm_f)) != LLMK_OK ||
             (st = vec_f32(m, L->k_norm, &used, &L->k_norm_f)) != LLMK_OK ||
             (st = vec_f32(m, L->attn_post_norm, &used, &L->attn_post_norm_f)) != LLMK_OK ||
-            (st = vec_f32(m, L->ffn_post_norm, &used, &L->ffn_post_norm_f)) != LLMK_OK)
+            (st = vec_f32(m, L->ffn_post_norm, &used, &L->ffn_post_norm_f)) != LLMK_OK ||
+            (st = vec_f32(m, L->bo, &used, &L->bo_f)) != LLMK_OK || (st = vec_f32(m, L->sinks, &used, &L->sinks_f)) != LLMK_OK ||
+            (st = vec_f32(m, L->gate_inp_b, &used, &L->gate_inp_b_f)) != LLMK_OK ||
+            (st = vec_f32(m, L->gate_exps_b, &used, &L->gate_exps_b_f)) != LLMK_OK ||
+            (st = vec_f32(m, L->up_exps_b, &used, &L->up_exps_b_f)) != LLMK_OK ||
+            (st = vec_f32(m, L->down_exps_b, &used, &L->down_exps_b_f)) != LLMK_OK)
             return st;
     }
     LLMK_CHECK(used <= need);
@@ -479,7 +571,7 @@ static int load_weights(llmk_model *m, enum arch_id arch) {
     size_t nt = llmk_gguf_n_tensors(g);
     for (size_t i = 0; i < nt; i++) {
         const llmk_tensor_info *t = llmk_gguf_tensor(g, i);
-        if (!tensor_known(t->name, hp->n_layer, m->moe.n_expert > 0, hp->has_post_norms))
+        if (!tensor_known(t->name, hp->n_layer, m->moe.n_expert > 0, arch))
             return llmk_fail(LLMK_UNSUPPORTED_FEATURE,
                              "model: tensor %s is not part of architecture %s as llmk implements it "
                              "(an unsupported feature such as MoE experts or extra biases)",
@@ -496,11 +588,11 @@ static int load_moe_hparams(llmk_model *m, enum arch_id arch) {
     char key[128];
     snprintf(key, sizeof key, "%s.expert_count", a);
     uint32_t n_expert = 0;
-    if (arch != ARCH_QWEN3MOE) {
+    if (arch != ARCH_QWEN3MOE && arch != ARCH_GPTOSS) {
         if (llmk_gguf_get_u32(g, key, &n_expert) == LLMK_OK && n_expert > 0)
             return llmk_fail(LLMK_UNSUPPORTED_FEATURE,
-                             "model: %s = %u: mixture-of-experts is supported for architecture qwen3moe only", key,
-                             n_expert);
+                             "model: %s = %u: mixture-of-experts is supported for architectures qwen3moe and gpt-oss only",
+                             key, n_expert);
         return LLMK_OK;
     }
     struct llmk_moe_hp *h = &m->moe;
@@ -519,6 +611,10 @@ static int load_moe_hparams(llmk_model *m, enum arch_id arch) {
     if (st != LLMK_OK && st != LLMK_NOT_FOUND)
         return llmk_fail(LLMK_BAD_HYPERPARAMETER, "model: key %s: %s (want a bool)", key, llmk_last_error());
     h->norm_w = st == LLMK_NOT_FOUND ? true : norm;
+    /* gpt-oss: the softmax over the k chosen logits (llama.cpp's
+     * SOFTMAX_WEIGHT gating), which is the renormalised top-k of the full
+     * softmax; experts' SwiGLU clamped with OpenAI's constants */
+    if (arch == ARCH_GPTOSS) h->norm_w = true, h->clamp_glu = true, h->glu_alpha = 1.702f, h->glu_limit = 7.0f;
     snprintf(key, sizeof key, "%s.expert_shared_count", a);
     uint32_t shared = 0;
     if (llmk_gguf_get_u32(g, key, &shared) == LLMK_OK && shared > 0)
@@ -541,7 +637,7 @@ static int load_hparams(llmk_model *m, enum arch_id *arch_out) {
         if (alen == strlen(known_archs[k].name) && !memcmp(arch, known_archs[k].name, alen)) break;
     if (k == LLMK_ARRAY_LEN(known_archs))
         return llmk_fail(LLMK_UNSUPPORTED_ARCHITECTURE,
-                         "model: architecture '%.64s' is not supported (llama, qwen2, qwen3, qwen3moe, gemma3)", arch);
+                         "model: architecture '%.64s' is not supported (llama, qwen2, qwen3, qwen3moe, gemma3, gpt-oss)", arch);
     *arch_out = known_archs[k].id;
     snprintf(m->arch, sizeof m->arch, "%s", known_archs[k].name);
     hp->arch = m->arch;
@@ -580,7 +676,7 @@ static int load_hparams(llmk_model *m, enum arch_id *arch_out) {
                          "model: partial rotary embedding (rope.dimension_count %d < head dimension %d)",
                          hp->n_rot, hp->head_dim);
     hp->rope_neox = *arch_out != ARCH_LLAMA;
-    if ((st = load_gemma3_hparams(m, *arch_out)) != LLMK_OK) return st;
+    if ((st = load_arch_hparams(m, *arch_out)) != LLMK_OK) return st;
 
     const llmk_tensor_info *te = llmk_gguf_find_tensor(g, "token_embd.weight");
     if (!te)

@@ -26,6 +26,11 @@ struct llmk_layer {
     const llmk_tensor_info *attn_post_norm, *ffn_post_norm;
     const float *attn_post_norm_f, *ffn_post_norm_f;
     bool swa;
+    /* gpt-oss: the O-projection's bias, the per-head attention sinks, and
+     * the router's and experts' biases ([n_expert], then per expert its
+     * n_ff_exp gate and up and n_embd down values, as f32) */
+    const llmk_tensor_info *bo, *sinks, *gate_inp_b, *gate_exps_b, *up_exps_b, *down_exps_b;
+    const float *bo_f, *sinks_f, *gate_inp_b_f, *gate_exps_b_f, *up_exps_b_f, *down_exps_b_f;
 };
 
 /* Mixture-of-experts hyperparameters (n_expert 0: a dense model). */
@@ -34,6 +39,8 @@ struct llmk_moe_hp {
     int32_t n_used;        /* <arch>.expert_used_count: experts per token (top-k) */
     int32_t n_ff_exp;      /* <arch>.expert_feed_forward_length */
     bool norm_w;           /* <arch>.expert_weights_norm (default true): top-k weights renormalised to sum 1 */
+    bool clamp_glu;        /* gpt-oss: experts' clamped SwiGLU (glu.h swiglu_clamp) with glu_alpha, glu_limit */
+    float glu_alpha, glu_limit;
 };
 
 struct llmk_model {
@@ -50,8 +57,8 @@ struct llmk_model {
     /* RoPE inverse frequency for each rotated pair i in [0, n_rot/2), with
      * freq base, scaling and rope_freqs already applied: angle = pos * inv_freq[i]. */
     double *rope_inv_freq;
-    /* the same for sliding-window layers (rope_theta_swa, unscaled); NULL
-     * when no layer slides */
+    /* the same for sliding-window layers (gemma3: rope_theta_swa, unscaled);
+     * NULL when sliding layers use rope_inv_freq (gpt-oss) or none slides */
     double *rope_inv_freq_swa;
     struct llmk_moe_hp moe;
     float *router_store;     /* f32 copies of routers not stored as aligned F32 */
@@ -59,7 +66,7 @@ struct llmk_model {
 
 /* Layer il's RoPE inverse frequencies. */
 static inline const double *llmk_layer_rope(const struct llmk_model *m, int il) {
-    return m->layers[il].swa ? m->rope_inv_freq_swa : m->rope_inv_freq;
+    return m->layers[il].swa && m->rope_inv_freq_swa ? m->rope_inv_freq_swa : m->rope_inv_freq;
 }
 
 /* The first key position a query at pos attends to in layer il. */

@@ -94,7 +94,7 @@ static int moe_phases(struct llmk_program *p, int il, struct llmk_phase *norm) {
     unsigned gu_form = llmk_act_form_bit(L->gate_exps->type);
     norm->qmask = (uint8_t)gu_form;
     struct llmk_phase *ph = add(p, LLMK_OP_MOE_ROUTE, il, "moe_route");
-    ph->in = LLMK_BUF_XN, ph->n_w = 1, ph->w[0] = L->gate_inp, ph->vec[0] = L->gate_inp_f;
+    ph->in = LLMK_BUF_XN, ph->n_w = 1, ph->w[0] = L->gate_inp, ph->vec[0] = L->gate_inp_f, ph->vec[1] = L->gate_inp_b_f;
     ph->rows[0] = m->moe.n_expert, ph->k = E;
     ph = add(p, LLMK_OP_MOE_GATHER, il, "moe_gather");
     ph->in = LLMK_BUF_XN, ph->out[0] = LLMK_BUF_XG, ph->n_w = 1, ph->w[0] = L->gate_exps, ph->rows[0] = E;
@@ -102,10 +102,12 @@ static int moe_phases(struct llmk_program *p, int il, struct llmk_phase *norm) {
     ph = add(p, LLMK_OP_MOE_GATE_UP, il, "moe_gate_up");
     ph->in = LLMK_BUF_XG, ph->out[0] = LLMK_BUF_MG, ph->out[1] = LLMK_BUF_MU, ph->n_w = 2;
     ph->w[0] = L->gate_exps, ph->w[1] = L->up_exps, ph->rows[0] = ph->rows[1] = FE, ph->k = E;
+    ph->vec[0] = L->gate_exps_b_f, ph->vec[1] = L->up_exps_b_f; /* per expert, n_ff_exp each (gpt-oss) */
     ph->epilogue = LLMK_EPI_SWIGLU;
     ph->qmask = (uint8_t)llmk_act_form_bit(L->down_exps->type);
     ph = add(p, LLMK_OP_MOE_DOWN, il, "moe_down");
     ph->in = LLMK_BUF_MG, ph->out[0] = LLMK_BUF_MY, ph->n_w = 1, ph->w[0] = L->down_exps, ph->rows[0] = E, ph->k = FE;
+    ph->vec[0] = L->down_exps_b_f;
     ph = add(p, LLMK_OP_MOE_COMBINE, il, "moe_combine");
     ph->in = LLMK_BUF_MY, ph->out[0] = LLMK_BUF_X, ph->rows[0] = E;
     return LLMK_OK;
@@ -150,6 +152,7 @@ int llmk_program_build(const struct llmk_model *m, struct llmk_program *p) {
         /* a post-normed branch leaves its output in o for the next norm */
         int epi = L->attn_post_norm_f ? LLMK_EPI_NONE : LLMK_EPI_RESIDUAL;
         if ((st = matmul(p, il, "attn_out", LLMK_BUF_ATT, qd, 1, &L->wo, o_out, epi, &ph)) != LLMK_OK) goto fail;
+        ph->vec[0] = L->bo_f; /* added before the residual (gpt-oss) */
         norm = add(p, LLMK_OP_NORM_QUANT, il, "ffn_norm");
         norm->in = LLMK_BUF_X, norm->out[0] = LLMK_BUF_XN, norm->vec[0] = L->ffn_norm_f, norm->rows[0] = E;
         norm->vec[1] = L->attn_post_norm_f;
@@ -251,6 +254,7 @@ void llmk_program_dump(const struct llmk_program *p, FILE *f) {
         case LLMK_OP_ATTN:
             fprintf(f, " softmax(q k^T * %.6g) v, %d heads over %d kv heads", hp->attn_scale, hp->n_head, hp->n_head_kv);
             if (p->m->layers[ph->layer].swa) fprintf(f, ", window %d", hp->n_swa);
+            if (p->m->layers[ph->layer].sinks_f) fprintf(f, ", sinks");
             fprintf(f, " -> %s%s", buf_names[ph->out[0]], q);
             break;
         case LLMK_OP_ARGMAX:

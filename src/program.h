@@ -37,7 +37,7 @@ enum llmk_op {
 enum llmk_epilogue {
     LLMK_EPI_NONE = 0,
     LLMK_EPI_BIAS,      /* out_i += bias_i (Q/K/V biases) */
-    LLMK_EPI_RESIDUAL,  /* x += out_0 (O-projection, down-projection) */
+    LLMK_EPI_RESIDUAL,  /* x += out_0 (O-projection, down-projection); with vec[0] out_0 += vec[0] first */
     LLMK_EPI_SWIGLU,    /* g = silu(out_0) * out_1, quantized for the down-projection */
     LLMK_EPI_GEGLU,     /* g = gelu(out_0) * out_1 (tanh form), the same */
     LLMK_EPI_SOFTCAP,   /* out_0 = c tanh(out_0 / c), c = hp.logit_softcap (the LM head) */

@@ -101,8 +101,8 @@ static int f32_init(llmk_session *s) {
     s->row_scratch = alloc_floats((uint64_t)s->n_threads, (uint64_t)s->row_stride, &st);
     s->scores = alloc_floats((uint64_t)s->n_threads, (uint64_t)s->n_ctx, &st);
     if (st != LLMK_OK) return st;
-    llmk_rope_cs_table(s->m->rope_inv_freq, half, s->n_ctx, s->rope_cs);
-    if (s->rope_cs_swa) llmk_rope_cs_table(s->m->rope_inv_freq_swa, half, s->n_ctx, s->rope_cs_swa);
+    llmk_rope_cs_table(s->m->rope_inv_freq, half, s->n_ctx, hp->rope_attn_factor, s->rope_cs);
+    if (s->rope_cs_swa) llmk_rope_cs_table(s->m->rope_inv_freq_swa, half, s->n_ctx, 1.0, s->rope_cs_swa);
     return LLMK_OK;
 }
 
@@ -244,8 +244,9 @@ static void attn_worker(void *arg, int ith, int nth) {
         int64_t t = it / hp->n_head;
         int h = (int)(it % hp->n_head), g = h / group;
         int64_t k0 = llmk_layer_key_lo(s->m, c->il, c->pos0 + (int32_t)t), off = k0 * kvd + (int64_t)g * hp->head_dim;
+        const float *sinks = s->m->layers[c->il].sinks_f;
         llmk_f32_attend(s->q + t * qd + (int64_t)h * hp->head_dim, K + off, V + off, c->pos0 + t + 1 - k0, kvd,
-                        hp->head_dim, scale, s->scores + (int64_t)ith * s->n_ctx,
+                        hp->head_dim, scale, sinks ? sinks[h] : -INFINITY, s->scores + (int64_t)ith * s->n_ctx,
                         s->att + t * qd + (int64_t)h * hp->head_dim);
     }
 }
@@ -281,6 +282,7 @@ static int f32_moe(llmk_session *s, const struct llmk_layer *L, int64_t n_tok) {
     int st;
     if ((st = llmk_f32_matmul(s->pool, L->gate_inp, s->xn, n_tok, s->moe_logits, s->row_scratch, s->row_stride)) != LLMK_OK)
         return st;
+    add_bias(s->moe_logits, L->gate_inp_b_f, n_tok, X);
     for (int64_t t = 0; t < n_tok; t++)
         K->moe_router(s->moe_logits + t * X, (int)X, (int)k, mo->norm_w, s->moe_sel + t * k, s->moe_w + t * k);
     llmk_moe_tile_map(s->moe_sel, (int32_t)n_tok, (int)k, (int)X, s->moe_off, s->moe_slots);
@@ -295,9 +297,16 @@ static int f32_moe(llmk_session *s, const struct llmk_layer *L, int64_t n_tok) {
         float *const gu_out[2] = {s->moe_g, s->moe_u};
         if ((st = llmk_f32_matmul_multi(s->pool, 2, gu, s->moe_in, n, gu_out, s->row_scratch, s->row_stride)) != LLMK_OK)
             return st;
-        llmk_f32_swiglu(s->moe_g, s->moe_u, (int64_t)n * mo->n_ff_exp);
+        int64_t FE = mo->n_ff_exp;
+        add_bias(s->moe_g, L->gate_exps_b_f ? L->gate_exps_b_f + e * FE : NULL, n, FE);
+        add_bias(s->moe_u, L->up_exps_b_f ? L->up_exps_b_f + e * FE : NULL, n, FE);
+        if (mo->clamp_glu)
+            K->glu->swiglu_clamp(s->moe_g, s->moe_u, (int64_t)n * FE, mo->glu_alpha, mo->glu_limit);
+        else
+            llmk_f32_swiglu(s->moe_g, s->moe_u, (int64_t)n * FE);
         if ((st = llmk_f32_matmul(s->pool, &dv, s->moe_g, n, s->moe_in, s->row_scratch, s->row_stride)) != LLMK_OK)
             return st;
+        add_bias(s->moe_in, L->down_exps_b_f ? L->down_exps_b_f + e * E : NULL, n, E);
         for (int32_t i = 0; i < n; i++)
             memcpy(s->moe_y + (int64_t)s->moe_slots[a + i] * E, s->moe_in + i * E, (size_t)E * sizeof(float));
     }
@@ -347,7 +356,7 @@ static int f32_forward(llmk_session *s, const int32_t *ids, int64_t n_tok, int32
                 for (int h = 0; h < hp->n_head; h++) K->rmsnorm(q + h * HD, q + h * HD, L->q_norm_f, HD, eps);
                 for (int h = 0; h < hp->n_head_kv; h++) K->rmsnorm(k + h * HD, k + h * HD, L->k_norm_f, HD, eps);
             }
-            const float *cs = (L->swa ? s->rope_cs_swa : s->rope_cs) + (int64_t)(pos0 + t) * half * 2;
+            const float *cs = (L->swa && s->rope_cs_swa ? s->rope_cs_swa : s->rope_cs) + (int64_t)(pos0 + t) * half * 2;
             K->rope(q, hp->n_head, (int)HD, cs, hp->rope_neox);
             K->rope(k, hp->n_head_kv, (int)HD, cs, hp->rope_neox);
             memcpy(Kc + (pos0 + t) * kvd, k, (size_t)kvd * sizeof(float));
@@ -357,6 +366,7 @@ static int f32_forward(llmk_session *s, const int32_t *ids, int64_t n_tok, int32
         llmk_pool_run(s->pool, attn_worker, &ac);
         if ((st = llmk_f32_matmul(s->pool, L->wo, s->att, n_tok, s->o, s->row_scratch, s->row_stride)) != LLMK_OK)
             return st;
+        add_bias(s->o, L->bo_f, n_tok, E);
         add_branch(s, L->attn_post_norm_f, n_tok);
         for (int64_t t = 0; t < n_tok; t++) K->rmsnorm(s->xn + t * E, s->x + t * E, L->ffn_norm_f, E, eps);
         if (L->gate_exps) {

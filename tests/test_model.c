@@ -205,8 +205,8 @@ static void test_load_refusals(void) {
     CHECK_STATUS(load_tiny(&(struct tiny_opts){.skip = "output_norm.weight"}, &m), LLMK_MISSING_TENSOR);
     CHECK_STATUS(load_tiny(&(struct tiny_opts){.arch = "gpt2"}, &m), LLMK_UNSUPPORTED_ARCHITECTURE);
     CHECK(strstr(llmk_last_error(), "gpt2") != NULL);
-    CHECK_STATUS(load_tiny(&(struct tiny_opts){.rope_scaling = "yarn"}, &m), LLMK_UNSUPPORTED_FEATURE);
-    CHECK(strstr(llmk_last_error(), "yarn") != NULL);
+    CHECK_STATUS(load_tiny(&(struct tiny_opts){.rope_scaling = "longrope"}, &m), LLMK_UNSUPPORTED_FEATURE);
+    CHECK(strstr(llmk_last_error(), "longrope") != NULL);
     CHECK_STATUS(load_tiny(&(struct tiny_opts){.extra = "blk.0.ffn_gate_exps.weight"}, &m),
                  LLMK_UNSUPPORTED_FEATURE);
     CHECK(strstr(llmk_last_error(), "ffn_gate_exps") != NULL);

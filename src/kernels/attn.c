@@ -112,6 +112,23 @@ void llmk_attn_merge(const float *parts, int nc, int hd, float *out) {
     for (int d = 0; d < hd; d++) out[d] *= inv;
 }
 
+void llmk_attn_merge_sink(const float *parts, int nc, int hd, float sink, float *out) {
+    float mx = sink;
+    for (int c = 0; c < nc; c++)
+        if (parts[(int64_t)c * (hd + 2)] > mx) mx = parts[(int64_t)c * (hd + 2)];
+    float l = 0;
+    for (int d = 0; d < hd; d++) out[d] = 0;
+    for (int c = 0; c < nc; c++) {
+        const float *p = parts + (int64_t)c * (hd + 2);
+        float w = expf(p[0] - mx);
+        l += p[1] * w;
+        for (int d = 0; d < hd; d++) out[d] += p[2 + d] * w;
+    }
+    l += expf(sink - mx);
+    float inv = 1.0f / l;
+    for (int d = 0; d < hd; d++) out[d] *= inv;
+}
+
 static void to_f16_ref(const float *src, uint16_t *dst, int64_t n) {
     for (int64_t i = 0; i < n; i++) dst[i] = llmk_fp32_to_fp16(src[i]);
 }

@@ -37,5 +37,8 @@ typedef void (*llmk_swiglu_fn)(float *g, const float *u, int64_t n);
 
 /* Merge nc partials (each hd + 2 floats, consecutive) in order into out[hd]. */
 void llmk_attn_merge(const float *parts, int nc, int hd, float *out);
+/* The same with an attention sink: a logit with no value, only in the
+ * softmax's denominator (the partial [sink, 1, 0...] merged last). */
+void llmk_attn_merge_sink(const float *parts, int nc, int hd, float sink, float *out);
 
 #endif

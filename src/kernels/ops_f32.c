@@ -85,12 +85,12 @@ void llmk_f32_rope_ref(float *x, int n_heads, int head_dim, const float *cs, boo
     }
 }
 
-void llmk_rope_cs_table(const double *inv_freq, int half, int32_t n_pos, float *cs) {
+void llmk_rope_cs_table(const double *inv_freq, int half, int32_t n_pos, double af, float *cs) {
     for (int32_t pos = 0; pos < n_pos; pos++)
         for (int i = 0; i < half; i++) {
             double a = (double)pos * inv_freq[i];
-            cs[((int64_t)pos * half + i) * 2] = (float)cos(a);
-            cs[((int64_t)pos * half + i) * 2 + 1] = (float)sin(a);
+            cs[((int64_t)pos * half + i) * 2] = (float)(cos(a) * af);
+            cs[((int64_t)pos * half + i) * 2 + 1] = (float)(sin(a) * af);
         }
 }
 
@@ -106,15 +106,15 @@ void llmk_f32_swiglu(float *g, const float *u, int64_t n) {
     for (int64_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
-void llmk_f32_attend(const float *q, const float *k, const float *v, int64_t n_kv,
-                     int64_t kv_stride, int head_dim, float scale, float *scores, float *out) {
+void llmk_f32_attend(const float *q, const float *k, const float *v, int64_t n_kv, int64_t kv_stride, int head_dim,
+                     float scale, float sink, float *scores, float *out) {
     float (*dot)(const float *, const float *, int64_t) = llmk_kernels()->f32_dot;
-    float mx = -INFINITY;
+    float mx = sink;
     for (int64_t j = 0; j < n_kv; j++) {
         scores[j] = dot(q, k + j * kv_stride, head_dim) * scale;
         if (scores[j] > mx) mx = scores[j];
     }
-    double sum = 0;
+    double sum = expf(sink - mx); /* 0 without a sink */
     for (int64_t j = 0; j < n_kv; j++) {
         scores[j] = expf(scores[j] - mx);
         sum += scores[j];

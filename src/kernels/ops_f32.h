@@ -31,10 +31,10 @@ float llmk_f32_inv_rms_avx2(const float *x, int64_t n, float eps);
 void llmk_f32_rope_ref(float *x, int n_heads, int head_dim, const float *cs, bool neox);
 void llmk_f32_rope_avx2(float *x, int n_heads, int head_dim, const float *cs, bool neox);
 
-/* cs[pos][i] = (cos, sin) of pos * inv_freq[i] for pos < n_pos, i < half:
- * angles in double, rounded once to f32 (the f32 path's and the executor's
- * RoPE table). */
-void llmk_rope_cs_table(const double *inv_freq, int half, int32_t n_pos, float *cs);
+/* cs[pos][i] = (cos, sin) of pos * inv_freq[i], times af (YaRN's attention
+ * factor; 1 otherwise), for pos < n_pos, i < half: in double, rounded once
+ * to f32 (the f32 path's and the executor's RoPE table). */
+void llmk_rope_cs_table(const double *inv_freq, int half, int32_t n_pos, double af, float *cs);
 /* x[i] *= s. */
 void llmk_scale_f32(float *x, int64_t n, float s);
 /* x[i] = c * tanh(x[i] / c): a final logit soft-cap. */
@@ -44,9 +44,11 @@ void llmk_softcap_f32(float *x, int64_t n, float c);
 void llmk_f32_swiglu(float *g, const float *u, int64_t n);
 
 /* One head's attention for one query over n_kv cached positions: K and V
- * rows are head_dim floats, kv_stride floats apart. scores: n_kv scratch. */
-void llmk_f32_attend(const float *q, const float *k, const float *v, int64_t n_kv,
-                     int64_t kv_stride, int head_dim, float scale, float *scores, float *out);
+ * rows are head_dim floats, kv_stride floats apart. scores: n_kv scratch.
+ * sink: a logit only in the softmax's denominator (gpt-oss's attention
+ * sinks); -INFINITY for none, which gives the bits of no sink. */
+void llmk_f32_attend(const float *q, const float *k, const float *v, int64_t n_kv, int64_t kv_stride, int head_dim,
+                     float scale, float sink, float *scores, float *out);
 
 /* The index of the first maximum of x[0..n), NaNs skipped; -1 when there is
  * none (n <= 0 or every element NaN). */

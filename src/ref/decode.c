@@ -141,10 +141,11 @@ static void rmsnorm(double *out, const double *x, const float *w, int64_t n, dou
     for (int64_t i = 0; i < n; i++) out[i] = x[i] * r * (double)w[i];
 }
 
-static void rope(double *x, int n_heads, int head_dim, const double *inv_freq, int32_t pos, bool neox) {
+/* af: YaRN's attention factor on cos and sin (1 otherwise). */
+static void rope(double *x, int n_heads, int head_dim, const double *inv_freq, int32_t pos, bool neox, double af) {
     int half = head_dim / 2;
     for (int i = 0; i < half; i++) {
-        double a = (double)pos * inv_freq[i], c = cos(a), s = sin(a);
+        double a = (double)pos * inv_freq[i], c = cos(a) * af, s = sin(a) * af;
         for (int h = 0; h < n_heads; h++) {
             double *v = x + (int64_t)h * head_dim;
             int i0 = neox ? i : 2 * i, i1 = neox ? i + half : 2 * i + 1;
@@ -156,17 +157,18 @@ static void rope(double *x, int n_heads, int head_dim, const double *inv_freq, i
 }
 
 /* Causal attention of one query head over n_kv cached positions (k and v
- * at the first one the query sees). */
+ * at the first one the query sees); sink: a logit in the softmax's
+ * denominator only (gpt-oss; -INFINITY: none). */
 static void attend(const double *q, const double *k, const double *v, int64_t n_kv, int64_t stride,
-                   int head_dim, double scale, double *scores, double *out) {
-    double mx = -INFINITY;
+                   int head_dim, double scale, double sink, double *scores, double *out) {
+    double mx = sink;
     for (int64_t j = 0; j < n_kv; j++) {
         double d = 0;
         for (int i = 0; i < head_dim; i++) d += q[i] * k[j * stride + i];
         scores[j] = d * scale;
         if (scores[j] > mx) mx = scores[j];
     }
-    double sum = 0;
+    double sum = exp(sink - mx);
     for (int64_t j = 0; j < n_kv; j++) sum += (scores[j] = exp(scores[j] - mx));
     for (int i = 0; i < head_dim; i++) out[i] = 0;
     for (int64_t j = 0; j < n_kv; j++)
@@ -175,6 +177,15 @@ static void attend(const double *q, const double *k, const double *v, int64_t n_
 
 static void swiglu(double *g, const double *u, int64_t n) {
     for (int64_t i = 0; i < n; i++) g[i] = g[i] / (1.0 + exp(-g[i])) * u[i];
+}
+
+/* gpt-oss's clamped SwiGLU: gate capped at limit, up clipped to +-limit,
+ * gate sigmoid(alpha gate) (up + 1). */
+static void swiglu_clamp(double *g, const double *u, int64_t n, double alpha, double limit) {
+    for (int64_t i = 0; i < n; i++) {
+        double v = g[i] < limit ? g[i] : limit, c = u[i] < -limit ? -limit : u[i] > limit ? limit : u[i];
+        g[i] = v / (1.0 + exp(-alpha * v)) * (c + 1.0);
+    }
 }
 
 /* GELU in its tanh form (gemma's gelu_pytorch_tanh) times up. */
@@ -267,7 +278,7 @@ static int moe_ffn(struct llmk_ref_state *s, const struct llmk_layer *L, int64_t
         for (int64_t e = 0; e < X; e++) {
             double d = 0;
             for (int64_t i = 0; i < E; i++) d += s->xn[t * E + i] * (double)L->gate_inp_f[e * E + i];
-            l[e] = d;
+            l[e] = d + (L->gate_inp_b_f ? (double)L->gate_inp_b_f[e] : 0.0);
         }
         route(mo, l, s->moe_sel + t * k, s->moe_w + t * k);
     }
@@ -279,11 +290,17 @@ static int moe_ffn(struct llmk_ref_state *s, const struct llmk_layer *L, int64_t
         llmk_tensor_info gv, uv, dv;
         llmk_expert_view(L->gate_exps, e, &gv), llmk_expert_view(L->up_exps, e, &uv), llmk_expert_view(L->down_exps, e, &dv);
         int st;
-        if ((st = project(s, &gv, NULL, s->moe_in, cnt, s->moe_g)) != LLMK_OK ||
-            (st = project(s, &uv, NULL, s->moe_in, cnt, s->moe_u)) != LLMK_OK)
+        const float *bg = L->gate_exps_b_f ? L->gate_exps_b_f + e * FE : NULL;
+        const float *bu = L->up_exps_b_f ? L->up_exps_b_f + e * FE : NULL;
+        const float *bd = L->down_exps_b_f ? L->down_exps_b_f + e * E : NULL;
+        if ((st = project(s, &gv, bg, s->moe_in, cnt, s->moe_g)) != LLMK_OK ||
+            (st = project(s, &uv, bu, s->moe_in, cnt, s->moe_u)) != LLMK_OK)
             return st;
-        swiglu(s->moe_g, s->moe_u, cnt * FE);
-        if ((st = project(s, &dv, NULL, s->moe_g, cnt, s->moe_o)) != LLMK_OK) return st;
+        if (mo->clamp_glu)
+            swiglu_clamp(s->moe_g, s->moe_u, cnt * FE, mo->glu_alpha, mo->glu_limit);
+        else
+            swiglu(s->moe_g, s->moe_u, cnt * FE);
+        if ((st = project(s, &dv, bd, s->moe_g, cnt, s->moe_o)) != LLMK_OK) return st;
         cnt = 0;
         for (int64_t sl = 0; sl < n * k; sl++)
             if (s->moe_sel[sl] == e) memcpy(s->moe_y + sl * E, s->moe_o + cnt++ * E, (size_t)E * sizeof(double));
@@ -350,8 +367,8 @@ static int eval_chunk(struct llmk_ref_state *s, int32_t pos0, const int32_t *ids
                 for (int h = 0; h < hp->n_head; h++) rmsnorm(q + h * HD, q + h * HD, L->q_norm_f, HD, hp->rms_eps);
                 for (int h = 0; h < hp->n_head_kv; h++) rmsnorm(k + h * HD, k + h * HD, L->k_norm_f, HD, hp->rms_eps);
             }
-            rope(q, hp->n_head, (int)HD, llmk_layer_rope(m, il), pos0 + (int32_t)t, hp->rope_neox);
-            rope(k, hp->n_head_kv, (int)HD, llmk_layer_rope(m, il), pos0 + (int32_t)t, hp->rope_neox);
+            rope(q, hp->n_head, (int)HD, llmk_layer_rope(m, il), pos0 + (int32_t)t, hp->rope_neox, hp->rope_attn_factor);
+            rope(k, hp->n_head_kv, (int)HD, llmk_layer_rope(m, il), pos0 + (int32_t)t, hp->rope_neox, hp->rope_attn_factor);
             int64_t len = (pos0 + t) * kvd;
             if ((st = llmk_kv_cache_append_into_flat(s->k_cache[il], s->kv_capacity, k, (size_t)kvd, len, kvd)) != LLMK_OK ||
                 (st = llmk_kv_cache_append_into_flat(s->v_cache[il], s->kv_capacity, s->v + t * kvd, (size_t)kvd,
@@ -361,10 +378,10 @@ static int eval_chunk(struct llmk_ref_state *s, int32_t pos0, const int32_t *ids
             for (int h = 0; h < hp->n_head; h++) {
                 int64_t off = lo * kvd + (int64_t)(h / group) * HD;
                 attend(q + h * HD, s->k_cache[il] + off, s->v_cache[il] + off, pos0 + t + 1 - lo, kvd, (int)HD,
-                       hp->attn_scale, s->scores, s->att + t * qd + h * HD);
+                       hp->attn_scale, L->sinks_f ? (double)L->sinks_f[h] : -INFINITY, s->scores, s->att + t * qd + h * HD);
             }
         }
-        if ((st = project(s, L->wo, NULL, s->att, n, s->o)) != LLMK_OK ||
+        if ((st = project(s, L->wo, L->bo_f, s->att, n, s->o)) != LLMK_OK ||
             (st = post_residual(s, L->attn_post_norm_f, s->o, n, E)) != LLMK_OK)
             return st;
         for (int64_t t = 0; t < n; t++) rmsnorm(s->xn + t * E, s->x + t * E, L->ffn_norm_f, E, hp->rms_eps);

@@ -169,7 +169,7 @@ def test_refusals(tmp_path):
     dense = os.path.join(TINY, "tiny_qwen3.gguf")
     f = str(tmp_path / "a.gguf")
     rewrite(dense, f, kv={"qwen3.expert_count": (4, u32)})
-    refused(f, "qwen3.expert_count = 4", "qwen3moe only")
+    refused(f, "qwen3.expert_count = 4", "qwen3moe and gpt-oss only")
     rewrite(F32, f, drop_tensor="blk.1.ffn_up_exps.weight")
     refused(f, "llmk_missing_tensor", "blk.1.ffn_up_exps.weight", "[64, 32, 8]")
     rewrite(F32, f, tensor_fn=lambda n, a: a[:7] if n == "blk.0.ffn_down_exps.weight" else a)

@@ -300,3 +300,33 @@ def test_gemma3_refusals():
         with open(p, "w", encoding="utf-8") as fh:
             json.dump(tj, fh)
         refused(d, "normalizer")
+
+
+def test_gemma3_embedding_rows_beyond_the_vocabulary_dropped():
+    """An embedding with more rows than config's vocab_size (the tokenizer's
+    size): the converter drops the extra rows, and so does the view (the
+    tied output then has vocab_size logits, the conversion's)."""
+    ids = META["models"]["gemma3_bf16"]["sequences"]["chat"]
+    with tempfile.TemporaryDirectory() as tmp:
+        d = g3_copy(tmp, lambda c: None)
+        st = os.path.join(d, "model.safetensors")
+        with open(st, "rb") as fh:
+            raw = fh.read()
+        (n,) = struct.unpack("<Q", raw[:8])
+        hdr = json.loads(raw[8:8 + n])
+        body = raw[8 + n:]
+        out, off = b"", 0
+        for k in sorted((k for k in hdr if k != "__metadata__"), key=lambda k: hdr[k]["data_offsets"][0]):
+            b, e = hdr[k]["data_offsets"]
+            data = body[b:e]
+            if k == "model.embed_tokens.weight":
+                rows, cols = hdr[k]["shape"]
+                data += b"\x80\x3f" * (10 * cols)  # ten more rows of bf16 1.0
+                hdr[k]["shape"] = [rows + 10, cols]
+            hdr[k]["data_offsets"] = [off, off + len(data)]
+            out += data
+            off += len(data)
+        h = json.dumps(hdr).encode()
+        with open(st, "wb") as fh:
+            fh.write(struct.pack("<Q", len(h)) + h + out)
+        assert logits(d, ids, "f32") == logits(G3 + ".gguf", ids, "f32")

@@ -557,6 +557,20 @@ def write_hf_seeds():
     put("hf", "bad_pre_tokenizer", three(enc(cfg), enc(dict(tok, pre_tokenizer={"type": "Whitespace"})), tc))
     m = dict(tok["model"], merges=[[1, 2]])
     put("hf", "bad_merge_pair", three(enc(cfg), enc(dict(tok, model=m)), tc))
+    # gemma3: the SentencePiece-style tokenizer.json and tokenizer_config.json's
+    # added_tokens_decoder, the per-layer-kind config; and what is refused
+    g = "gemma3_bf16"
+    put("hf", "valid_" + g, three(rd(g, "config.json"), rd(g, "tokenizer.json"), rd(g, "tokenizer_config.json")))
+    gcfg, gtok = json.loads(rd(g, "config.json")), json.loads(rd(g, "tokenizer.json"))
+    gtc = json.loads(rd(g, "tokenizer_config.json"))
+    put("hf", "bad_gemma3_multimodal", three(enc(dict(gcfg, architectures=["Gemma3ForConditionalGeneration"])),
+                                             enc(gtok), enc(gtc)))
+    put("hf", "bad_gemma3_attn_softcap", three(enc(dict(gcfg, attn_logit_softcapping=50.0)), enc(gtok), enc(gtc)))
+    put("hf", "bad_gemma3_layer_types", three(enc(dict(gcfg, layer_types=["full_attention"] * 6)), enc(gtok),
+                                              enc(gtc)))
+    put("hf", "bad_gemma3_normalizer", three(enc(gcfg), enc(dict(gtok, normalizer={"type": "NFKC"})), enc(gtc)))
+    put("hf", "bad_gemma3_added_decoder", three(enc(gcfg), enc(gtok), enc(dict(
+        gtc, added_tokens_decoder={"x5": {"content": "<start_of_turn>", "special": True}}))))
 
 
 def write_grammar_seeds():

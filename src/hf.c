@@ -16,6 +16,7 @@
  *    as f32 either way (bf16 and f16 widen exactly).
  *  - BF16 / F16 / F32 matrices keep their type: the f32 path decodes rows
  *    inside the matvec, as for a GGUF of that type. */
+#include "codec/half.h"
 #include "gguf_internal.h"
 #include "safetensors.h"
 
@@ -28,14 +29,15 @@
 #define HF_MAX_JSON (256u << 20) /* tokenizer.json of a 256k vocabulary is ~20 MB */
 #define HF_MAX_SHARDS 4096
 
-enum hf_arch { HF_LLAMA, HF_QWEN2, HF_QWEN3 };
+enum hf_arch { HF_LLAMA, HF_QWEN2, HF_QWEN3, HF_GEMMA3 };
 
 static const struct {
     const char *hf, *gguf;
     enum hf_arch id;
 } hf_archs[] = {{"LlamaForCausalLM", "llama", HF_LLAMA},
                 {"Qwen2ForCausalLM", "qwen2", HF_QWEN2},
-                {"Qwen3ForCausalLM", "qwen3", HF_QWEN3}};
+                {"Qwen3ForCausalLM", "qwen3", HF_QWEN3},
+                {"Gemma3ForCausalLM", "gemma3", HF_GEMMA3}};
 
 /* What the view's tensors point into, released when it closes. */
 struct hf_owner {
@@ -139,6 +141,7 @@ struct hf_hp {
     enum hf_arch arch;
     const char *arch_name;
     int64_t n_layer, n_embd, n_ff, n_head, n_head_kv, head_dim, n_ctx, n_vocab;
+    int64_t n_tok; /* tokens the view's tokenizer has (0: no tokenizer.json) */
     bool tied;
 };
 
@@ -154,17 +157,10 @@ static int put_f32(llmk_gguf_writer *w, const char *arch, const char *suffix, do
     return llmk_gguf_writer_set_f32(w, key, (float)v);
 }
 
-/* rope_scaling (transformers 4) or rope_parameters (5): none/default,
- * linear, llama3 are what the loader implements; the rest are refused. */
-static int config_rope(const cJSON *cfg, const char *a, llmk_gguf_writer *w) {
-    const cJSON *rp = jget(cfg, "rope_parameters");
-    const cJSON *rs = jget(cfg, "rope_scaling");
-    double theta = 10000.0;
-    int st = jreal(cfg, "rope_theta", &theta);
-    if (st == LLMK_NOT_FOUND && cJSON_IsObject(rp)) st = jreal(rp, "rope_theta", &theta);
-    if (st != LLMK_OK && st != LLMK_NOT_FOUND) return st;
-    if ((st = put_f32(w, a, "rope.freq_base", theta)) != LLMK_OK) return st;
-    const cJSON *sc = cJSON_IsObject(rs) ? rs : cJSON_IsObject(rp) ? rp : NULL;
+/* The scaling keys of one rope_scaling / rope_parameters object (NULL:
+ * none): default, linear and (unless !llama3_ok) llama3 are what the loader
+ * implements; the rest are refused. */
+static int rope_scaling_keys(const cJSON *sc, const char *a, bool llama3_ok, llmk_gguf_writer *w) {
     if (!sc) return LLMK_OK;
     const cJSON *type = jget(sc, "rope_type");
     if (!type) type = jget(sc, "type");
@@ -174,14 +170,15 @@ static int config_rope(const cJSON *cfg, const char *a, llmk_gguf_writer *w) {
     if (jreal(sc, "factor", &factor) != LLMK_OK || !(factor > 0))
         return llmk_fail(LLMK_BAD_HYPERPARAMETER, "config.json: rope scaling '%.32s' without a positive factor", t);
     char key[128];
+    int st;
     if (!strcmp(t, "linear")) {
         snprintf(key, sizeof key, "%s.rope.scaling.type", a);
         if ((st = llmk_gguf_writer_set_str(w, key, "linear")) != LLMK_OK) return st;
         return put_f32(w, a, "rope.scaling.factor", factor);
     }
-    if (strcmp(t, "llama3") != 0)
-        return llmk_fail(LLMK_UNSUPPORTED_FEATURE, "config.json: rope scaling '%.32s' is not supported (linear, llama3)",
-                         t);
+    if (strcmp(t, "llama3") != 0 || !llama3_ok)
+        return llmk_fail(LLMK_UNSUPPORTED_FEATURE, "config.json: rope scaling '%.32s' is not supported (%s)", t,
+                         llama3_ok ? "linear, llama3" : "linear");
     double lo = 1, hi = 4;
     int64_t orig = 0;
     if (jint(sc, "original_max_position_embeddings", 1, 1 << 30, &orig) != LLMK_OK)
@@ -198,6 +195,18 @@ static int config_rope(const cJSON *cfg, const char *a, llmk_gguf_writer *w) {
     return LLMK_OK;
 }
 
+/* rope_scaling (transformers 4) or rope_parameters (5) of llama/qwen. */
+static int config_rope(const cJSON *cfg, const char *a, llmk_gguf_writer *w) {
+    const cJSON *rp = jget(cfg, "rope_parameters");
+    const cJSON *rs = jget(cfg, "rope_scaling");
+    double theta = 10000.0;
+    int st = jreal(cfg, "rope_theta", &theta);
+    if (st == LLMK_NOT_FOUND && cJSON_IsObject(rp)) st = jreal(rp, "rope_theta", &theta);
+    if (st != LLMK_OK && st != LLMK_NOT_FOUND) return st;
+    if ((st = put_f32(w, a, "rope.freq_base", theta)) != LLMK_OK) return st;
+    return rope_scaling_keys(cJSON_IsObject(rs) ? rs : cJSON_IsObject(rp) ? rp : NULL, a, true, w);
+}
+
 static int config_arch(const cJSON *cfg, struct hf_hp *hp) {
     const cJSON *archs = jget(cfg, "architectures");
     const cJSON *first = cJSON_IsArray(archs) ? archs->child : NULL;
@@ -209,18 +218,44 @@ static int config_arch(const cJSON *cfg, struct hf_hp *hp) {
             hp->arch_name = hf_archs[i].gguf;
             return LLMK_OK;
         }
+    if (!strcmp(first->valuestring, "Gemma3ForConditionalGeneration"))
+        return llmk_fail(LLMK_UNSUPPORTED_ARCHITECTURE,
+                         "config.json: architecture Gemma3ForConditionalGeneration (Gemma 3 with its vision tower) is "
+                         "not supported; the text-only Gemma3ForCausalLM is");
     return llmk_fail(LLMK_UNSUPPORTED_ARCHITECTURE,
                      "config.json: architecture %.80s is not supported (LlamaForCausalLM, Qwen2ForCausalLM, "
-                     "Qwen3ForCausalLM)", first->valuestring);
+                     "Qwen3ForCausalLM, Gemma3ForCausalLM)", first->valuestring);
+}
+
+static int check_act(const cJSON *cfg, const char *key, const char *want) {
+    const cJSON *act = jget(cfg, key);
+    if (act && !cJSON_IsNull(act) && (!cJSON_IsString(act) || strcmp(act->valuestring, want) != 0))
+        return llmk_fail(LLMK_UNSUPPORTED_FEATURE, "config.json: %s %.40s is not supported (%s)", key,
+                         cJSON_IsString(act) ? act->valuestring : "(not a string)", want);
+    return LLMK_OK;
 }
 
 /* Features of these classes llmk does not implement, refused by name
  * rather than silently ignored. */
-static int config_refusals(const cJSON *cfg) {
-    const cJSON *act = jget(cfg, "hidden_act");
-    if (act && (!cJSON_IsString(act) || strcmp(act->valuestring, "silu") != 0))
-        return llmk_fail(LLMK_UNSUPPORTED_FEATURE, "config.json: hidden_act %.40s is not supported (silu)",
-                         cJSON_IsString(act) ? act->valuestring : "(not a string)");
+static int config_refusals(const cJSON *cfg, enum hf_arch arch) {
+    int st;
+    if (arch == HF_GEMMA3) {
+        /* Gemma3TextConfig's hidden_activation (hidden_act in older files) */
+        if ((st = check_act(cfg, "hidden_activation", "gelu_pytorch_tanh")) != LLMK_OK ||
+            (st = check_act(cfg, "hidden_act", "gelu_pytorch_tanh")) != LLMK_OK)
+            return st;
+        const cJSON *cap = jget(cfg, "attn_logit_softcapping");
+        if (cap && !cJSON_IsNull(cap))
+            return llmk_fail(LLMK_UNSUPPORTED_FEATURE,
+                             "config.json: attn_logit_softcapping is not supported (Gemma 3 has none; set it null)");
+        if (jtrue(cfg, "attention_bias"))
+            return llmk_fail(LLMK_UNSUPPORTED_FEATURE, "config.json: attention_bias is not supported");
+        if (jtrue(cfg, "use_bidirectional_attention"))
+            return llmk_fail(LLMK_UNSUPPORTED_FEATURE,
+                             "config.json: use_bidirectional_attention (an embedding model) is not supported");
+    } else if ((st = check_act(cfg, "hidden_act", "silu")) != LLMK_OK) {
+        return st;
+    }
     if (jtrue(cfg, "mlp_bias")) return llmk_fail(LLMK_UNSUPPORTED_FEATURE, "config.json: mlp_bias is not supported");
     if (jtrue(cfg, "use_sliding_window"))
         return llmk_fail(LLMK_UNSUPPORTED_FEATURE, "config.json: use_sliding_window is not supported");
@@ -231,9 +266,103 @@ static int config_refusals(const cJSON *cfg) {
     return LLMK_OK;
 }
 
+/* Gemma 3's layer kinds: transformers 5's layer_types list, else the
+ * older sliding_window_pattern (every Nth layer global; 1: all global),
+ * else Gemma3TextConfig's default of 6. The gemma3 GGUF has no pattern key
+ * and llmk (as llama.cpp) then reads it as 6, so a list must be exactly that
+ * layout; *slides false: no sliding layers (no window key, as the
+ * converter writes none for pattern 1). */
+static int gemma3_layer_kinds(const cJSON *cfg, int64_t n_layer, bool *slides) {
+    const cJSON *lt = jget(cfg, "layer_types");
+    *slides = true;
+    if (lt && !cJSON_IsNull(lt)) {
+        if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != n_layer)
+            return llmk_fail(LLMK_BAD_HYPERPARAMETER, "config.json: layer_types is not a list of %lld layer kinds",
+                             (long long)n_layer);
+        int64_t il = 0;
+        for (const cJSON *e = lt->child; e; e = e->next, il++) {
+            const char *want = il % 6 < 5 ? "sliding_attention" : "full_attention";
+            if (!cJSON_IsString(e) || strcmp(e->valuestring, want) != 0)
+                return llmk_fail(LLMK_UNSUPPORTED_FEATURE,
+                                 "config.json: layer_types[%lld] is %.40s, but llmk runs gemma3 in Gemma 3's pattern "
+                                 "(five sliding_attention layers, then one full_attention)",
+                                 (long long)il, cJSON_IsString(e) ? e->valuestring : "(not a string)");
+        }
+        return LLMK_OK;
+    }
+    int64_t pat = 6;
+    int st = jint(cfg, "sliding_window_pattern", 0, 1 << 20, &pat);
+    if (st == LLMK_NOT_FOUND) st = jint(cfg, "_sliding_window_pattern", 0, 1 << 20, &pat);
+    if (st != LLMK_OK && st != LLMK_NOT_FOUND) return st;
+    if (pat != 6 && pat != 1)
+        return llmk_fail(LLMK_UNSUPPORTED_FEATURE,
+                         "config.json: sliding_window_pattern %lld is not supported (6, Gemma 3's; or 1, no sliding)",
+                         (long long)pat);
+    *slides = pat == 6;
+    return LLMK_OK;
+}
+
+/* gemma3's keys as the converter writes them: rope_parameters keyed by
+ * layer kind (transformers 5), or the older rope_theta / rope_scaling /
+ * rope_local_base_freq; the sliding window; the final logit soft-cap. The
+ * query scale is not a key: llmk (as llama.cpp) uses 1/sqrt(head_dim), or
+ * 1/sqrt(hidden / heads) for the 62-layer 27B, so a query_pre_attn_scalar
+ * other than that is refused. */
+static int config_gemma3(const cJSON *cfg, const struct hf_hp *hp, llmk_gguf_writer *w) {
+    const char *a = hp->arch_name;
+    int st;
+    const cJSON *rp = jget(cfg, "rope_parameters");
+    if (!cJSON_IsObject(rp)) rp = jget(cfg, "rope_scaling");
+    const cJSON *full = NULL, *slide = NULL;
+    if (cJSON_IsObject(rp) && (jget(rp, "full_attention") || jget(rp, "sliding_attention"))) {
+        full = jget(rp, "full_attention");
+        slide = jget(rp, "sliding_attention");
+        if ((full && !cJSON_IsObject(full)) || (slide && !cJSON_IsObject(slide)))
+            return llmk_fail(LLMK_BAD_HYPERPARAMETER, "config.json: rope_parameters' entries are not objects");
+    } else if (cJSON_IsObject(rp)) {
+        full = rp;
+    }
+    double theta = 1e6, theta_swa = 0;
+    if ((st = full ? jreal(full, "rope_theta", &theta) : LLMK_NOT_FOUND) == LLMK_NOT_FOUND)
+        st = jreal(cfg, "rope_theta", &theta);
+    if (st != LLMK_OK && st != LLMK_NOT_FOUND) return st;
+    if ((st = slide ? jreal(slide, "rope_theta", &theta_swa) : LLMK_NOT_FOUND) == LLMK_NOT_FOUND)
+        st = jreal(cfg, "rope_local_base_freq", &theta_swa);
+    bool has_swa_base = st == LLMK_OK;
+    if (st != LLMK_OK && st != LLMK_NOT_FOUND) return st;
+    if (slide) { /* llmk's sliding layers rotate unscaled */
+        const cJSON *t = jget(slide, "rope_type");
+        if (t && (!cJSON_IsString(t) || strcmp(t->valuestring, "default") != 0))
+            return llmk_fail(LLMK_UNSUPPORTED_FEATURE,
+                             "config.json: rope scaling of the sliding layers is not supported (default)");
+    }
+    if ((st = put_f32(w, a, "rope.freq_base", theta)) != LLMK_OK ||
+        (has_swa_base && (st = put_f32(w, a, "rope.freq_base_swa", theta_swa)) != LLMK_OK) ||
+        (st = rope_scaling_keys(full, a, false, w)) != LLMK_OK)
+        return st;
+
+    bool slides;
+    if ((st = gemma3_layer_kinds(cfg, hp->n_layer, &slides)) != LLMK_OK) return st;
+    int64_t window = 4096; /* Gemma3TextConfig's default */
+    if ((st = jint(cfg, "sliding_window", 1, 1 << 30, &window)) != LLMK_OK && st != LLMK_NOT_FOUND) return st;
+    if (slides && (st = put_u32(w, a, "attention.sliding_window", window)) != LLMK_OK) return st;
+
+    int64_t qpas = 256, want = hp->n_layer == 62 ? hp->n_embd / hp->n_head : hp->head_dim;
+    if ((st = jint(cfg, "query_pre_attn_scalar", 1, 1 << 30, &qpas)) != LLMK_OK && st != LLMK_NOT_FOUND) return st;
+    if (qpas != want)
+        return llmk_fail(LLMK_UNSUPPORTED_FEATURE,
+                         "config.json: query_pre_attn_scalar %lld is not supported (llmk scales gemma3 queries by "
+                         "1/sqrt(%lld))", (long long)qpas, (long long)want);
+    double cap = 0;
+    if ((st = jreal(cfg, "final_logit_softcapping", &cap)) != LLMK_OK && st != LLMK_NOT_FOUND) return st;
+    if (st == LLMK_OK && cap != 0 && (st = put_f32(w, a, "final_logit_softcapping", cap)) != LLMK_OK) return st;
+    llmk_error_clear();
+    return LLMK_OK;
+}
+
 static int config_hparams(const cJSON *cfg, struct hf_hp *hp, llmk_gguf_writer *w) {
     int st;
-    if ((st = config_arch(cfg, hp)) != LLMK_OK || (st = config_refusals(cfg)) != LLMK_OK) return st;
+    if ((st = config_arch(cfg, hp)) != LLMK_OK || (st = config_refusals(cfg, hp->arch)) != LLMK_OK) return st;
     static const char *const need[] = {"num_hidden_layers", "hidden_size", "intermediate_size",
                                        "num_attention_heads", "max_position_embeddings"};
     int64_t *dst[] = {&hp->n_layer, &hp->n_embd, &hp->n_ff, &hp->n_head, &hp->n_ctx};
@@ -246,7 +375,7 @@ static int config_hparams(const cJSON *cfg, struct hf_hp *hp, llmk_gguf_writer *
     hp->n_head_kv = hp->n_head;
     if ((st = jint(cfg, "num_key_value_heads", 1, 1 << 20, &hp->n_head_kv)) != LLMK_OK && st != LLMK_NOT_FOUND)
         return st;
-    hp->head_dim = hp->n_embd / hp->n_head;
+    hp->head_dim = hp->arch == HF_GEMMA3 ? 256 : hp->n_embd / hp->n_head; /* Gemma3TextConfig's default */
     bool explicit_hd = (st = jint(cfg, "head_dim", 1, 1 << 16, &hp->head_dim)) == LLMK_OK;
     if (st != LLMK_OK && st != LLMK_NOT_FOUND) return st;
     hp->n_vocab = 0;
@@ -254,7 +383,8 @@ static int config_hparams(const cJSON *cfg, struct hf_hp *hp, llmk_gguf_writer *
     double eps = 1e-6;
     if ((st = jreal(cfg, "rms_norm_eps", &eps)) != LLMK_OK && st != LLMK_NOT_FOUND) return st;
     const cJSON *tie = jget(cfg, "tie_word_embeddings");
-    hp->tied = cJSON_IsTrue(tie); /* the three classes default to untied */
+    /* llama and qwen default to untied, Gemma3TextConfig to tied */
+    hp->tied = hp->arch == HF_GEMMA3 ? !cJSON_IsFalse(tie) : cJSON_IsTrue(tie);
     llmk_error_clear();
 
     const char *a = hp->arch_name;
@@ -265,19 +395,21 @@ static int config_hparams(const cJSON *cfg, struct hf_hp *hp, llmk_gguf_writer *
         (st = put_u32(w, a, "feed_forward_length", hp->n_ff)) != LLMK_OK ||
         (st = put_u32(w, a, "attention.head_count", hp->n_head)) != LLMK_OK ||
         (st = put_u32(w, a, "attention.head_count_kv", hp->n_head_kv)) != LLMK_OK ||
-        (st = put_u32(w, a, "rope.dimension_count", hp->head_dim)) != LLMK_OK ||
         (st = put_f32(w, a, "attention.layer_norm_rms_epsilon", eps)) != LLMK_OK)
         return st;
-    if (explicit_hd && ((st = put_u32(w, a, "attention.key_length", hp->head_dim)) != LLMK_OK ||
-                        (st = put_u32(w, a, "attention.value_length", hp->head_dim)) != LLMK_OK))
+    /* the gemma3 conversion has no rope.dimension_count, and always the key/value length */
+    if (hp->arch != HF_GEMMA3 && (st = put_u32(w, a, "rope.dimension_count", hp->head_dim)) != LLMK_OK) return st;
+    if ((explicit_hd || hp->arch == HF_GEMMA3) &&
+        ((st = put_u32(w, a, "attention.key_length", hp->head_dim)) != LLMK_OK ||
+         (st = put_u32(w, a, "attention.value_length", hp->head_dim)) != LLMK_OK))
         return st;
-    return config_rope(cfg, a, w);
+    return hp->arch == HF_GEMMA3 ? config_gemma3(cfg, hp, w) : config_rope(cfg, a, w);
 }
 
 /* ---- tokenizer.json ------------------------------------------------------------ */
 
 /* GGUF token types (llama.cpp's numbering, a fact of the format). */
-enum { TT_NORMAL = 1, TT_CONTROL = 3, TT_USER = 4, TT_UNUSED = 5 };
+enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER = 4, TT_UNUSED = 5, TT_BYTE = 6 };
 
 /* The split patterns of the families' tokenizer.json files, as JSON decodes
  * them (facts of those files); each maps to the tokenizer.ggml.pre name
@@ -324,9 +456,12 @@ static const char *pre_name(const cJSON *pre) {
 
 struct hf_vocab {
     int64_t n;
-    const char **text; /* into the JSON, or into pads */
+    const char **text; /* into the JSON, or into pads / user_texts */
     uint8_t *type;
+    float *score;      /* SentencePiece-style only */
     char *pads;        /* "[PADi]" texts of unused ids */
+    char **user_texts; /* SentencePiece-style: user-defined tokens' texts with U+2581 as a space */
+    size_t n_user_texts;
     const char **merges;
     char *merge_arena;
     size_t n_merges;
@@ -335,15 +470,22 @@ struct hf_vocab {
 static void vocab_free(struct hf_vocab *v) {
     free(v->text);
     free(v->type);
+    free(v->score);
     free(v->pads);
+    for (size_t i = 0; i < v->n_user_texts; i++) free(v->user_texts[i]);
+    free(v->user_texts);
     free(v->merges);
     free(v->merge_arena);
 }
 
+/* The added-token texts the converter types CONTROL even when not marked
+ * special (its list: deepseek-coder's, gemma's). */
 static bool looks_special(const char *s) {
     size_t n = strlen(s);
-    return !strcmp(s, "<pad>") || !strcmp(s, "<mask>") ||
-           (n >= 4 && !strncmp(s, "<|", 2) && !strcmp(s + n - 2, "|>"));
+    return !strcmp(s, "<pad>") || !strcmp(s, "<mask>") || !strcmp(s, "<2mass>") || !strcmp(s, "[@BOS@]") ||
+           (n >= 4 && !strncmp(s, "<|", 2) && !strcmp(s + n - 2, "|>")) ||
+           (n >= 8 && !strncmp(s, "<\xef\xbd\x9c", 4) && !strcmp(s + n - 4, "\xef\xbd\x9c>")) ||
+           (n >= 8 && !strncmp(s, "<unused", 7) && s[n - 1] == '>');
 }
 
 static int vocab_ids(const cJSON *tj, int64_t n_cfg, struct hf_vocab *v) {
@@ -435,6 +577,81 @@ static int vocab_merges(const cJSON *model, struct hf_vocab *v) {
     return LLMK_OK;
 }
 
+/* "<0xHH>": a SentencePiece byte piece. */
+static bool byte_piece(const char *s) {
+    static const char hex[] = "0123456789ABCDEF";
+    return strlen(s) == 6 && !strncmp(s, "<0x", 3) && s[5] == '>' && s[3] && strchr(hex, s[3]) && s[4] &&
+           strchr(hex, s[4]);
+}
+
+/* U+2581 (the SentencePiece space) as ' ', in a copy the vocabulary owns. */
+static int user_text(struct hf_vocab *v, const char *s, const char **out) {
+    char **u = realloc(v->user_texts, (v->n_user_texts + 1) * sizeof *u);
+    if (!u) return llmk_fail(LLMK_OUT_OF_MEMORY, "tokenizer: user-defined tokens");
+    v->user_texts = u;
+    char *d = malloc(strlen(s) + 1), *p = d;
+    if (!d) return llmk_fail(LLMK_OUT_OF_MEMORY, "tokenizer: user-defined tokens");
+    while (*s)
+        if (!strncmp(s, "\xe2\x96\x81", 3)) *p++ = ' ', s += 3;
+        else *p++ = *s++;
+    *p = 0;
+    v->user_texts[v->n_user_texts++] = d;
+    *out = d;
+    return LLMK_OK;
+}
+
+/* The SentencePiece view of a byte_fallback BPE, as the converter builds it
+ * from tokenizer.model: byte pieces BYTE, the unk piece UNKNOWN, the other
+ * pieces NORMAL with the scores SentencePiece's BPE trainer gives them (0,
+ * -1, -2, ... in id order: a piece's score is minus its merge rank, which is
+ * what orders merges in llmk's SentencePiece tokenizer); added tokens as
+ * tokenizer.json types them, then tokenizer_config.json's
+ * added_tokens_decoder, which the converter reads: special (or special-
+ * looking) CONTROL, else USER_DEFINED with U+2581 read as a space, score
+ * -1000; padding ids UNUSED, score -10000. */
+static int vocab_spm(const cJSON *tj, const cJSON *tc, struct hf_vocab *v) {
+    v->score = calloc((size_t)v->n, sizeof *v->score);
+    uint8_t *added = calloc((size_t)v->n, 1);
+    if (!v->score || !added) {
+        free(added);
+        return llmk_fail(LLMK_OUT_OF_MEMORY, "tokenizer: %lld scores", (long long)v->n);
+    }
+    const cJSON *list = jget(tj, "added_tokens");
+    for (const cJSON *e = cJSON_IsArray(list) ? list->child : NULL; e; e = e->next)
+        added[(int64_t)jget(e, "id")->valuedouble] = 1; /* vocab_ids checked the ids */
+    const cJSON *unk = jget(jget(tj, "model"), "unk_token");
+    int64_t rank = 0;
+    for (int64_t i = 0; i < v->n; i++) {
+        if (v->type[i] == TT_UNUSED) v->score[i] = -10000.0f;
+        else if (added[i]) continue;
+        else if (byte_piece(v->text[i])) v->type[i] = TT_BYTE;
+        else if (cJSON_IsString(unk) && !strcmp(v->text[i], unk->valuestring)) v->type[i] = TT_UNKNOWN;
+        else v->score[i] = -(float)rank++;
+    }
+    free(added);
+    const cJSON *dec = jget(tc, "added_tokens_decoder");
+    for (const cJSON *e = cJSON_IsObject(dec) ? dec->child : NULL; e; e = e->next) {
+        const cJSON *c = jget(e, "content");
+        char *end = NULL;
+        errno = 0;
+        long long id = strtoll(e->string, &end, 10);
+        if (!cJSON_IsString(c) || !*e->string || *end || errno || id < 0)
+            return llmk_fail(LLMK_TOKENIZER_BAD_DATA,
+                             "tokenizer_config.json: added_tokens_decoder entry '%.40s' is not an id with a content",
+                             e->string);
+        if (id >= v->n) continue; /* the converter skips these */
+        bool control = jtrue(e, "special") || looks_special(c->valuestring);
+        v->type[id] = control ? TT_CONTROL : TT_USER;
+        v->score[id] = -1000.0f;
+        v->text[id] = c->valuestring;
+        if (!control) {
+            int st = user_text(v, c->valuestring, &v->text[id]);
+            if (st != LLMK_OK) return st;
+        }
+    }
+    return LLMK_OK;
+}
+
 /* The id of the added token whose content is tokenizer_config's <typ>_token. */
 static int64_t special_from_config(const cJSON *tj, const cJSON *tc, const char *typ) {
     char key[32];
@@ -462,14 +679,16 @@ static int64_t special_id_field(const cJSON *o, const char *typ, bool list_ok) {
  * config.json's ids (the converter's order), then generation_config.json. */
 static int tok_specials(const cJSON *tj, const cJSON *tc, const cJSON *cfg, const cJSON *gen, int64_t n,
                         llmk_gguf_writer *w) {
-    static const char *const typs[] = {"bos", "eos", "unk", "pad"};
+    static const char *const typs[] = {"bos", "eos", "unk", "pad", "mask"};
     for (size_t i = 0; i < LLMK_ARRAY_LEN(typs); i++) {
         int64_t id = special_from_config(tj, tc, typs[i]);
         if (id < 0) id = special_id_field(cfg, typs[i], false);
         if (id < 0) id = special_id_field(gen, typs[i], true);
         if (id < 0 || id >= n) continue;
         char key[64];
-        snprintf(key, sizeof key, "tokenizer.ggml.%s_token_id", !strcmp(typs[i], "pad") ? "padding" : typs[i]);
+        /* GGUF's key names: padding_token_id, unknown_token_id */
+        snprintf(key, sizeof key, "tokenizer.ggml.%s_token_id",
+                 !strcmp(typs[i], "pad") ? "padding" : !strcmp(typs[i], "unk") ? "unknown" : typs[i]);
         int st = llmk_gguf_writer_set_u32(w, key, (uint32_t)id);
         if (st != LLMK_OK) return st;
     }
@@ -531,15 +750,54 @@ static int tok_chat_template(const char *dir, const cJSON *tc, llmk_gguf_writer 
     return st;
 }
 
-static int tok_check(const cJSON *tj, const char **pre) {
+static bool string_pattern(const cJSON *o, const char *s) {
+    const cJSON *p = jget(jget(o, "pattern"), "String");
+    return cJSON_IsString(p) && !strcmp(p->valuestring, s);
+}
+
+/* Gemma's SentencePiece-style tokenizer.json: a byte_fallback BPE with
+ * spaces replaced by U+2581 and no prefix space added (so no pre-tokenizer
+ * split is left to do: the Split on " " that follows finds none). */
+static int tok_check_spm(const cJSON *tj) {
+    const cJSON *model = jget(tj, "model"), *norm = jget(tj, "normalizer"), *pre = jget(tj, "pre_tokenizer");
+    const cJSON *beh = jget(pre, "behavior");
+    if ((jget(model, "continuing_subword_prefix") && !cJSON_IsNull(jget(model, "continuing_subword_prefix"))) ||
+        (jget(model, "end_of_word_suffix") && !cJSON_IsNull(jget(model, "end_of_word_suffix"))))
+        return llmk_fail(LLMK_TOKENIZER_UNSUPPORTED,
+                         "tokenizer.json: a subword prefix or suffix is not supported in a SentencePiece-style BPE");
+    const cJSON *rc = jget(norm, "content");
+    if (!is_type(norm, "Replace") || !string_pattern(norm, " ") || !cJSON_IsString(rc) ||
+        strcmp(rc->valuestring, "\xe2\x96\x81") != 0)
+        return llmk_fail(LLMK_TOKENIZER_UNSUPPORTED,
+                         "tokenizer.json: a SentencePiece-style BPE needs Gemma's normalizer (spaces replaced by "
+                         "U+2581, no prefix space)");
+    if (pre && !cJSON_IsNull(pre) &&
+        !(is_type(pre, "Split") && string_pattern(pre, " ") && !jtrue(pre, "invert") && cJSON_IsString(beh) &&
+          !strcmp(beh->valuestring, "MergedWithPrevious")))
+        return llmk_fail(LLMK_TOKENIZER_UNSUPPORTED,
+                         "tokenizer.json: a SentencePiece-style BPE with this pre-tokenizer is not supported (none, "
+                         "or Gemma's Split on spaces)");
+    return LLMK_OK;
+}
+
+static int tok_check(const cJSON *tj, enum hf_arch arch, const char **pre, bool *spm) {
     const cJSON *model = jget(tj, "model");
+    *spm = false;
     if (!is_type(model, "BPE"))
         return llmk_fail(LLMK_TOKENIZER_UNSUPPORTED, "tokenizer.json: model type %.40s is not supported (BPE)",
                          cJSON_IsString(jget(model, "type")) ? jget(model, "type")->valuestring : "(none)");
+    /* The converter reads gemma3's tokenizer.model (SentencePiece, no prefix
+     * space); llama's would need the prefix space its tokenizer.json states
+     * another way, and is not done. */
+    if (jtrue(model, "byte_fallback") && arch == HF_GEMMA3) {
+        *spm = true;
+        *pre = "default";
+        return tok_check_spm(tj);
+    }
     if (jtrue(model, "byte_fallback"))
         return llmk_fail(LLMK_TOKENIZER_UNSUPPORTED,
                          "tokenizer.json: a SentencePiece-style BPE (byte_fallback) is not supported from a folder "
-                         "(byte-level BPE is)");
+                         "of this architecture (byte-level BPE is; SentencePiece-style for gemma3)");
     const cJSON *norm = jget(tj, "normalizer");
     /* NFC is what Qwen2's file names; the GGUF conversion drops it too. */
     if (norm && !cJSON_IsNull(norm) && !is_type(norm, "NFC"))
@@ -556,26 +814,36 @@ static int tok_check(const cJSON *tj, const char **pre) {
 /* tokenizer.json (+ tokenizer_config.json, generation_config.json) into
  * tokenizer.ggml.* metadata. No tokenizer.json: no tokenizer keys (the
  * model still runs on ids). */
-static int tokenizer_meta(const char *dir, const cJSON *cfg, int64_t n_cfg, llmk_gguf_writer *w) {
+static int tokenizer_meta(const char *dir, const cJSON *cfg, struct hf_hp *hp, llmk_gguf_writer *w) {
     cJSON *tj = NULL, *tc = NULL, *gen = NULL;
     struct hf_vocab v = {0};
     const char *pre = NULL;
+    bool spm = false;
     int st = read_json(dir, "tokenizer.json", false, &tj);
     if (st != LLMK_OK || !tj) return st;
     if ((st = read_json(dir, "tokenizer_config.json", false, &tc)) == LLMK_OK &&
-        (st = read_json(dir, "generation_config.json", false, &gen)) == LLMK_OK && (st = tok_check(tj, &pre)) == LLMK_OK &&
-        (st = vocab_ids(tj, n_cfg, &v)) == LLMK_OK && (st = vocab_merges(jget(tj, "model"), &v)) == LLMK_OK) {
+        (st = read_json(dir, "generation_config.json", false, &gen)) == LLMK_OK &&
+        (st = tok_check(tj, hp->arch, &pre, &spm)) == LLMK_OK && (st = vocab_ids(tj, hp->n_vocab, &v)) == LLMK_OK &&
+        (st = spm ? vocab_spm(tj, tc, &v) : vocab_merges(jget(tj, "model"), &v)) == LLMK_OK) {
+        hp->n_tok = v.n;
         uint8_t *tt = malloc((size_t)v.n * 4);
         if (!tt) st = llmk_fail(LLMK_OUT_OF_MEMORY, "tokenizer: token types");
         for (int64_t i = 0; tt && i < v.n; i++) tt[4 * i] = v.type[i], tt[4 * i + 1] = tt[4 * i + 2] = tt[4 * i + 3] = 0;
-        if (st == LLMK_OK) st = llmk_gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2");
+        if (st == LLMK_OK) st = llmk_gguf_writer_set_str(w, "tokenizer.ggml.model", spm ? "llama" : "gpt2");
         if (st == LLMK_OK) st = llmk_gguf_writer_set_str(w, "tokenizer.ggml.pre", pre);
         if (st == LLMK_OK) st = llmk_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", v.text, (uint64_t)v.n);
+        if (st == LLMK_OK && spm)
+            st = llmk_gguf_writer_set_arr(w, "tokenizer.ggml.scores", LLMK_GGUF_FLOAT32, v.score, (uint64_t)v.n);
         if (st == LLMK_OK) st = llmk_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", LLMK_GGUF_INT32, tt, (uint64_t)v.n);
-        if (st == LLMK_OK) st = llmk_gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", v.merges, v.n_merges);
+        if (st == LLMK_OK && !spm)
+            st = llmk_gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", v.merges, v.n_merges);
         free(tt);
         if (st == LLMK_OK) st = tok_specials(tj, tc, cfg, gen, v.n, w);
         if (st == LLMK_OK) st = tok_add_bos(tj, tc, w);
+        const cJSON *add_eos = jget(tc, "add_eos_token");
+        if (st == LLMK_OK && spm && cJSON_IsBool(add_eos))
+            st = llmk_gguf_writer_set_bool(w, "tokenizer.ggml.add_eos_token", cJSON_IsTrue(add_eos));
+        if (st == LLMK_OK && spm) st = llmk_gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", false);
         if (st == LLMK_OK) st = tok_chat_template(dir, tc, w);
     }
     vocab_free(&v);
@@ -609,6 +877,13 @@ static int gguf_name(const char *hf, const struct hf_hp *hp, char *out, size_t c
     while (*p >= '0' && *p <= '9' && digits < 7) il = il * 10 + (*p++ - '0'), digits++;
     if (!digits || *p++ != '.' || il >= hp->n_layer) return -1;
     if (!strcmp(p, "self_attn.rotary_emb.inv_freq")) return 0; /* old checkpoints: recomputed from config */
+    /* gemma3's four norms around each block (its post_attention_layernorm
+     * is a post-norm, not llama's pre-FFN norm) */
+    static const char *const gemma3_norms[][2] = {{"post_attention_layernorm.weight", "post_attention_norm.weight"},
+                                                  {"pre_feedforward_layernorm.weight", "ffn_norm.weight"},
+                                                  {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"}};
+    for (size_t i = 0; hp->arch == HF_GEMMA3 && i < LLMK_ARRAY_LEN(gemma3_norms); i++)
+        if (!strcmp(p, gemma3_norms[i][0])) return snprintf(out, cap, "blk.%ld.%s", il, gemma3_norms[i][1]), 1;
     for (size_t i = 0; i < LLMK_ARRAY_LEN(per_layer); i++)
         if (!strcmp(p, per_layer[i][0])) return snprintf(out, cap, "blk.%ld.%s", il, per_layer[i][1]), 1;
     return -1;
@@ -643,6 +918,34 @@ static int permute_rows(struct hf_owner *o, llmk_tensor_info *t, int64_t heads) 
     return own_copy(o, dst);
 }
 
+/* Gemma3RMSNorm scales by 1 + w, and the converter stores 1 + w: an f32
+ * copy (norms are 1-D and small), computed as the converter does: bf16
+ * widened to f32 first, then + 1 in f32; f16 stays f16 for the sum, so
+ * 1 + w rounds to f16 before it is widened. */
+static int shift_norm(struct hf_owner *o, llmk_tensor_info *t) {
+    if (t->n_dims != 1)
+        return llmk_fail(LLMK_TENSOR_SHAPE_MISMATCH, "%s: a norm of %u dimensions (1 expected)", t->name, t->n_dims);
+    float *dst = malloc((size_t)t->ne[0] * sizeof *dst);
+    if (!dst) return llmk_fail(LLMK_OUT_OF_MEMORY, "%s: %llu floats", t->name, (unsigned long long)t->ne[0]);
+    const unsigned char *src = t->data;
+    for (uint64_t i = 0; i < t->ne[0]; i++) {
+        uint16_t h;
+        float f;
+        if (t->type == LLMK_TYPE_F32) {
+            memcpy(&f, src + 4 * i, 4);
+            dst[i] = f + 1.0f;
+            continue;
+        }
+        memcpy(&h, src + 2 * i, 2);
+        if (t->type == LLMK_TYPE_BF16) dst[i] = llmk_bf16_to_fp32(h) + 1.0f;
+        else dst[i] = llmk_fp16_to_fp32(llmk_fp32_to_fp16(llmk_fp16_to_fp32(h) + 1.0f));
+    }
+    t->type = LLMK_TYPE_F32;
+    t->data = dst;
+    t->n_bytes = t->ne[0] * sizeof *dst;
+    return own_copy(o, dst);
+}
+
 /* An element-misaligned tensor (the format does not align data) gets an
  * aligned copy: kernels may load whole elements. */
 static int align_data(struct hf_owner *o, llmk_tensor_info *t) {
@@ -653,6 +956,11 @@ static int align_data(struct hf_owner *o, llmk_tensor_info *t) {
     memcpy(p, t->data, (size_t)t->n_bytes);
     t->data = p;
     return own_copy(o, p);
+}
+
+static bool ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && !strcmp(s + n - k, suffix);
 }
 
 static int tensor_info(const llmk_st_tensor *s, const struct hf_hp *hp, struct hf_owner *o, const char *gname,
@@ -667,6 +975,15 @@ static int tensor_info(const llmk_st_tensor *s, const struct hf_hp *hp, struct h
     t->n_bytes = s->end - s->begin;
     t->data = s->data;
     int st = align_data(o, t);
+    if (st == LLMK_OK && hp->arch == HF_GEMMA3 && ends_with(s->name, "norm.weight")) st = shift_norm(o, t);
+    /* The converter drops embedding rows beyond the tokenizer's vocabulary
+     * (which, padded to config's vocab_size, is normally all of them). */
+    if (st == LLMK_OK && hp->arch == HF_GEMMA3 && hp->n_tok && !strcmp(gname, "token_embd.weight") &&
+        t->n_dims == 2 && t->ne[1] > (uint64_t)hp->n_tok) {
+        t->n_bytes = t->n_bytes / t->ne[1] * (uint64_t)hp->n_tok;
+        t->ne[1] = (uint64_t)hp->n_tok;
+        t->n_elements = t->ne[0] * t->ne[1];
+    }
     if (st != LLMK_OK || hp->arch != HF_LLAMA) return st;
     const char *dot = strrchr(gname, '.');
     size_t stem = dot ? (size_t)(dot - gname) : 0;
@@ -792,7 +1109,7 @@ static int hf_open(const char *dir, llmk_gguf **out) {
     if (st == LLMK_OK) st = read_json(dir, "config.json", true, &cfg);
     if (st == LLMK_OK) st = llmk_gguf_writer_init(&w);
     if (st == LLMK_OK) st = config_hparams(cfg, &hp, w);
-    if (st == LLMK_OK) st = tokenizer_meta(dir, cfg, hp.n_vocab, w);
+    if (st == LLMK_OK) st = tokenizer_meta(dir, cfg, &hp, w);
     if (st == LLMK_OK) st = open_shards(dir, o);
     if (st == LLMK_OK) st = collect_tensors(&hp, o, &t, &names, &n);
     if (st == LLMK_OK) st = meta_image(w, &img, &img_size);

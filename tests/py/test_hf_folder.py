@@ -169,10 +169,164 @@ def test_info_describes_a_folder_as_a_folder(name):
     fmt = next(line for line in out.splitlines() if line.startswith("format:"))
     assert "Hugging Face folder" in fmt and "GGUF" not in fmt
     want = 0
+    gemma = META["models"][name]["arch"] == "gemma3"
     for f in sorted(os.listdir(folder)):
         if f.endswith(".safetensors"):
             with open(os.path.join(folder, f), "rb") as fh:
                 (n,) = struct.unpack("<Q", fh.read(8))
                 header = json.loads(fh.read(n))
-            want += sum(e - b for k, v in header.items() if k != "__metadata__" for b, e in [v["data_offsets"]])
+            for k, v in header.items():
+                if k == "__metadata__":
+                    continue
+                # gemma3's norms are held as f32 copies of 1 + w (the converter's shift)
+                shifted = gemma and k.endswith("norm.weight")
+                want += 4 * v["shape"][0] if shifted else v["data_offsets"][1] - v["data_offsets"][0]
     assert f" {want} bytes of tensors" in fmt
+
+
+# ---- gemma3 -------------------------------------------------------------------
+
+G3 = os.path.join(FIX, "gemma3_bf16")
+
+
+def tokenize(model, text, special, bos):
+    with tempfile.TemporaryDirectory() as d:
+        p = os.path.join(d, "t.txt")
+        with open(p, "wb") as fh:
+            fh.write(text.encode("utf-8"))
+        args = ["tokenize", "-m", model, "-f", p] + (["--special"] if special else []) + ([] if bos else ["--no-bos"])
+        return json.loads(run(*args).stdout)
+
+
+def test_gemma3_tokenizer_on_tokenizer_corpus():
+    """The folder's tokenizer.json, read as the SentencePiece model the
+    converter builds from tokenizer.model, gives the GGUF conversion's ids
+    and transformers' GemmaTokenizer ids on the whole tokenizer corpus (and
+    the Gemma turn texts), with special tokens parsed or not; BOS added as
+    the GGUF says."""
+    cases = META["models"]["gemma3_bf16"]["tokenize_corpus"]
+    assert len(cases) > 30
+    for c in cases:
+        got = tokenize(G3, c["text"], c["special"], False)
+        assert got == tokenize(G3 + ".gguf", c["text"], c["special"], False), repr(c["text"])
+        assert got == c["ids"], repr(c["text"])
+    c = cases[0]
+    assert tokenize(G3, c["text"], False, True) == [2] + c["ids"]
+
+
+def metadata(model):
+    return json.loads(run("info", "--json", "-m", model).stdout)["metadata"]
+
+
+def test_gemma3_metadata_equals_conversion():
+    """Every metadata value the conversion has (the token scores and types
+    included) the folder's view has too, bit for bit, except the converter's
+    general.* labels and add_sep_token, which llmk does not read."""
+    a, b = metadata(G3), metadata(G3 + ".gguf")
+    skip = lambda k: k.startswith("general.") and k != "general.architecture" or k == "tokenizer.ggml.add_sep_token"
+    assert {k: v for k, v in a.items() if not skip(k)} == {k: v for k, v in b.items() if not skip(k)}
+    for k in ("gemma3.attention.sliding_window", "gemma3.rope.freq_base_swa", "gemma3.final_logit_softcapping",
+              "tokenizer.ggml.scores", "tokenizer.ggml.add_space_prefix"):
+        assert k in a, k
+
+
+def test_gemma3_folder_keeps_bf16_matrices():
+    """Matrices stay BF16 (the mapping's bytes); only the 1-D norms become
+    f32 (1 + w, as the converter stores them)."""
+    tensors = json.loads(run("info", "--json", "-m", G3).stdout)["tensors"]
+    for t in tensors:
+        want = "f32" if t["name"].endswith("norm.weight") else "bf16"
+        assert t["type"].lower() == want, t
+
+
+def g3_copy(tmp, edit):
+    d = os.path.join(tmp, "g3_%d" % len(os.listdir(tmp)))
+    shutil.copytree(G3, d)
+    with open(os.path.join(d, "config.json"), encoding="utf-8") as fh:
+        cfg = json.load(fh)
+    edit(cfg)
+    with open(os.path.join(d, "config.json"), "w", encoding="utf-8") as fh:
+        json.dump(cfg, fh)
+    return d
+
+
+def test_gemma3_older_config_keys():
+    """A transformers 4 config (rope_theta, rope_scaling, rope_local_base_freq,
+    sliding_window_pattern; no layer_types or rope_parameters) is the same
+    model: the same logits as the conversion."""
+    def old(cfg):
+        rp = cfg.pop("rope_parameters")
+        cfg.pop("layer_types")
+        cfg.pop("_sliding_window_pattern", None)
+        cfg["rope_theta"] = rp["full_attention"]["rope_theta"]
+        cfg["rope_scaling"] = {"rope_type": "linear", "factor": rp["full_attention"]["factor"]}
+        cfg["rope_local_base_freq"] = rp["sliding_attention"]["rope_theta"]
+        cfg["sliding_window_pattern"] = 6
+        cfg["hidden_act"] = cfg.pop("hidden_activation")
+    ids = META["models"]["gemma3_bf16"]["sequences"]["text0"]
+    with tempfile.TemporaryDirectory() as tmp:
+        d = g3_copy(tmp, old)
+        assert logits(d, ids, "f32") == logits(G3 + ".gguf", ids, "f32")
+        # and the keys do matter: a different local base changes the logits
+        d = g3_copy(tmp, lambda c: (old(c), c.update(rope_local_base_freq=20000.0)))
+        assert logits(d, ids, "f32") != logits(G3 + ".gguf", ids, "f32")
+
+
+def test_gemma3_refusals():
+    def setk(**kw):
+        return lambda c: c.update(kw)
+    lt = ["sliding_attention"] * 6
+    cases = [
+        (setk(architectures=["Gemma3ForConditionalGeneration"]), ["Gemma3ForConditionalGeneration", "Gemma3ForCausalLM"]),
+        (setk(attn_logit_softcapping=50.0), ["attn_logit_softcapping", "not supported"]),
+        (setk(layer_types=lt), ["layer_types[5]", "sliding_attention"]),
+        (lambda c: (c.pop("layer_types"), c.update(sliding_window_pattern=4)), ["sliding_window_pattern 4"]),
+        (setk(query_pre_attn_scalar=256), ["query_pre_attn_scalar 256", "1/sqrt(16)"]),
+        (setk(hidden_activation="gelu"), ["hidden_activation gelu", "gelu_pytorch_tanh"]),
+        (lambda c: c["rope_parameters"]["sliding_attention"].update(rope_type="linear", factor=2.0),
+         ["sliding layers"]),
+        (lambda c: c["rope_parameters"]["full_attention"].update(rope_type="yarn"), ["yarn", "not supported"]),
+        (setk(use_bidirectional_attention=True), ["use_bidirectional_attention"]),
+    ]
+    with tempfile.TemporaryDirectory() as tmp:
+        for edit, words in cases:
+            refused(g3_copy(tmp, edit), *words)
+        # a byte_fallback tokenizer.json whose normalizer is not Gemma's
+        d = g3_copy(tmp, lambda c: None)
+        p = os.path.join(d, "tokenizer.json")
+        with open(p, encoding="utf-8") as fh:
+            tj = json.load(fh)
+        tj["normalizer"] = {"type": "NFKC"}
+        with open(p, "w", encoding="utf-8") as fh:
+            json.dump(tj, fh)
+        refused(d, "normalizer")
+
+
+def test_gemma3_embedding_rows_beyond_the_vocabulary_dropped():
+    """An embedding with more rows than config's vocab_size (the tokenizer's
+    size): the converter drops the extra rows, and so does the view (the
+    tied output then has vocab_size logits, the conversion's)."""
+    ids = META["models"]["gemma3_bf16"]["sequences"]["chat"]
+    with tempfile.TemporaryDirectory() as tmp:
+        d = g3_copy(tmp, lambda c: None)
+        st = os.path.join(d, "model.safetensors")
+        with open(st, "rb") as fh:
+            raw = fh.read()
+        (n,) = struct.unpack("<Q", raw[:8])
+        hdr = json.loads(raw[8:8 + n])
+        body = raw[8 + n:]
+        out, off = b"", 0
+        for k in sorted((k for k in hdr if k != "__metadata__"), key=lambda k: hdr[k]["data_offsets"][0]):
+            b, e = hdr[k]["data_offsets"]
+            data = body[b:e]
+            if k == "model.embed_tokens.weight":
+                rows, cols = hdr[k]["shape"]
+                data += b"\x80\x3f" * (10 * cols)  # ten more rows of bf16 1.0
+                hdr[k]["shape"] = [rows + 10, cols]
+            hdr[k]["data_offsets"] = [off, off + len(data)]
+            out += data
+            off += len(data)
+        h = json.dumps(hdr).encode()
+        with open(st, "wb") as fh:
+            fh.write(struct.pack("<Q", len(h)) + h + out)
+        assert logits(d, ids, "f32") == logits(G3 + ".gguf", ids, "f32")

@@ -1,7 +1,7 @@
 """Tiny Hugging Face model folders (tests/fixtures/hf/), their GGUF conversion
 by llama.cpp's convert_hf_to_gguf.py, and transformers' reference logits.
 
-    /tmp/refvenv/bin/python tests/ref/make_hf_fixtures.py --convert DIR
+    /tmp/refvenv/bin/python tests/ref/make_hf_fixtures.py --convert DIR [--only NAME]
 
 DIR is the llama.cpp tree of the llama-cpp-python sdist (its vendor/llama.cpp,
 fetched as bench/llamacpp_tools.sh does: `pip download --no-binary :all:
@@ -15,9 +15,16 @@ scale as in model_tiny.py so logits are well spread):
                      with model.safetensors.index.json, untied lm_head
   qwen2_bf16         Qwen2ForCausalLM, BF16 (QKV biases), tied embeddings
   qwen3_f16          Qwen3ForCausalLM, F16, head_dim 32 != hidden/heads
+  gemma3_bf16        Gemma3ForCausalLM, BF16: model_gemma3.py's model and
+                     SentencePiece tokenizer (imported, not redefined), made
+                     smaller (hidden 32, head_dim 16, ffn 64; still six layers,
+                     so five sliding and one global) and with a final logit
+                     soft-cap of 30 so that key is exercised
 Each has tokenizer.json (a byte-level BPE trained with `tokenizers` behind the
 family's split regex, from model_tiny.py), tokenizer_config.json and
-generation_config.json, and beside it NAME.gguf converted with --outtype equal
+generation_config.json (gemma3: tokenizer.json, tokenizer.model for the
+converter's sentencepiece branch, Gemma 3's tokenizer_config.json and chat
+template as model_gemma3.save_hf writes them), and beside it NAME.gguf converted with --outtype equal
 to the folder's dtype (so the matrices are the same bits).
 
 The converter names the pre-tokenizer by hashing how the tokenizer splits a
@@ -31,8 +38,9 @@ pre-tokenizer, the special tokens; with a config.json and no weights. The
 tokenizer test compares `llmk tokenize -m smollm2_tok/` with the ids in
 tests/fixtures/tokenizer/smollm2.json, which the real HF tokenizer produced.
 
-hf.json records per model: the token ids of a few texts (tokenizers'),
-id sequences, and in NAME_logits.npz transformers' fp32 logits (eager, the
+hf.json records per model: the token ids of a few texts (tokenizers'; for
+gemma3 transformers' GemmaTokenizer ids of the whole tokenizer corpus,
+model_gemma3.tokenizer_cases), id sequences, and in NAME_logits.npz transformers' fp32 logits (eager, the
 bf16/f16 weights upcast) at every position.
 """
 import argparse
@@ -132,6 +140,45 @@ def reference(model, tk, kind, name):
     return {"sequences": seqs, "tokenize": [{"text": t, "ids": tk.encode(t).ids} for t in TEXTS]}
 
 
+def write_gemma3(llama_dir, name="gemma3_bf16"):
+    """model_gemma3's model and tokenizer as a BF16 folder, its conversion and
+    transformers' logits (the folder loaded back in fp32)."""
+    import tempfile
+
+    import sentencepiece
+    import torch
+    import transformers as tf
+
+    import model_gemma3 as g3
+
+    d = os.path.join(OUT, name)
+    os.makedirs(d, exist_ok=True)
+    for f in os.listdir(d):
+        os.unlink(os.path.join(d, f))
+    s = dict(g3.spec(), hidden=32, head_dim=16, query_pre_attn_scalar=16, ffn=64, final_logit_softcapping=30.0)
+    with tempfile.TemporaryDirectory() as tmp:
+        spm_path = g3.train_spm(tmp)
+        sp = sentencepiece.SentencePieceProcessor(model_file=spm_path)
+        model = g3.build_model(s, sp.get_piece_size(), g3.SEED + 100).to(torch.bfloat16)
+        tok = g3.save_hf(model, spm_path, d)
+    convert(llama_dir, name, "gemma3", "bf16")
+    ref = tf.AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32, attn_implementation="eager").eval()
+    rng = np.random.default_rng(14)
+    bos = tok.bos_token_id
+    seqs = {"text0": tok.encode(g3.SEQ_TEXT), "chat": tok.encode(g3.CHAT_TEXT),
+            "rand0": [bos] + rng.integers(4, len(tok), 20).tolist()}
+    logits = {}
+    with torch.no_grad():
+        for k, ids in seqs.items():
+            logits[k] = ref(torch.tensor([ids])).logits[0].float().numpy()
+    np.savez_compressed(os.path.join(OUT, name + "_logits.npz"), **logits)
+    cases = g3.tokenizer_cases(tok, sp)
+    return {"arch": "gemma3", "dtype": "bf16", "sequences": seqs,
+            "tokenize": [{"text": c["text"], "ids": c["ids_with_bos"]} for c in cases if not c["special"]],
+            "tokenize_corpus": [{k: c[k] for k in ("text", "special", "ids")} for c in cases],
+            "hparams": s, "n_vocab": len(tok)}
+
+
 def smollm2_tokenizer(gguf_path):
     """SmolLM2's tokenizer.json rebuilt from the GGUF's tokenizer.ggml.* keys."""
     from gguf import GGUFReader
@@ -168,8 +215,23 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--convert", required=True, help="llama.cpp tree (vendor/llama.cpp of the sdist)")
     ap.add_argument("--smollm2", default=os.path.expanduser("~/.cache/llmk/SmolLM2-135M-Instruct.Q4_1.gguf"))
+    ap.add_argument("--only", help="remake just this folder (e.g. gemma3_bf16), keeping the others and their "
+                                   "hf.json entries as they are")
     a = ap.parse_args()
     os.makedirs(OUT, exist_ok=True)
+    if a.only:
+        with open(os.path.join(OUT, "hf.json"), encoding="utf-8") as f:
+            meta = json.load(f)
+        if a.only == "gemma3_bf16":
+            meta["models"][a.only] = write_gemma3(a.convert)
+        else:
+            kind, dtype = a.only.split("_")[0], a.only.split("_")[1]
+            model, tk = write_folder(kind, a.only, dtype, "sharded" in a.only)
+            convert(a.convert, a.only, kind, dtype)
+            meta["models"][a.only] = dict(arch=kind, dtype=dtype, **reference(model, tk, kind, a.only))
+        with open(os.path.join(OUT, "hf.json"), "w") as f:
+            json.dump(meta, f, indent=1, ensure_ascii=False)
+        return
     import tokenizers
     import torch
     import transformers
@@ -182,6 +244,8 @@ def main():
         convert(a.convert, name, kind, dtype)
         meta["models"][name] = dict(arch=kind, dtype=dtype, **reference(model, tk, kind, name))
         print(name, "done")
+    meta["models"]["gemma3_bf16"] = write_gemma3(a.convert)
+    print("gemma3_bf16 done")
     smollm2_tokenizer(a.smollm2)
     with open(os.path.join(OUT, "hf.json"), "w") as f:
         json.dump(meta, f, indent=1, ensure_ascii=False)

@@ -554,6 +554,7 @@ def make(out_root):
         "logits": "transformers' float64 forward pass rounded to f32 (fp32_vs_fp64_rel_l2_max: its fp32 pass)",
         "n_vocab": vocab,
         "seed": SEED,
+        "pre_tokenizer_regex": GPT4O_PAT,
         "special_ids": special,
         "bos_token_id": special["<|startoftext|>"],
         "eos_token_id": special["<|return|>"],

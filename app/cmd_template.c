@@ -23,7 +23,7 @@ int cmd_template(int argc, char **argv) {
                 "absent: standard input"),
         CLI_FLAG("--no-generation-prompt", 0, &no_gen, "do not end with the assistant's turn header"),
         CLI_STR("--chat-template", 0, &name, "NAME",
-                "chatml, llama3, zephyr, llama2 or gemma instead of recognising the file's tokenizer.chat_template"),
+                "chatml, llama3, zephyr, llama2, gemma or harmony instead of recognising the file's tokenizer.chat_template"),
         CLI_FLAG("--info", 0, &info, "print the template family and default system prompt instead"),
     };
     const struct cli_opt_section sections[] = {{NULL, table, CLI_LEN(table)}};

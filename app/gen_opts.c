@@ -82,7 +82,7 @@ struct cli_opt_section gen_opts_section(struct gen_opts *o) {
         CLI_REPEAT("--stop", 0, opt_stop, o, "STR", "stop when STR is generated (not printed)"),
         CLI_STR("--system", 0, &o->system, "TEXT", "system message (chat formatting)"),
         CLI_STR("--chat-template", 0, &o->chat_template, "NAME",
-                "chatml, llama3, zephyr, llama2 or gemma instead of the model's"),
+                "chatml, llama3, zephyr, llama2, gemma or harmony instead of the model's"),
         CLI_STR("--grammar", 0, &o->grammar, "GBNF",
                 "constrain the output to a GBNF grammar (llama.cpp's format; docs/grammar.md)"),
         CLI_STR("--grammar-file", 0, &o->grammar_file, "FILE", "the same, read from FILE"),

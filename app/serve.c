@@ -55,7 +55,7 @@ static int parse_args(struct serve_opts *o, int argc, char **argv) {
         CLI_STR("--api-key", 0, &o->api_key, "KEY", "require \"Authorization: Bearer KEY\" (not on /health)"),
         CLI_STR("--alias", 0, &o->alias, "ID", "the model's id in the API (default: the file's name)"),
         CLI_STR("--chat-template", 0, &o->chat_template, "NAME",
-                "chatml, llama3, zephyr, llama2 or gemma instead of the model's"),
+                "chatml, llama3, zephyr, llama2, gemma or harmony instead of the model's"),
         CLI_LONG("--timeout", 0, &o->timeout_s, 0, 86400, "S",
                  "a request generating longer ends with what it has, finish_reason \"length\" (default 600; 0: "
                  "none)"),

@@ -7,8 +7,9 @@
 #include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-enum tkind { T_CHATML, T_LLAMA3, T_ZEPHYR, T_LLAMA2, T_GEMMA, T_COUNT };
+enum tkind { T_CHATML, T_LLAMA3, T_ZEPHYR, T_LLAMA2, T_GEMMA, T_HARMONY, T_COUNT };
 
 static const struct {
     const char *name;
@@ -19,12 +20,14 @@ static const struct {
     [T_ZEPHYR] = {"zephyr", "<|user|>"},
     [T_LLAMA2] = {"llama2", "[INST]"},
     [T_GEMMA] = {"gemma", "<start_of_turn>"},
+    [T_HARMONY] = {"harmony", "<|channel|>"},
 };
 
 struct llmk_chat_template {
     enum tkind kind;
     char *default_system; /* NULL when the template injects none */
     char *bos, *eos;
+    char date[16]; /* harmony's "Current date"; empty: today, local time */
 };
 
 /* ---- a growing output string ----------------------------------------- */
@@ -123,14 +126,15 @@ int llmk_chat_template_init(const char *name, const char *text, size_t text_len,
     if (!name && !text)
         return llmk_fail(LLMK_TEMPLATE_UNKNOWN,
                          "the model has no tokenizer.chat_template; pass --chat-template "
-                         "chatml|llama3|zephyr|llama2|gemma");
+                         "chatml|llama3|zephyr|llama2|gemma|harmony");
     int kind = -1;
     if (name) {
         for (int i = 0; i < T_COUNT; i++)
             if (!strcmp(name, kinds[i].name)) kind = i;
         if (kind < 0)
             return llmk_fail(LLMK_TEMPLATE_UNKNOWN,
-                             "chat template '%s' is not one of chatml, llama3, zephyr, llama2, gemma",
+                             "chat template '%s' is not one of chatml, llama3, zephyr, llama2, gemma, "
+                             "harmony",
                              name);
     } else {
         for (int i = 0; i < T_COUNT && kind < 0; i++)
@@ -145,7 +149,7 @@ int llmk_chat_template_init(const char *name, const char *text, size_t text_len,
         if (kind < 0)
             return llmk_fail(LLMK_TEMPLATE_UNKNOWN,
                              "tokenizer.chat_template (%zu bytes) has none of the markers of "
-                             "chatml, llama3, zephyr, llama2 or gemma; pass --chat-template NAME",
+                             "chatml, llama3, zephyr, llama2, gemma or harmony; pass --chat-template NAME",
                              text_len);
     }
     llmk_chat_template *t = calloc(1, sizeof *t);
@@ -322,6 +326,80 @@ static int render_gemma(const llmk_chat_template *t, sbuf *b, const llmk_chat_me
     return LLMK_OK;
 }
 
+/* Harmony (gpt-oss), as OpenAI's chat_template.jinja renders it without
+ * tools, builtin tools or thinking fields and with its defaults
+ * (model_identity, reasoning_effort "medium"): a system message with the
+ * knowledge cutoff and the current date (the template's
+ * strftime_now("%Y-%m-%d"), local time, as transformers and llama.cpp's
+ * server give it), a developer message "# Instructions" holding a leading
+ * system or developer message's text when it is not empty, then user turns
+ * and the assistant's final-channel turns (<|end|>, or <|return|> for a last
+ * assistant turn without the generation prompt). Roles the template skips
+ * (system or developer after the first message, unknown ones) are skipped;
+ * what it refuses (a tool message: llmk messages carry no tool calls; a
+ * channel tag in an assistant's content, an empty conversation) is
+ * refused. */
+static int render_harmony(const llmk_chat_template *t, sbuf *b, const llmk_chat_message *m,
+                          size_t n, bool gen) {
+    if (!n) /* the template reads messages[0] */
+        return llmk_fail(LLMK_BAD_REQUEST, "harmony template: the conversation has no message");
+    char today[16];
+    const char *date = t->date;
+    if (!date[0]) {
+        time_t now = time(NULL);
+        struct tm tm;
+        if (!localtime_r(&now, &tm) || !strftime(today, sizeof today, "%Y-%m-%d", &tm))
+            return llmk_fail(LLMK_UNSUPPORTED, "harmony template: cannot format today's date");
+        date = today;
+    }
+    sb_str(b, "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
+              "Knowledge cutoff: 2024-06\nCurrent date: ");
+    sb_str(b, date);
+    sb_str(b, "\n\nReasoning: medium\n\n# Valid channels: analysis, commentary, final. Channel must "
+              "be included for every message.<|end|>");
+    size_t first = 0;
+    if (n && (!strcmp(m[0].role, "system") || !strcmp(m[0].role, "developer"))) {
+        first = 1;
+        if (m[0].content[0]) {
+            sb_str(b, "<|start|>developer<|message|># Instructions\n\n");
+            sb_str(b, m[0].content);
+            sb_str(b, "\n\n<|end|>");
+        }
+    }
+    for (size_t i = first; i < n; i++) {
+        const char *r = m[i].role, *c = m[i].content;
+        if (!strcmp(r, "assistant")) {
+            if (strstr(c, "<|channel|>analysis<|message|>") || strstr(c, "<|channel|>final<|message|>"))
+                return llmk_fail(LLMK_BAD_REQUEST,
+                                 "harmony template: message %zu (assistant) holds <|channel|> tags; "
+                                 "pass only the final message's text",
+                                 i);
+            sb_str(b, "<|start|>assistant<|channel|>final<|message|>");
+            sb_str(b, c);
+            sb_str(b, i + 1 == n && !gen ? "<|return|>" : "<|end|>");
+        } else if (!strcmp(r, "user")) {
+            sb_str(b, "<|start|>user<|message|>");
+            sb_str(b, c);
+            sb_str(b, "<|end|>");
+        } else if (!strcmp(r, "tool")) {
+            return llmk_fail(LLMK_BAD_REQUEST,
+                             "harmony template: message %zu has role 'tool'; tool calls and results "
+                             "are not rendered by llmk",
+                             i);
+        }
+    }
+    if (gen) sb_str(b, "<|start|>assistant");
+    return LLMK_OK;
+}
+
+int llmk_chat_template_set_date(llmk_chat_template *t, const char *date) {
+    if (!t || !date || strlen(date) >= sizeof t->date)
+        return llmk_fail(LLMK_INVALID_ARGUMENT, "chat_template_set_date: a date of at most %zu bytes",
+                         sizeof t->date - 1);
+    strcpy(t->date, date);
+    return LLMK_OK;
+}
+
 int llmk_chat_render(const llmk_chat_template *t, const llmk_chat_message *msgs, size_t n,
                      bool add_generation_prompt, char **out, size_t *out_len) {
     llmk_error_clear();
@@ -342,6 +420,7 @@ int llmk_chat_render(const llmk_chat_template *t, const llmk_chat_message *msgs,
     case T_ZEPHYR: rc = render_zephyr(t, &b, msgs, n, add_generation_prompt); break;
     case T_LLAMA2: rc = render_llama2(t, &b, msgs, n, add_generation_prompt); break;
     case T_GEMMA: rc = render_gemma(t, &b, msgs, n, add_generation_prompt); break;
+    case T_HARMONY: rc = render_harmony(t, &b, msgs, n, add_generation_prompt); break;
     default: LLMK_CHECK(0);
     }
     if (rc != LLMK_OK || b.err) {

@@ -94,6 +94,10 @@ bool llmk_spec_pooled(const llmk_spec *sp); /* a draft model's drafter on a draf
  * first): find a job's owner by user. */
 int llmk_spec_draft_pooled(struct llmk_spec_job *jobs, int count);
 
+/* The date the harmony chat template writes ("YYYY-MM-DD"), instead of
+ * today's: for tests (src/chat.c; not public API yet). */
+int llmk_chat_template_set_date(llmk_chat_template *t, const char *date);
+
 #define LLMK_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define LLMK_UNUSED(x) ((void)(x))
 

@@ -214,6 +214,17 @@ static const char RE_LLAMA3[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{
 static const char RE_QWEN2[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
                                "\\p{N}| ?" PUNCT1 "+[\\r\\n]*|" WS1 "*[\\r\\n]+|" WS1 "+"
                                END_WS "|" WS1 "+";
+/* o200k (GPT-4o, gpt-oss): a word is an optional leading non-letter, then
+ * upper-case-ish letters and lower-case-ish ones (either run may come first,
+ * marks join both), then an optional contraction; digits in runs of up to 3;
+ * punctuation runs keep trailing newlines and slashes. */
+#define O200K_UP "[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]"
+#define O200K_LO "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]"
+#define O200K_CONTR "(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+static const char RE_GPT4O[] = "[^\\r\\n\\p{L}\\p{N}]?" O200K_UP "*" O200K_LO "+" O200K_CONTR
+                               "|[^\\r\\n\\p{L}\\p{N}]?" O200K_UP "+" O200K_LO "*" O200K_CONTR
+                               "|\\p{N}{1,3}| ?" PUNCT1 "+[\\r\\n/]*|" WS1 "*[\\r\\n]+|" WS1
+                               "+" END_WS "|" WS1 "+";
 
 static const struct pre_def {
     const char *name;
@@ -229,6 +240,7 @@ static const struct pre_def {
     {"llama-bpe", {RE_LLAMA3}, true},
     {"llama3", {RE_LLAMA3}, true},
     {"qwen2", {RE_QWEN2}, false},
+    {"gpt-4o", {RE_GPT4O}, false},
 };
 
 /* ---- loading ----------------------------------------------------------------- */
@@ -453,7 +465,7 @@ static int compile_pre(llmk_tokenizer *t, const char *pre, size_t pre_len) {
         return llmk_fail(LLMK_TOKENIZER_UNSUPPORTED,
                          "tokenizer.ggml.pre = \"%.*s\" is not a pre-tokenizer llmk knows "
                          "(known: default, gpt2, smollm, starcoder, refact, llama-bpe, llama3, "
-                         "qwen2)",
+                         "qwen2, gpt-4o)",
                          (int)(pre_len > 64 ? 64 : pre_len), pre);
     t->ignore_merges = d->ignore_merges;
     for (int i = 0; i < MAX_PRE_REGEX && d->re[i]; i++) {
@@ -588,10 +600,23 @@ static int load(const llmk_gguf *g, llmk_tokenizer *t) {
     add_eog(t, t->eot);
     static const char *const end_names[] = {"<|im_end|>",    "<|eot_id|>",     "<|endoftext|>",
                                             "<|end_of_text|>", "<|eom_id|>",   "<end_of_turn>",
-                                            "<|end|>",         "<|return|>"};
+                                            "<|end|>",         "<|return|>",   "<|call|>"};
+    int32_t end_ids[LLMK_ARRAY_LEN(end_names)];
     for (size_t i = 0; i < LLMK_ARRAY_LEN(end_names); i++) {
         int32_t id = llmk_tokenizer_find(t, end_names[i], strlen(end_names[i]));
-        if (id >= 0 && (t->type[id] == TT_CONTROL || t->type[id] == TT_USER)) add_eog(t, id);
+        if (id >= 0 && !(t->type[id] == TT_CONTROL || t->type[id] == TT_USER)) id = -1;
+        end_ids[i] = id;
+        add_eog(t, id);
+    }
+    /* Harmony (gpt-oss): <|end|> closes a message, not the turn; the model
+     * goes on with <|start|>assistant and its final channel, and stops at
+     * <|return|> or at a tool <|call|>. Where a vocabulary has both of those,
+     * <|end|> is no end of generation (as llama.cpp decides). */
+    if (end_ids[7] >= 0 && end_ids[8] >= 0 && end_ids[6] >= 0) {
+        int w = 0;
+        for (int i = 0; i < t->n_eog; i++)
+            if (t->eog[i] != end_ids[6]) t->eog[w++] = t->eog[i];
+        t->n_eog = w;
     }
     return LLMK_OK;
 }

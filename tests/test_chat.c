@@ -6,6 +6,10 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+/* src/internal.h: the harmony template's date, fixed for a test */
+int llmk_chat_template_set_date(llmk_chat_template *t, const char *date);
 
 static char *render(const llmk_chat_template *t, const llmk_chat_message *m, size_t n, bool gen) {
     char *out = NULL;
@@ -96,6 +100,47 @@ static void test_recognise(void) {
     expect(t, gmm, 1, false, "<bos>");
     CHECK_STATUS(llmk_chat_render(t, bad, 2, true, &out, NULL), LLMK_BAD_REQUEST);
     CHECK(out == NULL && strstr(llmk_last_error(), "alternate") != NULL);
+    llmk_chat_template_free(t);
+
+    /* Harmony (gpt-oss): the dated system preamble, the system text as the
+     * developer's instructions, <|return|> closing a last assistant turn;
+     * tool messages, channel tags and an empty conversation refused */
+    const char *hm = "{{- \"<|start|>assistant<|channel|>final<|message|>\" + message.content }}";
+    CHECK_STATUS(llmk_chat_template_init(NULL, hm, strlen(hm), "<|startoftext|>", "<|return|>", &t), LLMK_OK);
+    CHECK(!strcmp(llmk_chat_template_name(t), "harmony"));
+    CHECK_STATUS(llmk_chat_template_set_date(t, "2025-08-05"), LLMK_OK);
+    static const char pre[] =
+        "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
+        "Knowledge cutoff: 2024-06\nCurrent date: 2025-08-05\n\nReasoning: medium\n\n# Valid channels: "
+        "analysis, commentary, final. Channel must be included for every message.<|end|>";
+    llmk_chat_message hmm[3] = {{"system", "S"}, {"user", "a"}, {"assistant", "b"}};
+    expect(t, hmm, 3, false,
+           "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
+           "Knowledge cutoff: 2024-06\nCurrent date: 2025-08-05\n\nReasoning: medium\n\n# Valid channels: "
+           "analysis, commentary, final. Channel must be included for every message.<|end|>"
+           "<|start|>developer<|message|># Instructions\n\nS\n\n<|end|><|start|>user<|message|>a<|end|>"
+           "<|start|>assistant<|channel|>final<|message|>b<|return|>");
+    char *hr = render(t, hmm + 1, 1, true);
+    CHECK(hr && !strncmp(hr, pre, sizeof pre - 1) &&
+          !strcmp(hr + sizeof pre - 1, "<|start|>user<|message|>a<|end|><|start|>assistant"));
+    free(hr);
+    llmk_chat_message tool[2] = {{"user", "a"}, {"tool", "{}"}};
+    CHECK_STATUS(llmk_chat_render(t, tool, 2, true, &out, NULL), LLMK_BAD_REQUEST);
+    CHECK(out == NULL && strstr(llmk_last_error(), "tool") != NULL);
+    llmk_chat_message tag[2] = {{"user", "a"}, {"assistant", "<|channel|>analysis<|message|>x"}};
+    CHECK_STATUS(llmk_chat_render(t, tag, 2, true, &out, NULL), LLMK_BAD_REQUEST);
+    CHECK_STATUS(llmk_chat_render(t, NULL, 0, true, &out, NULL), LLMK_BAD_REQUEST);
+    CHECK_STATUS(llmk_chat_template_set_date(t, "2025-08-05 and more"), LLMK_INVALID_ARGUMENT);
+    llmk_chat_template_free(t);
+    /* no date set: today's, local time */
+    CHECK_STATUS(llmk_chat_template_init("harmony", NULL, 0, "", "<|return|>", &t), LLMK_OK);
+    hr = render(t, hmm + 1, 1, true);
+    char today[16];
+    time_t now = time(NULL);
+    struct tm tm;
+    CHECK(localtime_r(&now, &tm) && strftime(today, sizeof today, "%Y-%m-%d", &tm));
+    CHECK(hr && strstr(hr, "Current date: ") && !strncmp(strstr(hr, "Current date: ") + 14, today, 10));
+    free(hr);
     llmk_chat_template_free(t);
 
     /* the name overrides the text */

@@ -492,8 +492,34 @@ static void test_gemma_fixture(void) {
     llmk_tokenizer_free(t);
 }
 
+/* gpt-oss's harmony tokens, from the tiny gpt-oss fixture (its ids against
+ * transformers are tests/py/test_gptoss.py): generation ends at <|return|>,
+ * at a tool <|call|> and at <|endoftext|>, never at <|end|> (which closes
+ * the analysis message before the final one), as llama.cpp decides for a
+ * vocabulary holding both <|return|> and <|call|>. */
+static void test_gptoss_fixture(void) {
+    llmk_tokenizer *t = load_fixture("tests/fixtures/model/tiny/tiny_gptoss.gguf");
+    if (!t) return;
+    CHECK(!llmk_tokenizer_add_bos(t));
+    static const char *const eog[] = {"<|return|>", "<|call|>", "<|endoftext|>"};
+    static const char *const not_eog[] = {"<|end|>", "<|start|>", "<|message|>", "<|channel|>",
+                                          "<|constrain|>", "<|startoftext|>"};
+    for (size_t i = 0; i < sizeof eog / sizeof eog[0]; i++) {
+        int32_t id = llmk_tokenizer_find(t, eog[i], strlen(eog[i]));
+        CHECK(id >= 0 && llmk_tokenizer_is_eog(t, id));
+    }
+    for (size_t i = 0; i < sizeof not_eog / sizeof not_eog[0]; i++) {
+        int32_t id = llmk_tokenizer_find(t, not_eog[i], strlen(not_eog[i]));
+        CHECK(id >= 0 && !llmk_tokenizer_is_eog(t, id));
+        if (id >= 0 && llmk_tokenizer_is_eog(t, id)) fprintf(stderr, "%s ends generation\n", not_eog[i]);
+    }
+    CHECK_EQ_INT(llmk_tokenizer_eos(t), llmk_tokenizer_find(t, "<|return|>", 10));
+    llmk_tokenizer_free(t);
+}
+
 int main(void) {
     test_bytelevel_fixture();
+    test_gptoss_fixture();
     test_spm_fixture();
     test_gemma_fixture();
     test_handmade_bpe();

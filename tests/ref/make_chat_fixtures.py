@@ -10,7 +10,9 @@ The default model's template is read from the GGUF itself
 tokenizer built from the same file. The other families' templates are the
 published template strings of models that use them (Llama-3-Instruct,
 TinyLlama-Chat / Zephyr, Llama-2-chat, Qwen2-Instruct, Gemma-3-it — the
-latter kept in model_gemma3.py, which puts it in the tiny gemma3 GGUF); each fixture carries
+latter kept in model_gemma3.py, which puts it in the tiny gemma3 GGUF —
+and gpt-oss's harmony template, read from the tiny gpt-oss GGUF, where
+model_gptoss.py's conversion put it); each fixture carries
 the template text, bos and eos, so the test can build a tiny GGUF that holds
 just that metadata and check that llmk recognises and renders it.
 """
@@ -22,6 +24,7 @@ import jinja2.sandbox
 from gguf import GGUFReader
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 OUT = os.path.join(HERE, "..", "fixtures", "chat")
 MODEL = os.path.expanduser(
     sys.argv[1] if len(sys.argv) > 1 else
@@ -127,6 +130,60 @@ def write(name, family, template, bos, eos, tokenizer=None, extra=()):
     print("wrote", path, len(cases), "cases")
 
 
+# Harmony (gpt-oss): what its template does beyond the common cases — a
+# developer message, an empty leading system message (no developer turn), a
+# last assistant turn (<|return|> without the generation prompt), roles it
+# skips; and what it refuses (kept with the error, rendered by nobody).
+HARMONY_EXTRA = [
+    [{"role": "developer", "content": "Reply in haiku."},
+     {"role": "user", "content": "Rain?"}],
+    [{"role": "system", "content": ""},
+     {"role": "user", "content": "Hi"}],
+    [{"role": "user", "content": "Name a color."},
+     {"role": "assistant", "content": "Blue."}],
+    [{"role": "user", "content": "a"},
+     {"role": "system", "content": "late system: the template drops it"},
+     {"role": "developer", "content": "late developer: dropped too"},
+     {"role": "assistant", "content": "b"},
+     {"role": "user", "content": "c"}],
+]
+HARMONY_REFUSED = [
+    [],  # messages[0] is undefined
+    [{"role": "user", "content": "Run it."},
+     {"role": "tool", "content": "{\"ok\": true}"}],
+    [{"role": "user", "content": "x"},
+     {"role": "assistant", "content": "<|channel|>final<|message|>y"}],
+]
+
+
+def write_harmony(gguf_path):
+    """The fixture's date is model_gptoss.FIXED_DATE (strftime_now fixed)."""
+    import jinja2.exceptions
+    from model_gptoss import FIXED_DATE, render as render_harmony
+
+    template = field_str(GGUFReader(gguf_path), "tokenizer.chat_template")
+    cases = []
+    for conv in CONVERSATIONS + HARMONY_EXTRA:
+        for gen in (True, False):
+            cases.append({"messages": conv, "add_generation_prompt": gen,
+                          "rendered": render_harmony(template, conv, gen)})
+    refused = []
+    for conv in HARMONY_REFUSED:
+        try:
+            render_harmony(template, conv, True)
+        except jinja2.exceptions.TemplateError as e:
+            refused.append({"messages": conv, "error": str(e)[:200]})
+        else:
+            raise AssertionError(conv)
+    doc = {"family": "harmony", "template": template, "bos": "<|startoftext|>", "eos": "<|return|>",
+           "date": FIXED_DATE, "cases": cases, "refused": refused}
+    path = os.path.join(OUT, "gptoss.json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(doc, f, ensure_ascii=False, indent=1)
+        f.write("\n")
+    print("wrote", path, len(cases), "cases")
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     r = GGUFReader(MODEL)
@@ -146,6 +203,7 @@ def main():
     # into the first user turn.
     from model_gemma3 import GEMMA3_TEMPLATE
     write("gemma3", "gemma", GEMMA3_TEMPLATE, "<bos>", "<eos>", extra=GEMMA_EXTRA)
+    write_harmony(os.path.join(HERE, "..", "fixtures", "model", "tiny", "tiny_gptoss.gguf"))
 
 
 if __name__ == "__main__":

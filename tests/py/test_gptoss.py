@@ -1,0 +1,279 @@
+"""gpt-oss against transformers: tokenizer, harmony chat template, logits.
+
+Fixtures: tests/fixtures/model/tiny/tiny_gptoss.gguf (and
+tiny_gptoss_mxfp4.gguf, its experts in MXFP4 by llama-quantize
+MXFP4_MOE), a random GptOssForCausalLM (4 layers alternating sliding window
+8 / full, YaRN rope, attention sinks, biases, 8 experts top-2 with the
+clamped SwiGLU) with an o200k-regex byte-level BPE and the harmony special
+tokens, converted by llama.cpp's convert_hf_to_gguf.py
+(tests/ref/model_gptoss.py; docs/testing.md). The reference logits are
+transformers' float64 pass rounded to f32.
+
+- Tokenizer (needs only the file's tokenizer, so it runs whatever the decode
+  paths support): `llmk tokenize` gives transformers' ids for every text of
+  the tokenizer corpus plus harmony texts (tokenizer.ggml.pre "gpt-4o");
+  pieces; `llmk detokenize` gives transformers' decode.
+- Chat template: the file's template is recognised as harmony and renders
+  the jinja2 fixture (tests/fixtures/chat/gptoss.json, dated
+  FIXED_DATE) with today's date in place of the fixture's; the refusals.
+- Model: logits within the tiny fixtures' tolerances on the ref and f32
+  paths and 3e-3 on the fast path, greedy identical, the MXFP4 file's
+  paths against each other, and each feature needed: the sliding window,
+  the YaRN scaling, the sinks, the router bias, the expert biases.
+"""
+import json
+import os
+import subprocess
+import tempfile
+import time
+
+import numpy as np
+import pytest
+
+from test_model_fixtures import LLMK, THREADS, TINY, check_greedy, check_logits
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+with open(os.path.join(TINY, "tiny_gptoss.json"), encoding="utf-8") as f:
+    DOC = json.load(f)
+with open(os.path.join(ROOT, "tests", "fixtures", "chat", "gptoss.json"), encoding="utf-8") as f:
+    CHAT = json.load(f)
+F32 = os.path.join(TINY, "tiny_gptoss.gguf")
+MX = os.path.join(TINY, "tiny_gptoss_mxfp4.gguf")
+V = DOC["n_vocab"]
+SEQS = DOC["sequences"]
+CASES = DOC["tokenize"]
+SP = DOC["special_ids"]
+
+
+def run(*args, check=True):
+    p = subprocess.run([LLMK, *args], capture_output=True, timeout=120)
+    if check:
+        assert p.returncode == 0, p.stderr.decode("utf-8", "replace")
+    return p
+
+
+def tokenize_file(model, text, *extra):
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "t.txt")
+        with open(path, "wb") as fh:
+            fh.write(text.encode("utf-8"))
+        out = run("tokenize", "-m", model, "-f", path, *extra).stdout.decode("utf-8")
+    assert out.count("\n") == 1, out
+    return json.loads(out)
+
+
+# ------------------------------------------------------------ tokenizer ----
+
+def test_tokenize_matches_transformers():
+    bad = []
+    for c in CASES:
+        extra = (["--special"] if c["special"] else []) + ["--no-bos"]
+        got = tokenize_file(F32, c["text"], *extra)
+        if got != c["ids"]:
+            bad.append((c["text"], c["special"], got, c["ids"]))
+    assert not bad, f"{len(bad)}/{len(CASES)} differ; first: {bad[0]!r}"
+
+
+def test_no_bos_by_default():
+    """The file has no add_bos_token key: a byte-level BPE adds none."""
+    c = next(c for c in CASES if c["text"] == "Hello world")
+    assert tokenize_file(F32, c["text"]) == c["ids"]
+
+
+def test_pieces_match_transformers():
+    for c in [c for c in CASES if c["text"]][:16]:
+        extra = ["--pieces", "--no-bos"] + (["--special"] if c["special"] else [])
+        assert tokenize_file(F32, c["text"], *extra) == c["pieces"], c["text"]
+
+
+def test_detokenize_matches_transformers():
+    for c in CASES:
+        out = run("detokenize", "-m", F32, json.dumps(c["ids"])).stdout.decode("utf-8")
+        assert out[:-1] == c["decoded"], (c["text"], c["ids"])
+        out = run("detokenize", "-m", F32, "--special", json.dumps(c["ids"])).stdout.decode("utf-8")
+        assert out[:-1] == c["decoded_special"] == c["text"], c["text"]
+
+
+GPT4O_PAT = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
+             r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+"
+             r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}|"
+             r" ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+def test_tokenizer_fixture_is_o200k_like():
+    """The reference ids come from a tokenizer split by o200k's published
+    regex (guards a bad regeneration), and harmony tokens are single ids
+    only when special text is parsed."""
+    assert DOC["pre_tokenizer_regex"] == GPT4O_PAT
+    assert DOC["gguf_metadata"]["tokenizer.ggml.pre"] == "gpt-4o"
+    chat = [c for c in CASES if c["text"].startswith("<|start|>user")]
+    assert {c["special"] for c in chat} == {True, False}
+    assert all((SP["<|start|>"] in c["ids"]) == c["special"] for c in chat)
+
+
+# -------------------------------------------------------- chat template ----
+
+def _today_variants():
+    return {time.strftime("%Y-%m-%d")}
+
+
+def render(model, case, tmp_path):
+    msgs = tmp_path / "m.json"
+    msgs.write_text(json.dumps(case["messages"], ensure_ascii=False), encoding="utf-8")
+    args = ["template", "-m", model, "--messages", str(msgs)]
+    if not case["add_generation_prompt"]:
+        args.append("--no-generation-prompt")
+    return run(*args, check=False)
+
+
+def test_file_template_matches_jinja(tmp_path):
+    """llmk writes today's date (local time) where the template calls
+    strftime_now("%Y-%m-%d"); the fixture was rendered on a fixed date."""
+    info = run("template", "-m", F32, "--info").stdout.decode()
+    assert "template: harmony" in info
+    assert CHAT["family"] == "harmony"
+    fixed = "Current date: " + CHAT["date"] + "\n"
+    for case in CHAT["cases"]:
+        before = _today_variants()
+        p = render(F32, case, tmp_path)
+        assert p.returncode == 0, p.stderr.decode()
+        got = p.stdout.decode("utf-8")
+        days = before | _today_variants()
+        want = {case["rendered"].replace(fixed, "Current date: " + d + "\n") for d in days}
+        assert fixed in case["rendered"]
+        assert got in want, (case["messages"], got)
+
+
+def test_template_refusals(tmp_path):
+    for case in CHAT["refused"]:
+        p = render(F32, dict(case, add_generation_prompt=True), tmp_path)
+        assert p.returncode != 0, case["messages"]
+        assert b"harmony template" in p.stderr, p.stderr
+
+
+def test_rendered_chat_tokenizes_like_transformers():
+    """The generation prompt's tail, tokenized with special tokens parsed:
+    transformers' ids of the same text."""
+    ref = next(c for c in CASES if c["special"] and c["text"].startswith("<|start|>user<|message|>Hi there"))
+    case = CHAT["cases"][0]
+    assert case["messages"] == [{"role": "user", "content": "Hi there"}] and case["add_generation_prompt"]
+    assert case["rendered"].endswith(ref["text"])
+    assert tokenize_file(F32, ref["text"], "--special", "--no-bos") == ref["ids"]
+
+
+# ---------------------------------------------------------------- model ----
+
+def ref_logits(name):
+    with np.load(os.path.join(TINY, "tiny_gptoss_logits.npz")) as z:
+        return z[name]
+
+
+def logits(model, ids, path):
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "l.f32")
+        run("logits", "-m", model, "--ids", ",".join(map(str, ids)), "--path", path, "--out", out, *THREADS)
+        return np.fromfile(out, dtype="<f4").reshape(len(ids), V).astype(np.float64)
+
+
+def rel(a, b):
+    return np.linalg.norm(a - b, axis=1) / np.linalg.norm(b, axis=1)
+
+
+def test_fixture_is_self_consistent():
+    import gguf
+
+    kv = DOC["gguf_metadata"]
+    assert kv["general.architecture"] == "gpt-oss"
+    assert kv["gpt-oss.attention.sliding_window"] == DOC["hparams"]["sliding_window"] == 8
+    assert not any("pattern" in k for k in kv), "no pattern key: the reader assumes 2 (even layers slide)"
+    assert DOC["layer_types"] == ["sliding_attention", "full_attention"] * 2
+    assert kv["gpt-oss.rope.scaling.type"] == "yarn" and kv["gpt-oss.rope.scaling.factor"] == 32.0
+    assert kv["gpt-oss.rope.scaling.original_context_length"] == 4096
+    assert DOC["rope"]["rope_parameters"]["truncate"] is False
+    assert kv["tokenizer.ggml.pre"] == "gpt-4o"
+    r = gguf.GGUFReader(F32)
+    assert {t.name for t in r.tensors} == set(DOC["gguf_tensors"])
+    for s in SEQS:
+        a = ref_logits(s["name"])
+        assert a.dtype == np.float32 and a.shape == (len(s["ids"]), V)
+        assert int(np.argmax(a[-1])) == s["continuation"][0], s["name"]
+        assert s["sliding_window_effect"]["beyond_window_max"] > 0.1
+        assert s["router_min_gap"] > 1e-4
+        assert s["gate_clamped_share"] > 0 and s["up_clamped_share"] > 0
+    for name, per_seq in DOC["variant_effects_rel_l2_max"].items():
+        assert min(per_seq.values()) > 1e-3, name
+
+
+@pytest.mark.parametrize("path", ["ref", "f32"])
+@pytest.mark.parametrize("i", range(len(SEQS)), ids=[s["name"] for s in SEQS])
+def test_logits(i, path):
+    s = SEQS[i]
+    check_logits(F32, s["ids"], ref_logits(s["name"]), path, V, s["fp32_vs_fp64_rel_l2_max"])
+
+
+@pytest.mark.parametrize("path", ["f32", "default"])
+@pytest.mark.parametrize("i", range(len(SEQS)), ids=[s["name"] for s in SEQS])
+def test_greedy(i, path):
+    s = SEQS[i]
+    check_greedy(F32, s["ids"], s["continuation"], DOC["n_greedy"], path)
+
+
+@pytest.mark.parametrize("i", range(len(SEQS)), ids=[s["name"] for s in SEQS])
+def test_fast_logits(i):
+    s = SEQS[i]
+    got, want = logits(F32, s["ids"], "fast"), ref_logits(s["name"]).astype(np.float64)
+    assert rel(got, want).max() <= 3e-3
+    assert (got.argmax(1) == want.argmax(1)).all()
+
+
+@pytest.mark.parametrize("i", range(len(SEQS)), ids=[s["name"] for s in SEQS])
+def test_mxfp4_paths_agree(i):
+    """transformers ran the unquantized weights: the check is internal."""
+    if not os.path.exists(MX):
+        pytest.fail("tiny_gptoss_mxfp4.gguf is missing (model_gptoss.py writes it with llama-quantize)")
+    s = SEQS[i]
+    ids = s["ids"] + s["continuation"]
+    ref, f32, fast = (logits(MX, ids, p) for p in ("ref", "f32", "fast"))
+    assert rel(f32, ref).max() <= 1e-4
+    assert rel(fast, f32).max() <= 3e-3
+    assert (fast.argmax(1) == f32.argmax(1)).all()
+
+
+def test_mxfp4_is_near_f32():
+    """MXFP4 experts (4-bit) move the logits, but not beyond recognition."""
+    s = max(SEQS, key=lambda s: len(s["ids"]))
+    got, want = logits(MX, s["ids"], "ref"), ref_logits(s["name"]).astype(np.float64)
+    assert 1e-4 < rel(got, want).max() < 0.5
+
+
+# Each feature must be needed: the same weights with it changed miss the
+# fixture on the longest sequence (past the window, through the full layers).
+def _zero(suffix):
+    return lambda name, a: np.zeros_like(a) if name.endswith(suffix) else a
+
+
+SENSITIVITY = {
+    "no-sliding-window": dict(kv={"gpt-oss.attention.sliding_window": (1 << 20, "u32")}),
+    "no-rope-scaling": dict(kv={"gpt-oss.rope.scaling.factor": (1.0, "f32")}),
+    "no-yarn-type": dict(kv={"gpt-oss.rope.scaling.type": ("none", "str")}),
+    "sinks-off": dict(tensor_fn=lambda n, a: np.full_like(a, -1e30) if n.endswith("attn_sinks.weight") else a),
+    "no-router-bias": dict(tensor_fn=_zero("ffn_gate_inp.bias")),
+    "no-expert-biases": dict(tensor_fn=lambda n, a: np.zeros_like(a) if n.endswith("_exps.bias") else a),
+    "no-output-bias": dict(tensor_fn=_zero("attn_output.bias")),
+}
+
+
+@pytest.mark.parametrize("case", list(SENSITIVITY))
+def test_feature_is_needed(case, tmp_path):
+    import gguf
+    from test_moe import rewrite
+
+    types = {"u32": gguf.GGUFValueType.UINT32, "f32": gguf.GGUFValueType.FLOAT32,
+             "str": gguf.GGUFValueType.STRING}
+    c = SENSITIVITY[case]
+    kv = {k: (v, types[t]) for k, (v, t) in c.get("kv", {}).items()}
+    dst = str(tmp_path / "m.gguf")
+    rewrite(F32, dst, kv=kv, tensor_fn=c.get("tensor_fn"))
+    s = max(SEQS, key=lambda s: len(s["ids"]))
+    got = logits(dst, s["ids"], "f32")
+    assert rel(got, ref_logits(s["name"]).astype(np.float64)).max() > 1e-2, case

@@ -532,11 +532,12 @@ static int load_weights(llmk_model *m, enum arch_id arch) {
             return llmk_fail(LLMK_MISSING_TENSOR,
                              "model: layer %d has only one of attn_q_norm.weight, attn_k_norm.weight", il);
         if (L->q_norm) hp->has_qk_norm = true;
-        bool post = hp->has_post_norms && !gptoss;
-        if ((st = layer_tensor(g, il, "post_attention_norm.weight", post, E, 1, &L->attn_post_norm)) != LLMK_OK ||
-            (st = layer_tensor(g, il, "post_ffw_norm.weight", post, E, 1, &L->ffn_post_norm)) != LLMK_OK ||
-            (st = layer_slides(m, il, &L->swa)) != LLMK_OK)
+        /* gemma3's post-norms (gpt-oss's post_attention_norm is its FFN norm, above) */
+        if (hp->has_post_norms &&
+            ((st = layer_tensor(g, il, "post_attention_norm.weight", true, E, 1, &L->attn_post_norm)) != LLMK_OK ||
+             (st = layer_tensor(g, il, "post_ffw_norm.weight", true, E, 1, &L->ffn_post_norm)) != LLMK_OK))
             return st;
+        if ((st = layer_slides(m, il, &L->swa)) != LLMK_OK) return st;
     }
 
     /* f32 views of every 1-D tensor. */

@@ -6,7 +6,7 @@
  * the process's kernel table bit for bit against the scalar references, and
  * the matvec against an f64 dot of the dequantized rows.
  *
- * Model (tests/fixtures/model/tiny/tiny_qwen3moe*.gguf, run from the repo
+ * Model (tests/fixtures/model/tiny/tiny_qwen3moe*.gguf and tiny_gptoss*.gguf, run from the repo
  * root): logits bitwise identical for 1, 2 and 3 threads, one chunk vs token
  * by token vs chunks of 7, phase-at-a-time, and for sequences decoded alone
  * vs together in one batch; the f32 path for thread counts and batch sizes.
@@ -208,5 +208,8 @@ int main(void) {
     expert_matvec();
     one_model("tests/fixtures/model/tiny/tiny_qwen3moe.gguf");
     one_model("tests/fixtures/model/tiny/tiny_qwen3moe_q8_0.gguf");
+    /* gpt-oss: sinks, biases, clamped experts, windows on layers 0 and 2 */
+    one_model("tests/fixtures/model/tiny/tiny_gptoss.gguf");
+    one_model("tests/fixtures/model/tiny/tiny_gptoss_mxfp4.gguf");
     return check_summary("test_moe");
 }

@@ -60,7 +60,7 @@ import model_tiny as mt
 from model_gemma3 import gguf_summary
 from model_moe import LLAMACPP_VERSION, fetch_converter
 
-SEED = 41
+SEED = 120
 N_BPE = 640
 TOP_K = 2
 QUANTIZE = "/work/main/build/llamacpp-tools/bin/llama-quantize"

@@ -208,6 +208,7 @@ struct bench_facts {
     int nth;
     double ppm, pps, tgm, tgs;
     uint64_t peak_rss; /* bytes, VmHWM; 0 when the OS does not say */
+    uint64_t file_rss; /* bytes of the model file's mapping resident now (smaps) */
 };
 
 /* The process's peak resident set (Linux /proc/self/status VmHWM), bytes. */
@@ -218,6 +219,25 @@ static uint64_t peak_rss_bytes(void) {
     unsigned long long kb = 0;
     while (fgets(line, sizeof line, f))
         if (sscanf(line, "VmHWM: %llu kB", &kb) == 1) break;
+    fclose(f);
+    return (uint64_t)kb * 1024;
+}
+
+/* The resident bytes of the mapping that holds addr (Linux
+ * /proc/self/smaps): how much of the model file this process holds as its
+ * own pages, beside what it repacked. 0 when the OS does not say. */
+static uint64_t mapping_rss_bytes(const void *addr) {
+    FILE *f = addr ? fopen("/proc/self/smaps", "r") : NULL;
+    if (!f) return 0;
+    char line[512];
+    unsigned long long lo, hi, kb = 0;
+    bool in = false;
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "%llx-%llx ", &lo, &hi) == 2) /* a mapping's header; its fields follow */
+            in = (uintptr_t)addr >= lo && (uintptr_t)addr < hi;
+        else if (in && sscanf(line, "Rss: %llu kB", &kb) == 1)
+            break;
+    }
     fclose(f);
     return (uint64_t)kb * 1024;
 }
@@ -258,10 +278,10 @@ static void print_results(const struct bench_opts *o, const struct bench_facts *
             if (np + ng == 0) continue;
             printf("%s\n  {\"model_filename\": \"%s\", \"model_size\": %llu, \"model_n_params\": %llu, \"path\": \"%s\", "
                    "\"n_threads\": %d, \"n_prompt\": %ld, \"n_gen\": %ld, \"n_depth\": %ld, \"avg_ts\": %.3f, "
-                   "\"stddev_ts\": %.3f, \"peak_rss_bytes\": %llu",
+                   "\"stddev_ts\": %.3f, \"peak_rss_bytes\": %llu, \"model_file_rss_bytes\": %llu",
                    first ? "" : ",", mname, (unsigned long long)f->size, (unsigned long long)f->params, pname, f->nth,
                    np, ng, o->depth, k == 0 ? f->ppm : f->tgm, k == 0 ? f->pps : f->tgs,
-                   (unsigned long long)f->peak_rss);
+                   (unsigned long long)f->peak_rss, (unsigned long long)f->file_rss);
             if (k == 1)
                 printf(", \"weight_bytes_per_token\": %llu, \"effective_gbs\": %.2f, \"machine_read_gbs\": %.2f, "
                        "\"llc_bytes\": %ld",
@@ -298,7 +318,8 @@ static void print_results(const struct bench_opts *o, const struct bench_facts *
                    "there, faster than from memory\n", (double)f->llc / 1e6);
     }
     if (f->peak_rss && !o->quiet)
-        printf("peak RSS %.1f MB (model file %.1f MB)\n", (double)f->peak_rss / 1e6, (double)f->size / 1e6);
+        printf("peak RSS %.1f MB (model file %.1f MB, %.1f MB of it resident as this process's pages)\n",
+               (double)f->peak_rss / 1e6, (double)f->size / 1e6, (double)f->file_rss / 1e6);
 }
 
 /* --phases: the decode (and the prefill, with -p) once more in profiling
@@ -423,7 +444,8 @@ int cmd_bench(int argc, char **argv) {
         }
     }
     if (st != LLMK_OK) goto done;
-    struct bench_facts f = {.nth = nth, .peak_rss = peak_rss_bytes()};
+    const llmk_tensor_info *t0 = llmk_gguf_tensor(llmk_model_gguf(m), 0);
+    struct bench_facts f = {.nth = nth, .peak_rss = peak_rss_bytes(), .file_rss = mapping_rss_bytes(t0 ? t0->data : NULL)};
     model_facts(m, &f);
     if (llmk_memory_read_bandwidth(nth, 0, &f.bw) != LLMK_OK) f.bw = 0; /* the report shows 0: not measured */
     f.llc = sysconf(_SC_LEVEL3_CACHE_SIZE); /* <= 0 where the OS does not say */

@@ -219,11 +219,8 @@ static void rows_of(const struct llmk_exec *ex, const struct llmk_phase *ph, int
 static void ph_embed(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, int nth) {
     int64_t lo, hi, E = ph->rows[0];
     llmk_split_range(ex->n_rows, ith, nth, &lo, &hi);
-    uint64_t rb;
-    llmk_row_bytes(ph->w[0]->type, (uint64_t)E, &rb);
     for (int64_t t = lo; t < hi; t++) {
-        const unsigned char *row = (const unsigned char *)ph->w[0]->data + (uint64_t)ex->row_id[t] * rb;
-        LLMK_CHECK(llmk_dequantize_row(ph->w[0]->type, row, ex->buf[LLMK_BUF_X] + t * E, E) == LLMK_OK);
+        LLMK_CHECK(llmk_model_row_f32(ex->m, ph->w[0], ex->row_id[t], ex->buf[LLMK_BUF_X] + t * E, E) == LLMK_OK);
         if (ex->m->hp.embd_scale != 1.0) llmk_scale_f32(ex->buf[LLMK_BUF_X] + t * E, E, (float)ex->m->hp.embd_scale);
     }
 }
@@ -1191,29 +1188,51 @@ static int run_program(struct llmk_exec *ex) {
 
 /* ---- lifetime ------------------------------------------------------------ */
 
+enum { PACK_CHUNK = 64 }; /* groups (512 rows) read and packed at a time */
+
+/* Groups [g0, g1) of t into w, PACK_CHUNK groups at a time: each chunk's
+ * rows are read from the file into rows (PACK_CHUNK * 8 of t's rows), so
+ * the file's copy never becomes resident beside the repacked one (peak RSS
+ * 217 MB for SmolLM2's 98 MB file when packed through the mapping, and
+ * still 200 MB on CI's machines when released behind the packing). Without
+ * a buffer the rows come from the mapping, and are released after. */
+static void pack_from_file(const llmk_gguf *gg, const llmk_tensor_info *t, struct llmk_r8 *w, int64_t g0, int64_t g1,
+                           unsigned char *rows) {
+    uint64_t row = t->n_bytes / t->ne[1];
+    for (int64_t g = g0; g < g1; g += PACK_CHUNK) {
+        int64_t ge = g + PACK_CHUNK < g1 ? g + PACK_CHUNK : g1;
+        uint64_t r0 = (uint64_t)g * LLMK_R8_ROWS, r1 = (uint64_t)ge * LLMK_R8_ROWS;
+        if (r1 > t->ne[1]) r1 = t->ne[1];
+        const unsigned char *src = (const unsigned char *)t->data + r0 * row;
+        if (rows) {
+            llmk_gguf_read_range(gg, src, (r1 - r0) * row, rows);
+            llmk_r8_pack_rows(t, rows, w, g, ge);
+        } else {
+            llmk_r8_pack(t, w, g, ge);
+        }
+        /* the pages other reads mapped around a small tensor beside it */
+        llmk_gguf_release_range(gg, src, (r1 - r0) * row);
+    }
+}
+
 /* Each worker packs its own shares of the r8 weights (96 MB for SmolLM2:
  * the init's largest cost), so the pages it streams are its own first.
- * Then the file pages of those rows leave the resident set: the mapping
- * would otherwise hold a second copy (peak RSS 217 MB for a 98 MB file);
- * released a few hundred rows at a time, the copies never add up. One
- * region per phase (ex->repack_phase), so that the caller can report
+ * One region per phase (ex->repack_phase), so that the caller can report
  * progress and cancel between phases. */
 static void repack_worker(void *ctx, int ith, int nth) {
-    enum { CHUNK = 64 }; /* groups (512 rows) packed between releases: the file's copy never piles up */
     struct llmk_exec *ex = ctx;
-    for (int i = ex->repack_phase * 3; i < ex->repack_phase * 3 + 3; i++) {
-        struct llmk_r8 *w = &ex->r8[i * nth + ith];
-        if (!w->data || w->g1 <= w->g0) continue;
-        const llmk_tensor_info *t = ex->prog.ph[i / 3].w[i % 3];
-        uint64_t row = t->n_bytes / t->ne[1];
-        for (int64_t g = w->g0; g < w->g1; g += CHUNK) {
-            int64_t g1 = g + CHUNK < w->g1 ? g + CHUNK : w->g1;
-            llmk_r8_pack(t, w, g, g1);
-            uint64_t r0 = (uint64_t)g * LLMK_R8_ROWS, r1 = (uint64_t)g1 * LLMK_R8_ROWS;
-            if (r1 > t->ne[1]) r1 = t->ne[1];
-            llmk_gguf_release_range(ex->m->gguf, (const unsigned char *)t->data + r0 * row, (r1 - r0) * row);
-        }
+    int i0 = ex->repack_phase * 3;
+    uint64_t row_max = 0;
+    for (int i = i0; i < i0 + 3; i++) {
+        const llmk_tensor_info *t = ex->r8[i * nth + ith].data ? ex->prog.ph[i / 3].w[i % 3] : NULL;
+        if (t && t->n_bytes / t->ne[1] > row_max) row_max = t->n_bytes / t->ne[1];
     }
+    unsigned char *rows = row_max ? malloc((size_t)row_max * PACK_CHUNK * LLMK_R8_ROWS) : NULL;
+    for (int i = i0; i < i0 + 3; i++) {
+        struct llmk_r8 *w = &ex->r8[i * nth + ith];
+        if (w->data && w->g1 > w->g0) pack_from_file(ex->m->gguf, ex->prog.ph[i / 3].w[i % 3], w, w->g0, w->g1, rows);
+    }
+    free(rows);
 }
 
 /* The KV cache's bytes per head row and per position. */
@@ -1336,8 +1355,9 @@ static int repack_phase(struct llmk_exec *ex, int i) {
         struct llmk_r8 *v = &ex->r8[(size_t)(i * 3 + w) * (size_t)ex->nth];
         int64_t groups = (int64_t)f.ne[1] / LLMK_R8_ROWS;
         llmk_r8_place_view(&f, v, ex->r8_arena + ex->plan.r8_off[(size_t)(i * 3 + w) * (size_t)ex->nth], 0, groups);
-        llmk_r8_pack(&f, v, 0, groups);
-        llmk_gguf_release_range(ex->m->gguf, ph->w[w]->data, ph->w[w]->n_bytes);
+        unsigned char *rows = malloc((size_t)(f.n_bytes / f.ne[1]) * PACK_CHUNK * LLMK_R8_ROWS);
+        pack_from_file(ex->m->gguf, &f, v, 0, groups, rows);
+        free(rows);
     }
     for (int w = 0; w < ph->n_w && ph->op == LLMK_OP_MATMUL; w++) {
         int route = ex->plan.ph[i].w[w].route, st;

@@ -46,6 +46,7 @@ struct llmk_gguf {
     const uint8_t *base;
     uint64_t size;
     void *map; /* non-NULL when we own an mmap */
+    int fd;    /* the mapped file, for llmk_gguf_read_range; -1 otherwise */
     uint32_t version;
     uint32_t alignment;
     uint64_t data_offset;
@@ -610,6 +611,7 @@ void llmk_gguf_close(llmk_gguf *g) {
     free(g->tensors);
     free(g->tensor_index.slot);
     if (g->map) munmap(g->map, (size_t)g->size);
+    if (g->fd >= 0) close(g->fd);
     if (g->release) g->release(g->owner);
     free(g->own_meta);
     free(g);
@@ -624,6 +626,7 @@ static int open_image(const void *data, size_t size, void *map, llmk_gguf **out)
     g->base = data;
     g->size = size;
     g->map = map;
+    g->fd = -1;
     int st = parse(g);
     if (st != LLMK_OK) {
         llmk_gguf_close(g);
@@ -725,11 +728,16 @@ int llmk_gguf_open(const char *path, llmk_gguf **out) {
     }
     void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
     int e = errno;
-    close(fd);
-    if (map == MAP_FAILED)
+    if (map == MAP_FAILED) {
+        close(fd);
         return llmk_fail(LLMK_IO_ERROR, "%s: mmap of %zu bytes failed: %s", path, size, strerror(e));
+    }
     int st = open_image(map, size, map, out);
-    if (st != LLMK_OK) return llmk_fail(st, "%s: %s", path, llmk_last_error());
+    if (st != LLMK_OK) {
+        close(fd);
+        return llmk_fail(st, "%s: %s", path, llmk_last_error());
+    }
+    (*out)->fd = fd; /* kept for llmk_gguf_read_range */
     return LLMK_OK;
 }
 
@@ -936,6 +944,27 @@ const llmk_tensor_info *llmk_gguf_find_tensor(const llmk_gguf *g, const char *na
     if (!g || !name) return NULL;
     int64_t k = index_find(&g->tensor_index, name, tensor_name, g);
     return k < 0 ? NULL : &g->tensors[k];
+}
+
+/* Copies n bytes of tensor data at p into dst. From a mapped file they are
+ * read with pread, so that the mapping's pages never enter this process's
+ * resident set (a repacked tensor is read once: mapping it would hold a
+ * second copy until released, however the kernel maps and counts file
+ * pages); a failed read falls back to the mapping, which holds the same
+ * bytes. */
+void llmk_gguf_read_range(const llmk_gguf *g, const void *p, uint64_t n, void *dst) {
+    uintptr_t lo = (uintptr_t)p, base = g && g->map ? (uintptr_t)g->map : 0;
+    if (g && g->fd >= 0 && lo >= base && n <= g->size && lo - base <= g->size - n) {
+        uint64_t done = 0;
+        while (done < n) {
+            ssize_t r = pread(g->fd, (unsigned char *)dst + done, (size_t)(n - done), (off_t)(lo - base + done));
+            if (r > 0) done += (uint64_t)r;
+            else if (r < 0 && errno == EINTR) continue;
+            else break;
+        }
+        if (done == n) return;
+    }
+    memcpy(dst, p, (size_t)n);
 }
 
 /* Drops the pages wholly inside [p, p + n) from this process's memory when

@@ -11,6 +11,10 @@ unsigned llmk_gguf_scalar_size(uint32_t type);
  * type id): what copy_kv writes out again unchanged. */
 int llmk_gguf_kv_raw(const llmk_gguf *g, size_t i, const void **raw, uint64_t *len);
 
+/* Copy n bytes of tensor data at p (inside g's image) to dst without
+ * mapping them into the resident set where g is a mapped file. */
+void llmk_gguf_read_range(const llmk_gguf *g, const void *p, uint64_t n, void *dst);
+
 /* Give back the resident pages of a mapped file range (tensor data a
  * caller has repacked and will not read again soon); a no-op off a mapping. */
 void llmk_gguf_release_range(const llmk_gguf *g, const void *p, uint64_t n);

@@ -2,6 +2,7 @@
  * tensor's type and shape checked against them, weights left in the mapping. */
 #include "model.h"
 
+#include "gguf_internal.h"
 #include "internal.h"
 #include "kernels/moe.h"
 
@@ -100,7 +101,9 @@ static int get_tensor3(const llmk_gguf *g, const char *name, bool required, uint
                          name, e, a);
     }
     /* Every matrix row is decoded with llmk_dequantize_row: probe that this
-     * type has a decoder (one row, into a stack buffer when small). */
+     * type has a decoder, on a zero row rather than the file's (a read of
+     * the mapping would make its pages resident, as many as the kernel maps
+     * around a fault, beside the repacked copy). */
     uint64_t rb = 0;
     if (llmk_row_bytes(t->type, ne0, &rb) != LLMK_OK)
         return llmk_fail(LLMK_TENSOR_TYPE_UNSUPPORTED,
@@ -108,9 +111,12 @@ static int get_tensor3(const llmk_gguf *g, const char *name, bool required, uint
                          llmk_type_name(t->type) ? llmk_type_name(t->type) : "unknown", t->type,
                          (unsigned long long)ne0);
     float *row = malloc((size_t)ne0 * sizeof *row);
-    if (!row) return llmk_fail(LLMK_OUT_OF_MEMORY, "model: %llu floats for a row probe", (unsigned long long)ne0);
-    int st = llmk_dequantize_row(t->type, t->data, row, (int64_t)ne0);
+    void *zero = calloc(1, (size_t)rb);
+    int st = row && zero ? llmk_dequantize_row(t->type, zero, row, (int64_t)ne0) : LLMK_OUT_OF_MEMORY;
     free(row);
+    free(zero);
+    if (st == LLMK_OUT_OF_MEMORY)
+        return llmk_fail(st, "model: %llu bytes for a row probe", (unsigned long long)(rb + ne0 * sizeof *row));
     if (st != LLMK_OK)
         return llmk_fail(LLMK_TENSOR_TYPE_UNSUPPORTED, "model: tensor %s: type %s has no row decoder (%s)",
                          name, llmk_type_name(t->type) ? llmk_type_name(t->type) : "unknown",
@@ -334,15 +340,43 @@ static int rope_setup(llmk_model *m) {
 
 /* ---- 1-D tensors as f32 -------------------------------------------------- */
 
+/* All of t as f32 into dst, its bytes read past the mapping
+ * (llmk_gguf_read_range), so that its neighbours' pages stay out too. */
+static int decode_read(const llmk_gguf *g, const llmk_tensor_info *t, float *dst) {
+    void *raw = malloc((size_t)t->n_bytes ? (size_t)t->n_bytes : 1);
+    if (!raw) return llmk_fail(LLMK_OUT_OF_MEMORY, "model: %llu bytes of %s", (unsigned long long)t->n_bytes, t->name);
+    llmk_gguf_read_range(g, t->data, t->n_bytes, raw);
+    int st = llmk_dequantize_row(t->type, raw, dst, (int64_t)t->n_elements);
+    free(raw);
+    return st;
+}
+
+int llmk_model_row_f32(const llmk_model *m, const llmk_tensor_info *t, int64_t r, float *dst, int64_t n) {
+    uint64_t rb;
+    int st = llmk_row_bytes(t->type, (uint64_t)n, &rb);
+    if (st != LLMK_OK) return st;
+    uint32_t be = llmk_type_block_elems(t->type), bb = llmk_type_block_bytes(t->type);
+    unsigned char raw[4096]; /* a stack's worth of whole blocks at a time */
+    int64_t step = (int64_t)(sizeof raw / bb) * be;
+    if (step <= 0) return llmk_fail(LLMK_INVALID_ARGUMENT, "model: %s: blocks of %u bytes", t->name, bb);
+    const unsigned char *row = (const unsigned char *)t->data + (uint64_t)r * rb;
+    for (int64_t i = 0; i < n && st == LLMK_OK; i += step) {
+        int64_t k = n - i < step ? n - i : step;
+        llmk_gguf_read_range(m->gguf, row + (uint64_t)(i / be) * bb, (uint64_t)(k / be) * bb, raw);
+        st = llmk_dequantize_row(t->type, raw, dst + i, k);
+    }
+    return st;
+}
+
+/* A copy even of an F32 vector: a norm read from the mapping every token
+ * would keep the file's pages around it resident (a whole large folio per
+ * fault on current kernels: 70 MB of SmolLM2's 98 MB file, beside their
+ * repacked copy). */
 static int vec_f32(llmk_model *m, const llmk_tensor_info *t, size_t *used, const float **out) {
     *out = NULL;
     if (!t) return LLMK_OK;
-    if (t->type == LLMK_TYPE_F32 && ((uintptr_t)t->data % sizeof(float)) == 0) {
-        *out = t->data;
-        return LLMK_OK;
-    }
     float *dst = m->vec_store + *used; /* (a 2-D bias stack: all its rows) */
-    int st = llmk_dequantize_row(t->type, t->data, dst, (int64_t)t->n_elements);
+    int st = decode_read(m->gguf, t, dst);
     if (st != LLMK_OK) return st;
     *used += t->n_elements;
     *out = dst;
@@ -396,12 +430,8 @@ static int routers_f32(llmk_model *m) {
     for (int il = 0; il < hp->n_layer; il++) {
         struct llmk_layer *L = &m->layers[il];
         float *dst = m->router_store + (size_t)il * per;
-        uint64_t rb = L->gate_inp->n_bytes / L->gate_inp->ne[1];
-        for (int32_t e = 0; e < m->moe.n_expert; e++) {
-            int st = llmk_dequantize_row(L->gate_inp->type, (const unsigned char *)L->gate_inp->data + e * rb,
-                                         dst + (size_t)e * hp->n_embd, hp->n_embd);
-            if (st != LLMK_OK) return st;
-        }
+        int st = decode_read(m->gguf, L->gate_inp, dst); /* rows are whole blocks: one row after another */
+        if (st != LLMK_OK) return st;
         L->gate_inp_f = dst;
     }
     return LLMK_OK;

@@ -12,8 +12,8 @@ struct llmk_layer {
     const llmk_tensor_info *bq, *bk, *bv;         /* NULL unless has_qkv_bias */
     const llmk_tensor_info *q_norm, *k_norm;      /* NULL unless has_qk_norm */
     const llmk_tensor_info *ffn_norm, *w_gate, *w_up, *w_down;
-    /* 1-D tensors as f32 (into the mapping when stored as F32, else into
-     * model->vec_store): norms and biases are read as plain float arrays. */
+    /* 1-D tensors as f32 copies (model->vec_store, never the mapping):
+     * norms and biases are read as plain float arrays. */
     const float *attn_norm_f, *ffn_norm_f, *bq_f, *bk_f, *bv_f, *q_norm_f, *k_norm_f;
     /* mixture of experts (qwen3moe; w_gate/w_up/w_down NULL): the router
      * [n_embd, n_expert] (gate_inp_f: its rows as f32, n_expert x n_embd)
@@ -53,7 +53,7 @@ struct llmk_model {
     const llmk_tensor_info *tok_embd, *out_norm, *output; /* output == tok_embd when tied */
     const float *out_norm_f;
     struct llmk_layer *layers;
-    float *vec_store;        /* f32 copies of non-F32 1-D tensors */
+    float *vec_store;        /* f32 copies of the 1-D tensors */
     /* RoPE inverse frequency for each rotated pair i in [0, n_rot/2), with
      * freq base, scaling and rope_freqs already applied: angle = pos * inv_freq[i]. */
     double *rope_inv_freq;
@@ -78,6 +78,11 @@ static inline int32_t llmk_layer_key_lo(const struct llmk_model *m, int il, int3
 /* Expert e's 2-D matrix of a 3-D expert stack t (rows ne[1], row length
  * ne[0]): a view into the same mapping, usable wherever a 2-D weight is. */
 void llmk_expert_view(const llmk_tensor_info *t, int64_t e, llmk_tensor_info *out);
+
+/* Row r of the 2-D weight t (a token's embedding) as n f32, its bytes
+ * read past the file mapping so that embedding lookups never make the
+ * file's pages resident (a whole large folio each on current kernels). */
+int llmk_model_row_f32(const struct llmk_model *m, const llmk_tensor_info *t, int64_t r, float *dst, int64_t n);
 
 /* f64 reference decode (src/ref/decode.c). */
 struct llmk_ref_state;

@@ -331,11 +331,8 @@ static int f32_forward(llmk_session *s, const int32_t *ids, int64_t n_tok, int32
     int half = hp->n_rot / 2;
     const struct llmk_kernels *K = llmk_kernels();
     int st;
-    uint64_t erb;
-    if ((st = llmk_row_bytes(m->tok_embd->type, (uint64_t)E, &erb)) != LLMK_OK) return st;
     for (int64_t t = 0; t < n_tok; t++) {
-        const unsigned char *row = (const unsigned char *)m->tok_embd->data + (uint64_t)ids[t] * erb;
-        if ((st = llmk_dequantize_row(m->tok_embd->type, row, s->x + t * E, E)) != LLMK_OK)
+        if ((st = llmk_model_row_f32(m, m->tok_embd, ids[t], s->x + t * E, E)) != LLMK_OK)
             return llmk_fail(st, "embedding row %d: %s", ids[t], llmk_last_error());
         if (hp->embd_scale != 1.0) llmk_scale_f32(s->x + t * E, E, (float)hp->embd_scale);
     }

@@ -212,10 +212,11 @@ int llmk_r8_alloc(const llmk_tensor_info *t, struct llmk_r8 *w) {
 
 int64_t llmk_r8_groups(const struct llmk_r8 *w) { return (w->n + 7) / 8; }
 
-/* Group g's block b: the 8 rows' records from their GGUF bytes. */
-static void pack_record(const llmk_tensor_info *t, const struct llmk_r8 *w, int64_t g, int64_t b, unsigned char *dst) {
+/* Group g's block b: the 8 rows' records from their GGUF bytes, which
+ * src holds from row row0 on. */
+static void pack_record(const llmk_tensor_info *t, const unsigned char *src, int64_t row0, const struct llmk_r8 *w,
+                        int64_t g, int64_t b, unsigned char *dst) {
     size_t rowb = (size_t)(t->n_bytes / t->ne[1]), sb = llmk_type_block_bytes(t->type);
-    const unsigned char *src = t->data;
     struct r8_block blk[8];
     struct llmk_r8_sub q8s[8];
     float mins[8][2];
@@ -224,7 +225,7 @@ static void pack_record(const llmk_tensor_info *t, const struct llmk_r8 *w, int6
         int64_t row = g * 8 + r;
         p[r] = NULL;
         if (row >= w->n) continue;
-        const unsigned char *rp = src + (size_t)row * rowb;
+        const unsigned char *rp = src + (size_t)(row - row0) * rowb;
         if (w->layout == LLMK_R8_Q8S2) read_q2_k(rp, b, &q8s[r], mins[r]), p[r] = &q8s[r];
         else if (w->layout == LLMK_R8_Q8S) read_q8s(t->type, rp, b, &q8s[r]), p[r] = &q8s[r];
         else read_block(t->type, rp + (size_t)b * sb, &blk[r]), p[r] = &blk[r];
@@ -234,11 +235,16 @@ static void pack_record(const llmk_tensor_info *t, const struct llmk_r8 *w, int6
     else pack_q8s(dst, (const struct llmk_r8_sub *const *)p, (const float(*)[2])mins, w->layout == LLMK_R8_Q8S2);
 }
 
-void llmk_r8_pack(const llmk_tensor_info *t, struct llmk_r8 *w, int64_t g0, int64_t g1) {
+void llmk_r8_pack_rows(const llmk_tensor_info *t, const void *rows, struct llmk_r8 *w, int64_t g0, int64_t g1) {
     LLMK_CHECK(g0 >= w->g0 && g1 <= w->g1);
     for (int64_t g = g0; g < g1; g++)
         for (int64_t b = 0; b < w->nb; b++)
-            pack_record(t, w, g, b, w->data + ((size_t)(g - w->g0) * (size_t)w->nb + (size_t)b) * w->block_bytes);
+            pack_record(t, rows, g0 * 8, w, g, b, w->data + ((size_t)(g - w->g0) * (size_t)w->nb + (size_t)b) * w->block_bytes);
+}
+
+void llmk_r8_pack(const llmk_tensor_info *t, struct llmk_r8 *w, int64_t g0, int64_t g1) {
+    size_t rowb = (size_t)(t->n_bytes / t->ne[1]);
+    llmk_r8_pack_rows(t, (const unsigned char *)t->data + (size_t)g0 * 8 * rowb, w, g0, g1);
 }
 
 int llmk_r8_repack(const llmk_tensor_info *t, struct llmk_r8 *w) {

@@ -87,6 +87,9 @@ int llmk_r8_alloc(const llmk_tensor_info *t, struct llmk_r8 *w);
 void *llmk_r8_buffer(size_t bytes);
 int64_t llmk_r8_groups(const struct llmk_r8 *w);
 void llmk_r8_pack(const llmk_tensor_info *t, struct llmk_r8 *w, int64_t g0, int64_t g1);
+/* The same from a copy of just those rows: rows holds t's rows from
+ * g0 * 8 to min(g1 * 8, n) (what a read of the file range gives). */
+void llmk_r8_pack_rows(const llmk_tensor_info *t, const void *rows, struct llmk_r8 *w, int64_t g0, int64_t g1);
 
 /* y[i * y_stride + r] = dot(weight row r, activation row i) for r in
  * [r0, r1) and i in [0, m); activation rows (a16 format) a_stride bytes

@@ -223,15 +223,33 @@ def test_fast_matches_f32_other_a16_types(mixed_model):
     assert kl.mean() <= 1e-3
 
 
-def test_repacked_file_pages_leave_the_resident_set():
-    """Issue 19: the file pages of repacked weights are released as they are
-    packed, so the peak RSS is not file + repacked copy (217 MB for the 98 MB
-    default model before; ~131 MB after: the repacked copy, KV and scratch).
-    A clean-clone CI run on the 2-core machine once read 171 MB (1.74x) where
-    every local run reads 132 MB; the bound sits between that and the 2.2x
-    that file + copy gives, so it still fails on the regression it guards."""
-    out = json.loads(run("bench", "-m", str(MODEL), "-p", "16", "-n", "4", "-r", "1", "-t", "2", "--json"))
-    peak = out[0]["peak_rss_bytes"]
-    size = MODEL.stat().st_size
-    print(f"\npeak RSS {peak / 1e6:.1f} MB, file {size / 1e6:.1f} MB")
-    assert 0 < peak < 1.9 * size
+def fresh_copy(src, dst):
+    """dst written as a download writes it, in 1 MB chunks: the page cache
+    then holds it in large folios, and a fault maps a whole folio (up to
+    2 MB) on current kernels. That is how CI's clean machine meets the model
+    (scripts/fetch_model.sh has just written it), where a file read back
+    from disk long ago sits in small folios."""
+    with open(src, "rb") as f, open(dst, "wb") as o:
+        while chunk := f.read(1 << 20):
+            o.write(chunk)
+    return dst
+
+
+@pytest.mark.parametrize("fresh", [False, True], ids=["cached", "just-written"])
+def test_repacked_file_pages_leave_the_resident_set(fresh, tmp_path):
+    """Issue 19: the file's copy of the weights never becomes this process's
+    memory beside the repacked copy (217 MB peak for the 98 MB default model
+    when packed through the mapping). The repacked tensors are read with
+    pread, the norms are copies, embedding rows are read past the mapping
+    and the type probe decodes a zero row: nothing touches the mapping's
+    tensor pages after the load. Before those, a just-written file read
+    200 MB on CI (the norms read every token mapped the large folios around
+    them) where a cached one read 132 MB here. Now ~129 MB, of which the
+    mapping holds ~2 MB (the metadata)."""
+    model = fresh_copy(MODEL, tmp_path / MODEL.name) if fresh else MODEL
+    out = json.loads(run("bench", "-m", str(model), "-p", "16", "-n", "4", "-r", "1", "-t", "2", "--json"))
+    peak, mapped = out[0]["peak_rss_bytes"], out[0]["model_file_rss_bytes"]
+    size = model.stat().st_size
+    print(f"\npeak RSS {peak / 1e6:.1f} MB, the file's mapping {mapped / 1e6:.1f} MB resident, file {size / 1e6:.1f} MB")
+    assert 0 < mapped < 0.05 * size
+    assert 0 < peak < 1.6 * size

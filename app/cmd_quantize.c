@@ -74,6 +74,7 @@ struct conv_job {
     uint32_t dst_type;
     void *dst;
     uint64_t src_rb, dst_rb, rows;
+    float scale;             /* the tensor scale its rows are quantized under (llmk_quantize_row_scaled) */
     struct conv_fail *fails; /* [n workers] */
 };
 
@@ -107,7 +108,7 @@ static void conv_worker(void *ctx, int ith, int nth) {
         int st = llmk_dequantize_row(j->ti->type, (const char *)j->ti->data + (size_t)(r * (int64_t)j->src_rb), buf, k);
         if (!out && st == LLMK_UNSUPPORTED) break; /* copied as is: a type with no numbers to check */
         int64_t col = st == LLMK_OK ? first_non_finite(buf, k) : -1;
-        if (out && st == LLMK_OK && col < 0) st = llmk_quantize_row(j->dst_type, buf, out, k);
+        if (out && st == LLMK_OK && col < 0) st = llmk_quantize_row_scaled(j->dst_type, buf, out, k, j->scale);
         if (out && st == LLMK_OK && col < 0) st = llmk_dequantize_row(j->dst_type, out, buf + k, k);
         if (out && st == LLMK_OK && col < 0 && (col = first_non_finite(buf + k, k)) >= 0)
             col = k + largest_in_block(buf, k, col, llmk_type_block_elems(j->dst_type));
@@ -220,11 +221,32 @@ struct qrun {
     void **bufs;      /* [nt]: converted data (NULL: kept as is) */
     uint32_t *types;  /* [nt]: each tensor's output type */
     uint64_t *out_b;  /* [nt]: its output bytes */
+    float *scales;    /* [nt]: its tensor scale (1: none written) */
     size_t nt;
     uint64_t in_bytes, out_bytes;
     bool verbose;
     struct cli_progress prog;
 };
+
+/* The scale a tensor converted to type t is quantized under: t's
+ * llmk_tensor_scale of the tensor's largest magnitude (a first pass over
+ * its rows; 1 for every type but NVFP4). */
+static int tensor_scale(const llmk_tensor_info *ti, uint32_t t, uint64_t src_rb, uint64_t rows, float *scale) {
+    *scale = 1.0f;
+    if (llmk_tensor_scale(t, 1.0f) == 1.0f) return LLMK_OK; /* t takes none */
+    int64_t k = (int64_t)ti->ne[0];
+    float *buf = malloc((size_t)k * sizeof *buf), amax = 0;
+    if (!buf) return cli_fail(LLMK_OUT_OF_MEMORY, "quantize: a row of %s", ti->name);
+    int st = LLMK_OK;
+    for (uint64_t r = 0; r < rows && st == LLMK_OK; r++) {
+        st = llmk_dequantize_row(ti->type, (const char *)ti->data + r * src_rb, buf, k);
+        for (int64_t c = 0; st == LLMK_OK && c < k; c++)
+            if (fabsf(buf[c]) > amax) amax = fabsf(buf[c]); /* a NaN is named by the conversion after */
+    }
+    free(buf);
+    if (st == LLMK_OK) *scale = llmk_tensor_scale(t, amax);
+    return st;
+}
 
 /* Converts tensor i (or checks it when it keeps its type) and hands it to the writer. */
 static int convert_one(struct qrun *q, size_t i) {
@@ -239,11 +261,21 @@ static int convert_one(struct qrun *q, size_t i) {
         return cli_fail(LLMK_DIMENSION_OVERFLOW, "quantize: tensor %s output size overflows", ti->name);
     if (t != ti->type && !(q->bufs[i] = malloc(bytes ? (size_t)bytes : 1)))
         return cli_fail(LLMK_OUT_OF_MEMORY, "quantize: %llu bytes for tensor %s", (unsigned long long)bytes, ti->name);
+    q->scales[i] = 1.0f;
+    if (t != ti->type && llmk_weight_takes_scale(ti->name) && (st = tensor_scale(ti, t, src_rb, rows, &q->scales[i])) != LLMK_OK)
+        return st;
     /* A tensor kept in its type is still checked: the output must not carry NaN on. */
-    struct conv_job job = {ti, t, q->bufs[i], src_rb, dst_rb, rows, NULL};
+    struct conv_job job = {ti, t, q->bufs[i], src_rb, dst_rb, rows, q->scales[i], NULL};
     if ((st = convert(q->pool, &job, t)) != LLMK_OK) return st;
     const void *data = q->bufs[i] ? q->bufs[i] : ti->data;
     if ((st = llmk_gguf_writer_add_tensor(q->wr, ti->name, t, ti->n_dims, ti->ne, data, bytes)) != LLMK_OK) return st;
+    if (q->scales[i] != 1.0f) { /* X.weight's scale as X.scale, where llama.cpp looks for it */
+        char name[256];
+        const uint64_t one = 1;
+        snprintf(name, sizeof name, "%.*s.scale", (int)(strlen(ti->name) - strlen(".weight")), ti->name);
+        if ((st = llmk_gguf_writer_add_tensor(q->wr, name, LLMK_TYPE_F32, 1, &one, &q->scales[i], sizeof(float))) != LLMK_OK)
+            return st;
+    }
     q->in_bytes += ti->n_bytes, q->out_bytes += bytes, q->out_b[i] = bytes;
     return LLMK_OK;
 }
@@ -329,7 +361,8 @@ int cmd_quantize(int argc, char **argv) {
     q.bufs = calloc(nt ? nt : 1, sizeof *q.bufs);
     q.types = calloc(nt ? nt : 1, sizeof *q.types);
     q.out_b = calloc(nt ? nt : 1, sizeof *q.out_b);
-    if (!q.bufs || !q.types || !q.out_b) {
+    q.scales = calloc(nt ? nt : 1, sizeof *q.scales);
+    if (!q.bufs || !q.types || !q.out_b || !q.scales) {
         st = cli_fail(LLMK_OUT_OF_MEMORY, "quantize: %zu tensor pointers", nt);
         goto fail;
     }
@@ -359,7 +392,7 @@ fail:
 out:
     if (q.bufs)
         for (size_t i = 0; i < q.nt; i++) free(q.bufs[i]);
-    free(q.bufs), free(q.types), free(q.out_b);
+    free(q.bufs), free(q.types), free(q.out_b), free(q.scales);
     llmk_pool_free(q.pool);
     llmk_gguf_writer_free(q.wr);
     llmk_gguf_close(g);

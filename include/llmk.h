@@ -173,6 +173,17 @@ LLMK_API int llmk_row_bytes(uint32_t type, uint64_t n, uint64_t *bytes_out);
  * kernels every fast path is tested against. */
 LLMK_API int llmk_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n);
 LLMK_API int llmk_quantize_row(uint32_t type, const float *src, void *dst, int64_t n);
+/* A per-tensor scale beside the blocks (NVFP4: GGUF keeps it as a one-value
+ * F32 tensor X.scale next to X.weight, and X's products are multiplied by
+ * it). llmk_tensor_scale: the scale of a tensor whose largest magnitude is
+ * amax (NVFP4: amax / (6 * 448), which puts the largest block scale on
+ * E4M3's largest value; 1 for other types, or amax 0 or not finite).
+ * llmk_quantize_row_scaled: llmk_quantize_row of src / scale (a scale other
+ * than 1 for NVFP4 only). llmk_weight_takes_scale: whether a model applies
+ * an X.scale to tensor `name` (the projections, the experts, output). */
+LLMK_API float llmk_tensor_scale(uint32_t type, float amax);
+LLMK_API int llmk_quantize_row_scaled(uint32_t type, const float *src, void *dst, int64_t n, float scale);
+LLMK_API bool llmk_weight_takes_scale(const char *name);
 
 /* Names of the codecs llmk implements ("f32", "q4_1", "q6_k", ...), in type-id
  * order; *n receives the count and the array is NULL-terminated. Static. */

@@ -404,6 +404,8 @@ static void mm_rows(struct llmk_exec *ex, const struct llmk_phase *ph, int wi, i
     }
     default: mm_dot(ex, ph, wi, r0, r1, t0, t1, out, out_stride);
     }
+    if (ph->wscale[wi] != 1.0f) /* an NVFP4 tensor's X.scale, on the products as llama.cpp applies it */
+        for (int32_t t = t0; t < t1; t++) llmk_scale_f32(out + (int64_t)(t - t0) * out_stride + r0, r1 - r0, ph->wscale[wi]);
 }
 
 /* Worker ith's share of weight wi of matmul phase ph (plan.h). */
@@ -979,13 +981,15 @@ static void moe_matvec(struct llmk_exec *ex, const struct llmk_phase *ph, int wi
                        int64_t r1, const unsigned char *act, size_t as, int64_t m, float *y, size_t ys) {
     if (plan_of(ex, ph)->w[wi].route != LLMK_ROUTE_R8_A16) {
         llmk_moe_expert_matvec(&ex->K->type[ph->w[wi]->type], ph->w[wi], e, r0, r1, act, as, m, y + r0, ys);
-        return;
+    } else {
+        struct llmk_r8 v = ex->r8[((ph - ex->prog.ph) * 3 + wi) * ex->nth]; /* the whole stack */
+        int64_t groups = rows / LLMK_R8_ROWS;
+        v.data += (size_t)(e * groups) * (size_t)v.nb * v.block_bytes;
+        v.n = rows, v.g0 = 0, v.g1 = groups;
+        ex->K->gemm_r8_a16(&v, r0, r1, act, as, m, y, ys);
     }
-    struct llmk_r8 v = ex->r8[((ph - ex->prog.ph) * 3 + wi) * ex->nth]; /* the whole stack */
-    int64_t groups = rows / LLMK_R8_ROWS;
-    v.data += (size_t)(e * groups) * (size_t)v.nb * v.block_bytes;
-    v.n = rows, v.g0 = 0, v.g1 = groups;
-    ex->K->gemm_r8_a16(&v, r0, r1, act, as, m, y, ys);
+    if (ph->wscale[wi] != 1.0f)
+        for (int64_t i = 0; i < m; i++) llmk_scale_f32(y + (size_t)i * ys + r0, r1 - r0, ph->wscale[wi]);
 }
 
 /* Gate and up rows [r0, r1) of expert e for its gathered rows, SwiGLU, and

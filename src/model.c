@@ -194,6 +194,84 @@ static bool tensor_known(const char *name, int n_layer, bool moe, enum arch_id a
     return false;
 }
 
+/* ---- weight scales ------------------------------------------------------- */
+
+/* The length of a weight-scale suffix name ends with (".scale", or
+ * ".input_scale": an activation scale for FP4 activations, which a
+ * weight-only product does not use; llama.cpp reads and ignores it on the
+ * CPU as well), else 0. */
+static size_t scale_suffix(const char *name) {
+    size_t n = strlen(name);
+    if (n > 12 && !strcmp(name + n - 12, ".input_scale")) return 12;
+    if (n > 6 && !strcmp(name + n - 6, ".scale")) return 6;
+    return 0;
+}
+
+/* The matmul weights a scale may come with: the projections, the experts
+ * and the LM head (not token_embd, whose rows are also the embedding). */
+static bool scalable(const char *base) {
+    static const char *const names[] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up",
+                                        "ffn_down", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
+    if (!strcmp(base, "output")) return true;
+    const char *dot = strncmp(base, "blk.", 4) ? NULL : strchr(base + 4, '.');
+    for (size_t i = 0; dot && i < LLMK_ARRAY_LEN(names); i++)
+        if (!strcmp(dot + 1, names[i])) return true;
+    return false;
+}
+
+bool llmk_weight_takes_scale(const char *name) {
+    size_t n = name ? strlen(name) : 0;
+    char base[160];
+    if (n <= 7 || n >= sizeof base || strcmp(name + n - 7, ".weight") != 0) return false;
+    memcpy(base, name, n - 7);
+    base[n - 7] = 0;
+    return scalable(base);
+}
+
+/* X.scale: one positive F32 value, which GGUF's NVFP4 files (llama.cpp's
+ * convention) keep beside X.weight and multiply X's products by: E4M3
+ * block scales saturate at 448, so the quantizer divides the tensor by a
+ * scale first. Every X.scale and X.input_scale needs its X.weight, a
+ * matmul weight this architecture uses. */
+static int load_weight_scales(llmk_model *m, enum arch_id arch) {
+    const llmk_gguf *g = m->gguf;
+    size_t nt = llmk_gguf_n_tensors(g);
+    for (size_t i = 0; i < nt; i++) {
+        const llmk_tensor_info *t = llmk_gguf_tensor(g, i);
+        size_t suf = scale_suffix(t->name), len = strlen(t->name) - suf;
+        if (!suf) continue;
+        char base[160];
+        if (len + sizeof ".weight" > sizeof base)
+            return llmk_fail(LLMK_UNSUPPORTED_FEATURE, "model: tensor %s: name too long", t->name);
+        memcpy(base, t->name, len);
+        base[len] = 0;
+        if (!scalable(base) || !tensor_known(strcat(base, ".weight"), m->hp.n_layer, m->moe.n_expert > 0, arch) ||
+            !llmk_gguf_find_tensor(g, base))
+            return llmk_fail(LLMK_UNSUPPORTED_FEATURE, "model: tensor %s scales %s, not a matmul weight of this %s file",
+                             t->name, base, m->arch);
+        if (suf == 12) continue;
+        float v = 0;
+        if (t->type == LLMK_TYPE_F32 && t->n_elements == 1) llmk_gguf_read_range(g, t->data, sizeof v, &v);
+        if (!(v > 0) || !isfinite(v))
+            return llmk_fail(LLMK_UNSUPPORTED_FEATURE,
+                             "model: tensor %s: a weight scale is one positive finite F32 value (this one is %s "
+                             "of %llu elements%s)", t->name, llmk_type_name(t->type) ? llmk_type_name(t->type) : "?",
+                             (unsigned long long)t->n_elements, t->type == LLMK_TYPE_F32 && t->n_elements == 1 ? ", not positive" : "");
+        if (!m->wscale) {
+            if (!(m->wscale = malloc(nt * sizeof *m->wscale)))
+                return llmk_fail(LLMK_OUT_OF_MEMORY, "model: %zu weight scales", nt);
+            for (size_t j = 0; j < nt; j++) m->wscale[j] = 1.0f;
+        }
+        m->wscale[llmk_gguf_find_tensor(g, base) - llmk_gguf_tensor(g, 0)] = v;
+    }
+    return LLMK_OK;
+}
+
+float llmk_model_weight_scale(const llmk_model *m, const llmk_tensor_info *w) {
+    const llmk_tensor_info *t = m && m->wscale && w ? llmk_gguf_find_tensor(m->gguf, w->name) : NULL;
+    return t ? m->wscale[t - llmk_gguf_tensor(m->gguf, 0)] : 1.0f;
+}
+
 /* ---- RoPE frequencies ---------------------------------------------------- */
 
 /* YaRN's blend for pair i: 1 keeps the original frequency (extrapolation),
@@ -599,10 +677,11 @@ static int load_weights(llmk_model *m, enum arch_id arch) {
     LLMK_CHECK(used <= need);
     if (m->moe.n_expert && (st = routers_f32(m)) != LLMK_OK) return st;
 
+    if ((st = load_weight_scales(m, arch)) != LLMK_OK) return st;
     size_t nt = llmk_gguf_n_tensors(g);
     for (size_t i = 0; i < nt; i++) {
         const llmk_tensor_info *t = llmk_gguf_tensor(g, i);
-        if (!tensor_known(t->name, hp->n_layer, m->moe.n_expert > 0, arch))
+        if (!tensor_known(t->name, hp->n_layer, m->moe.n_expert > 0, arch) && !scale_suffix(t->name))
             return llmk_fail(LLMK_UNSUPPORTED_FEATURE,
                              "model: tensor %s is not part of architecture %s as llmk implements it "
                              "(an unsupported feature such as MoE experts or extra biases)",
@@ -782,6 +861,7 @@ void llmk_model_free(llmk_model *m) {
     free(m->rope_inv_freq);
     free(m->rope_inv_freq_swa);
     free(m->router_store);
+    free(m->wscale);
     free(m);
 }
 

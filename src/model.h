@@ -62,6 +62,7 @@ struct llmk_model {
     double *rope_inv_freq_swa;
     struct llmk_moe_hp moe;
     float *router_store;     /* f32 copies of routers not stored as aligned F32 */
+    float *wscale;           /* per GGUF tensor: its X.scale (1 without one); NULL when no weight has one */
 };
 
 /* Layer il's RoPE inverse frequencies. */
@@ -78,6 +79,11 @@ static inline int32_t llmk_layer_key_lo(const struct llmk_model *m, int il, int3
 /* Expert e's 2-D matrix of a 3-D expert stack t (rows ne[1], row length
  * ne[0]): a view into the same mapping, usable wherever a 2-D weight is. */
 void llmk_expert_view(const llmk_tensor_info *t, int64_t e, llmk_tensor_info *out);
+
+/* The factor weight w's products are multiplied by: its X.scale tensor
+ * (the NVFP4 per-tensor scale), 1 without one. w may be a view of a
+ * weight (an expert): found by name. */
+float llmk_model_weight_scale(const struct llmk_model *m, const llmk_tensor_info *w);
 
 /* Row r of the 2-D weight t (a token's embedding) as n f32, its bytes
  * read past the file mapping so that embedding lookups never make the

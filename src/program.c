@@ -192,6 +192,11 @@ int llmk_program_build(const struct llmk_model *m, struct llmk_program *p) {
     ph->in = LLMK_BUF_LOGITS;
     ph->rows[0] = hp->n_vocab;
     ph->final = 1;
+    for (int i = 0; i < p->n_phases; i++) {
+        struct llmk_phase *q = &p->ph[i];
+        bool mm = q->op == LLMK_OP_MATMUL || q->op == LLMK_OP_MOE_GATE_UP || q->op == LLMK_OP_MOE_DOWN;
+        for (int w = 0; w < 3; w++) q->wscale[w] = mm && w < q->n_w ? llmk_model_weight_scale(m, q->w[w]) : 1.0f;
+    }
     return LLMK_OK;
 fail:
     llmk_program_free(p);

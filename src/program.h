@@ -77,6 +77,7 @@ struct llmk_phase {
     uint8_t final;    /* the phase only runs on rows that want logits */
     int n_w;          /* weights of a matmul (1..3), 1 for embed */
     const llmk_tensor_info *w[3];
+    float wscale[3];  /* each weight's products times this (its X.scale; 1 without) */
     const float *vec[3]; /* norm weights (norm, rope_kv: q_norm, k_norm) or biases */
     int64_t rows[3];  /* output rows of each weight (matmul), elements per row otherwise */
     int64_t k;        /* input width */

@@ -270,6 +270,13 @@ static void add_bias(float *y, const float *b, int64_t n_tok, int64_t n) {
         for (int64_t i = 0; i < n; i++) y[t * n + i] += b[i];
 }
 
+/* y's n_tok rows of w's outputs times w's scale (an NVFP4 tensor's X.scale;
+ * llama.cpp scales the product the same way). */
+static void weight_scale(const llmk_session *s, const llmk_tensor_info *w, float *y, int64_t n_tok) {
+    float sc = llmk_model_weight_scale(s->m, w);
+    if (sc != 1.0f) llmk_scale_f32(y, n_tok * (int64_t)w->ne[1], sc);
+}
+
 /* The MoE FFN of layer L on the normed rows xn: route each token, then per
  * expert (tile map order) its tokens' rows gathered, gate/up, SwiGLU and
  * down as one matmul each, and each token's outputs combined in slot
@@ -297,6 +304,7 @@ static int f32_moe(llmk_session *s, const struct llmk_layer *L, int64_t n_tok) {
         float *const gu_out[2] = {s->moe_g, s->moe_u};
         if ((st = llmk_f32_matmul_multi(s->pool, 2, gu, s->moe_in, n, gu_out, s->row_scratch, s->row_stride)) != LLMK_OK)
             return st;
+        weight_scale(s, &gv, s->moe_g, n), weight_scale(s, &uv, s->moe_u, n);
         int64_t FE = mo->n_ff_exp;
         add_bias(s->moe_g, L->gate_exps_b_f ? L->gate_exps_b_f + e * FE : NULL, n, FE);
         add_bias(s->moe_u, L->up_exps_b_f ? L->up_exps_b_f + e * FE : NULL, n, FE);
@@ -306,6 +314,7 @@ static int f32_moe(llmk_session *s, const struct llmk_layer *L, int64_t n_tok) {
             llmk_f32_swiglu(s->moe_g, s->moe_u, (int64_t)n * FE);
         if ((st = llmk_f32_matmul(s->pool, &dv, s->moe_g, n, s->moe_in, s->row_scratch, s->row_stride)) != LLMK_OK)
             return st;
+        weight_scale(s, &dv, s->moe_in, n);
         add_bias(s->moe_in, L->down_exps_b_f ? L->down_exps_b_f + e * E : NULL, n, E);
         for (int32_t i = 0; i < n; i++)
             memcpy(s->moe_y + (int64_t)s->moe_slots[a + i] * E, s->moe_in + i * E, (size_t)E * sizeof(float));
@@ -343,6 +352,7 @@ static int f32_forward(llmk_session *s, const int32_t *ids, int64_t n_tok, int32
         float *const qkv_out[3] = {s->q, s->k, s->v};
         if ((st = llmk_f32_matmul_multi(s->pool, 3, qkv, s->xn, n_tok, qkv_out, s->row_scratch, s->row_stride)) != LLMK_OK)
             return st;
+        for (int i = 0; i < 3; i++) weight_scale(s, qkv[i], qkv_out[i], n_tok);
         add_bias(s->q, L->bq_f, n_tok, qd);
         add_bias(s->k, L->bk_f, n_tok, kvd);
         add_bias(s->v, L->bv_f, n_tok, kvd);
@@ -363,6 +373,7 @@ static int f32_forward(llmk_session *s, const int32_t *ids, int64_t n_tok, int32
         llmk_pool_run(s->pool, attn_worker, &ac);
         if ((st = llmk_f32_matmul(s->pool, L->wo, s->att, n_tok, s->o, s->row_scratch, s->row_stride)) != LLMK_OK)
             return st;
+        weight_scale(s, L->wo, s->o, n_tok);
         add_bias(s->o, L->bo_f, n_tok, E);
         add_branch(s, L->attn_post_norm_f, n_tok);
         for (int64_t t = 0; t < n_tok; t++) K->rmsnorm(s->xn + t * E, s->x + t * E, L->ffn_norm_f, E, eps);
@@ -374,12 +385,14 @@ static int f32_forward(llmk_session *s, const int32_t *ids, int64_t n_tok, int32
         float *const gu_out[2] = {s->g, s->u};
         if ((st = llmk_f32_matmul_multi(s->pool, 2, gu, s->xn, n_tok, gu_out, s->row_scratch, s->row_stride)) != LLMK_OK)
             return st;
+        weight_scale(s, L->w_gate, s->g, n_tok), weight_scale(s, L->w_up, s->u, n_tok);
         if (hp->ffn_gelu)
             K->glu->gelu_glu(s->g, s->u, n_tok * F);
         else
             llmk_f32_swiglu(s->g, s->u, n_tok * F);
         if ((st = llmk_f32_matmul(s->pool, L->w_down, s->g, n_tok, s->o, s->row_scratch, s->row_stride)) != LLMK_OK)
             return st;
+        weight_scale(s, L->w_down, s->o, n_tok);
         add_branch(s, L->ffn_post_norm_f, n_tok);
     }
     if (out_rows == 0) return LLMK_OK;
@@ -388,6 +401,7 @@ static int f32_forward(llmk_session *s, const int32_t *ids, int64_t n_tok, int32
         K->rmsnorm(hidden ? out + (t - first) * E : s->xn + t * E, s->x + t * E, m->out_norm_f, E, eps);
     if (hidden) return LLMK_OK;
     st = llmk_f32_matmul(s->pool, m->output, s->xn + first * E, n_tok - first, out, s->row_scratch, s->row_stride);
+    if (st == LLMK_OK) weight_scale(s, m->output, out, n_tok - first);
     if (st == LLMK_OK && hp->logit_softcap > 0) llmk_softcap_f32(out, (n_tok - first) * hp->n_vocab, (float)hp->logit_softcap);
     return st;
 }

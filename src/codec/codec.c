@@ -2,8 +2,10 @@
  * the public API. (The fast kernels are in the CPU kernel table,
  * src/kernels/kernels.h.) */
 #include "codec/codec.h"
+#include "codec/nvfp4.h"
 #include "internal.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +47,23 @@ static int row_args(const char *what, uint32_t type, const void *a, const void *
     }
     uint64_t bytes;
     return llmk_row_bytes(type, (uint64_t)n, &bytes);
+}
+
+float llmk_tensor_scale(uint32_t type, float amax) {
+    return type == LLMK_TYPE_NVFP4 ? llmk_nvfp4_tensor_scale(&amax, 1) : 1.0f;
+}
+
+int llmk_quantize_row_scaled(uint32_t type, const float *src, void *dst, int64_t n, float scale) {
+    if (scale == 1.0f) return llmk_quantize_row(type, src, dst, n);
+    llmk_error_clear();
+    const struct llmk_codec *c;
+    int st = row_args("quantize_row_scaled", type, src, dst, n, &c);
+    if (st != LLMK_OK) return st;
+    if (type != LLMK_TYPE_NVFP4 || !(scale > 0) || !isfinite(scale))
+        return llmk_fail(LLMK_INVALID_ARGUMENT, "quantize_row_scaled: scale %g for type %s (only NVFP4 takes one, "
+                         "positive and finite)", (double)scale, llmk_type_name(type));
+    llmk_nvfp4_quantize_scaled(src, n, scale, dst);
+    return LLMK_OK;
 }
 
 int llmk_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n) {

@@ -196,9 +196,11 @@ static void geglu(double *g, const double *u, int64_t n) {
 
 
 /* Decode w ([n_in, n_out], rows of n_in) into s->w as the m x n = n_in x n_out
- * matrix A with A[i*n_out + j] = W[j][i], so y = A^T x is W x. */
+ * matrix A with A[i*n_out + j] = W[j][i], so y = A^T x is W x; times w's
+ * scale (llmk_model_weight_scale), exact in double. */
 static int load_transposed(struct llmk_ref_state *s, const llmk_tensor_info *w) {
     int64_t n_in = (int64_t)w->ne[0], n_out = (int64_t)w->ne[1];
+    double scale = llmk_model_weight_scale(s->m, w);
     uint64_t rb;
     int st = llmk_row_bytes(w->type, w->ne[0], &rb);
     if (st != LLMK_OK) return st;
@@ -212,7 +214,7 @@ static int load_transposed(struct llmk_ref_state *s, const llmk_tensor_info *w) 
                                           s->row + r * n_in, n_in)) != LLMK_OK)
                 return llmk_fail(st, "ref: tensor %s row %lld: %s", w->name, (long long)(j0 + r), llmk_last_error());
         for (int64_t i = 0; i < n_in; i++)
-            for (int64_t r = 0; r < nj; r++) s->w[i * n_out + j0 + r] = (double)s->row[r * n_in + i];
+            for (int64_t r = 0; r < nj; r++) s->w[i * n_out + j0 + r] = (double)s->row[r * n_in + i] * scale;
     }
     return LLMK_OK;
 }

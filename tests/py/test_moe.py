@@ -91,9 +91,10 @@ def test_q8_0_paths_agree(i):
 
 # ------------------------------------------------------------ sensitivity --
 
-def rewrite(src, dst, kv=None, drop_tensor=None, tensor_fn=None):
+def rewrite(src, dst, kv=None, drop_tensor=None, tensor_fn=None, extra=None):
     """Copy a GGUF with gguf-py, changing metadata (kv: key -> (value, type)
-    or None to drop) and tensors (tensor_fn(name, array) -> array)."""
+    or None to drop) and tensors (tensor_fn(name, array) -> array), and
+    appending the tensors of extra (name -> array)."""
     import gguf
 
     r = gguf.GGUFReader(src)
@@ -123,6 +124,8 @@ def rewrite(src, dst, kv=None, drop_tensor=None, tensor_fn=None):
             w.add_tensor(t.name, np.ascontiguousarray(data, dtype=np.float32))
         else:
             w.add_tensor(t.name, data, raw_shape=data.shape, raw_dtype=t.tensor_type)
+    for name, data in (extra or {}).items():
+        w.add_tensor(name, np.ascontiguousarray(data))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

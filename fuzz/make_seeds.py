@@ -571,6 +571,14 @@ def write_hf_seeds():
     put("hf", "bad_gemma3_normalizer", three(enc(gcfg), enc(dict(gtok, normalizer={"type": "NFKC"})), enc(gtc)))
     put("hf", "bad_gemma3_added_decoder", three(enc(gcfg), enc(gtok), enc(dict(
         gtc, added_tokens_decoder={"x5": {"content": "<start_of_turn>", "special": True}}))))
+    # qwen3moe: the expert keys; dense layers among MoE ones and missing expert counts are refused
+    q = "qwen3moe_f32"
+    put("hf", "valid_" + q, three(rd(q, "config.json"), rd(q, "tokenizer.json"), rd(q, "tokenizer_config.json")))
+    qcfg = json.loads(rd(q, "config.json"))
+    put("hf", "bad_qwen3moe_dense_layers", three(enc(dict(qcfg, mlp_only_layers=[1])), rd(q, "tokenizer.json"),
+                                                 rd(q, "tokenizer_config.json")))
+    put("hf", "bad_qwen3moe_no_experts", three(enc({k: v for k, v in qcfg.items() if k != "num_experts"}),
+                                               rd(q, "tokenizer.json"), rd(q, "tokenizer_config.json")))
 
 
 def write_grammar_seeds():

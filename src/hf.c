@@ -29,7 +29,7 @@
 #define HF_MAX_JSON (256u << 20) /* tokenizer.json of a 256k vocabulary is ~20 MB */
 #define HF_MAX_SHARDS 4096
 
-enum hf_arch { HF_LLAMA, HF_QWEN2, HF_QWEN3, HF_GEMMA3 };
+enum hf_arch { HF_LLAMA, HF_QWEN2, HF_QWEN3, HF_QWEN3MOE, HF_GEMMA3 };
 
 static const struct {
     const char *hf, *gguf;
@@ -37,6 +37,7 @@ static const struct {
 } hf_archs[] = {{"LlamaForCausalLM", "llama", HF_LLAMA},
                 {"Qwen2ForCausalLM", "qwen2", HF_QWEN2},
                 {"Qwen3ForCausalLM", "qwen3", HF_QWEN3},
+                {"Qwen3MoeForCausalLM", "qwen3moe", HF_QWEN3MOE},
                 {"Gemma3ForCausalLM", "gemma3", HF_GEMMA3}};
 
 /* What the view's tensors point into, released when it closes. */
@@ -142,6 +143,7 @@ struct hf_hp {
     const char *arch_name;
     int64_t n_layer, n_embd, n_ff, n_head, n_head_kv, head_dim, n_ctx, n_vocab;
     int64_t n_tok; /* tokens the view's tokenizer has (0: no tokenizer.json) */
+    int64_t n_expert; /* qwen3moe: experts per layer (0: dense) */
     bool tied;
 };
 
@@ -224,7 +226,7 @@ static int config_arch(const cJSON *cfg, struct hf_hp *hp) {
                          "not supported; the text-only Gemma3ForCausalLM is");
     return llmk_fail(LLMK_UNSUPPORTED_ARCHITECTURE,
                      "config.json: architecture %.80s is not supported (LlamaForCausalLM, Qwen2ForCausalLM, "
-                     "Qwen3ForCausalLM, Gemma3ForCausalLM)", first->valuestring);
+                     "Qwen3ForCausalLM, Qwen3MoeForCausalLM, Gemma3ForCausalLM)", first->valuestring);
 }
 
 static int check_act(const cJSON *cfg, const char *key, const char *want) {
@@ -360,6 +362,35 @@ static int config_gemma3(const cJSON *cfg, const struct hf_hp *hp, llmk_gguf_wri
     return LLMK_OK;
 }
 
+/* Qwen3MoeConfig: every layer MoE (decoder_sparse_step 1, no
+ * mlp_only_layers: the model loader has no dense layer in a MoE model), the
+ * expert counts and width; norm_topk_prob false is written as
+ * expert_weights_norm = false (llama.cpp's converter writes no key and
+ * renormalises always, as Qwen3-MoE checkpoints ask). */
+static int config_moe(const cJSON *cfg, struct hf_hp *hp, llmk_gguf_writer *w) {
+    int64_t used = 0, ff = 0, step = 1;
+    int st;
+    const char *a = hp->arch_name;
+    if ((st = jint(cfg, "num_experts", 1, 1 << 16, &hp->n_expert)) != LLMK_OK ||
+        (st = jint(cfg, "num_experts_per_tok", 1, hp->n_expert, &used)) != LLMK_OK ||
+        (st = jint(cfg, "moe_intermediate_size", 1, 1 << 30, &ff)) != LLMK_OK)
+        return st == LLMK_NOT_FOUND ? llmk_fail(LLMK_BAD_HYPERPARAMETER, "config.json: num_experts, "
+                                                "num_experts_per_tok and moe_intermediate_size are required") : st;
+    if ((st = jint(cfg, "decoder_sparse_step", 1, 1 << 20, &step)) != LLMK_OK && st != LLMK_NOT_FOUND) return st;
+    const cJSON *dense = jget(cfg, "mlp_only_layers");
+    if (step != 1 || (cJSON_IsArray(dense) && cJSON_GetArraySize(dense) > 0))
+        return llmk_fail(LLMK_UNSUPPORTED_FEATURE, "config.json: dense layers among the MoE ones (decoder_sparse_step "
+                         "%lld, mlp_only_layers) are not supported", (long long)step);
+    llmk_error_clear();
+    if ((st = put_u32(w, a, "expert_count", hp->n_expert)) != LLMK_OK ||
+        (st = put_u32(w, a, "expert_used_count", used)) != LLMK_OK ||
+        (st = put_u32(w, a, "expert_feed_forward_length", ff)) != LLMK_OK)
+        return st;
+    char key[96];
+    snprintf(key, sizeof key, "%s.expert_weights_norm", a);
+    return cJSON_IsFalse(jget(cfg, "norm_topk_prob")) ? llmk_gguf_writer_set_bool(w, key, false) : LLMK_OK;
+}
+
 static int config_hparams(const cJSON *cfg, struct hf_hp *hp, llmk_gguf_writer *w) {
     int st;
     if ((st = config_arch(cfg, hp)) != LLMK_OK || (st = config_refusals(cfg, hp->arch)) != LLMK_OK) return st;
@@ -403,6 +434,7 @@ static int config_hparams(const cJSON *cfg, struct hf_hp *hp, llmk_gguf_writer *
         ((st = put_u32(w, a, "attention.key_length", hp->head_dim)) != LLMK_OK ||
          (st = put_u32(w, a, "attention.value_length", hp->head_dim)) != LLMK_OK))
         return st;
+    if (hp->arch == HF_QWEN3MOE && (st = config_moe(cfg, hp, w)) != LLMK_OK) return st;
     return hp->arch == HF_GEMMA3 ? config_gemma3(cfg, hp, w) : config_rope(cfg, a, w);
 }
 
@@ -856,8 +888,10 @@ static int tokenizer_meta(const char *dir, const cJSON *cfg, struct hf_hp *hp, l
 /* ---- tensors ------------------------------------------------------------------- */
 
 /* llama.cpp's name for an HF tensor: 1 mapped, 0 skipped on purpose, -1 no
- * counterpart (refused by the caller). */
-static int gguf_name(const char *hf, const struct hf_hp *hp, char *out, size_t cap) {
+ * counterpart (refused by the caller), 2 expert *expert's part of the
+ * stack named out (qwen3moe's mlp.experts.E.*_proj: one 3-D tensor per
+ * layer and projection in GGUF). */
+static int gguf_name(const char *hf, const struct hf_hp *hp, char *out, size_t cap, int64_t *expert) {
     static const char *const per_layer[][2] = {
         {"input_layernorm.weight", "attn_norm.weight"},    {"self_attn.q_proj.weight", "attn_q.weight"},
         {"self_attn.k_proj.weight", "attn_k.weight"},      {"self_attn.v_proj.weight", "attn_v.weight"},
@@ -884,6 +918,18 @@ static int gguf_name(const char *hf, const struct hf_hp *hp, char *out, size_t c
                                                   {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"}};
     for (size_t i = 0; hp->arch == HF_GEMMA3 && i < LLMK_ARRAY_LEN(gemma3_norms); i++)
         if (!strcmp(p, gemma3_norms[i][0])) return snprintf(out, cap, "blk.%ld.%s", il, gemma3_norms[i][1]), 1;
+    if (hp->n_expert && !strcmp(p, "mlp.gate.weight")) return snprintf(out, cap, "blk.%ld.ffn_gate_inp.weight", il), 1;
+    if (hp->n_expert && !strncmp(p, "mlp.experts.", 12)) {
+        static const char *const proj[][2] = {{"gate_proj.weight", "ffn_gate_exps.weight"},
+                                              {"up_proj.weight", "ffn_up_exps.weight"},
+                                              {"down_proj.weight", "ffn_down_exps.weight"}};
+        const char *q = p + 12;
+        *expert = 0;
+        for (digits = 0; *q >= '0' && *q <= '9' && digits < 7; digits++) *expert = *expert * 10 + (*q++ - '0');
+        for (size_t i = 0; digits && *q == '.' && *expert < hp->n_expert && i < LLMK_ARRAY_LEN(proj); i++)
+            if (!strcmp(q + 1, proj[i][0])) return snprintf(out, cap, "blk.%ld.%s", il, proj[i][1]), 2;
+        return -1;
+    }
     for (size_t i = 0; i < LLMK_ARRAY_LEN(per_layer); i++)
         if (!strcmp(p, per_layer[i][0])) return snprintf(out, cap, "blk.%ld.%s", il, per_layer[i][1]), 1;
     return -1;
@@ -1051,6 +1097,54 @@ static int open_shards(const char *dir, struct hf_owner *o) {
     return st;
 }
 
+/* The experts of one layer's projection, gathered from their tensors. */
+struct hf_stack {
+    char name[96];
+    const llmk_st_tensor **part; /* [n_expert] */
+};
+
+static int stack_part(struct hf_stack **stacks, size_t *n, int64_t n_expert, const char *name, int64_t e,
+                      const llmk_st_tensor *s) {
+    size_t i = 0;
+    while (i < *n && strcmp((*stacks)[i].name, name)) i++;
+    if (i == *n) {
+        struct hf_stack *m = realloc(*stacks, (*n + 1) * sizeof *m);
+        if (!m) return llmk_fail(LLMK_OUT_OF_MEMORY, "model folder: expert stacks");
+        *stacks = m;
+        snprintf(m[i].name, sizeof m[i].name, "%s", name);
+        if (!(m[i].part = calloc((size_t)n_expert, sizeof *m[i].part)))
+            return llmk_fail(LLMK_OUT_OF_MEMORY, "model folder: expert stacks");
+        ++*n;
+    }
+    if ((*stacks)[i].part[e]) return llmk_fail(LLMK_BAD_REQUEST, "tensor %.100s appears twice", s->name);
+    (*stacks)[i].part[e] = s;
+    return LLMK_OK;
+}
+
+/* One stack as GGUF's 3-D [n_in, n_out, n_expert] tensor: its experts'
+ * matrices, all of one type and shape, copied one after another. */
+static int stack_tensor(const struct hf_stack *k, int64_t n_expert, struct hf_owner *o, char *gname,
+                        llmk_tensor_info *t) {
+    const llmk_st_tensor *p0 = k->part[0];
+    for (int64_t e = 0; e < n_expert; e++) {
+        const llmk_st_tensor *p = k->part[e];
+        if (!p) return llmk_fail(LLMK_MISSING_TENSOR, "%s: expert %lld is missing", k->name, (long long)e);
+        if (p->n_dims != 2 || p->type != p0->type || memcmp(p->shape, p0->shape, 2 * sizeof p->shape[0]) != 0)
+            return llmk_fail(LLMK_TENSOR_SHAPE_MISMATCH, "%s: expert %lld is not a matrix of expert 0's type and shape",
+                             k->name, (long long)e);
+    }
+    uint64_t each = p0->end - p0->begin;
+    unsigned char *data = malloc((size_t)(each * (uint64_t)n_expert));
+    if (!data) return llmk_fail(LLMK_OUT_OF_MEMORY, "%s: %llu bytes", k->name, (unsigned long long)(each * (uint64_t)n_expert));
+    for (int64_t e = 0; e < n_expert; e++) memcpy(data + (uint64_t)e * each, k->part[e]->data, (size_t)each);
+    snprintf(gname, 96, "%s", k->name);
+    *t = (llmk_tensor_info){.name = gname, .type = p0->type, .n_dims = 3,
+                            .ne = {p0->shape[1], p0->shape[0], (uint64_t)n_expert, 1},
+                            .n_elements = p0->n_elements * (uint64_t)n_expert, .n_bytes = each * (uint64_t)n_expert,
+                            .data = data};
+    return own_copy(o, data);
+}
+
 /* Every tensor of every shard, named, checked and (llama q/k) permuted. */
 static int collect_tensors(const struct hf_hp *hp, struct hf_owner *o, llmk_tensor_info **out, char **names_out,
                            size_t *n_out) {
@@ -1062,20 +1156,29 @@ static int collect_tensors(const struct hf_hp *hp, struct hf_owner *o, llmk_tens
     *names_out = names;
     *n_out = 0;
     if (!t || !names) return llmk_fail(LLMK_OUT_OF_MEMORY, "model folder: %zu tensors", total);
-    for (size_t f = 0; f < o->n_files; f++)
-        for (size_t i = 0; i < llmk_safetensors_n_tensors(o->files[f]); i++) {
+    struct hf_stack *stacks = NULL;
+    size_t n_stacks = 0;
+    int st = LLMK_OK;
+    for (size_t f = 0; f < o->n_files && st == LLMK_OK; f++)
+        for (size_t i = 0; i < llmk_safetensors_n_tensors(o->files[f]) && st == LLMK_OK; i++) {
             const llmk_st_tensor *s = llmk_safetensors_tensor(o->files[f], i);
             char *g = names + *n_out * 96;
-            int m = gguf_name(s->name, hp, g, 96);
+            int64_t e = 0;
+            int m = gguf_name(s->name, hp, g, 96, &e);
             if (m < 0)
-                return llmk_fail(LLMK_UNSUPPORTED_FEATURE,
-                                 "tensor %.100s has no counterpart in %s as llmk implements it", s->name, hp->arch_name);
-            if (m == 0) continue;
-            int st = tensor_info(s, hp, o, g, &t[*n_out]);
-            if (st != LLMK_OK) return st;
-            ++*n_out;
+                st = llmk_fail(LLMK_UNSUPPORTED_FEATURE, "tensor %.100s has no counterpart in %s as llmk implements it",
+                               s->name, hp->arch_name);
+            else if (m == 2)
+                st = stack_part(&stacks, &n_stacks, hp->n_expert, g, e, s);
+            else if (m == 1 && (st = tensor_info(s, hp, o, g, &t[*n_out])) == LLMK_OK)
+                ++*n_out;
         }
-    return LLMK_OK;
+    /* a stack takes the slot of one of its n_expert >= 1 parts */
+    for (size_t k = 0; k < n_stacks && st == LLMK_OK; k++)
+        if ((st = stack_tensor(&stacks[k], hp->n_expert, o, names + *n_out * 96, &t[*n_out])) == LLMK_OK) ++*n_out;
+    for (size_t k = 0; k < n_stacks; k++) free(stacks[k].part);
+    free(stacks);
+    return st;
 }
 
 /* The writer's metadata (no tensors) as a malloc'd GGUF image. */

@@ -330,3 +330,63 @@ def test_gemma3_embedding_rows_beyond_the_vocabulary_dropped():
         with open(st, "wb") as fh:
             fh.write(struct.pack("<Q", len(h)) + h + out)
         assert logits(d, ids, "f32") == logits(G3 + ".gguf", ids, "f32")
+
+
+def st_read(path):
+    """A safetensors file as (header dict, data bytes), read as the format is specified."""
+    with open(path, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        return json.loads(f.read(n)), f.read()
+
+
+def st_write(path, header, data):
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(len(h).to_bytes(8, "little") + h + data)
+
+
+def test_qwen3moe_expert_stacks():
+    """The folder's per-expert matrices become GGUF's 3-D stacks: the same
+    stacked bytes as the conversion (the logits tests above are bitwise),
+    whatever order the file lists the experts in."""
+    with tempfile.TemporaryDirectory() as tmp:
+        d = copy(tmp, "qwen3moe_f32")
+        head, data = st_read(os.path.join(d, "model.safetensors"))
+        meta = head.pop("__metadata__")
+        st_write(os.path.join(d, "model.safetensors"), {"__metadata__": meta, **dict(reversed(list(head.items())))}, data)
+        ids = META["models"]["qwen3moe_f32"]["sequences"]["text0"]
+        assert logits(d, ids, "ref") == logits(os.path.join(FIX, "qwen3moe_f32.gguf"), ids, "ref")
+
+
+def test_qwen3moe_refusals():
+    with tempfile.TemporaryDirectory() as tmp:
+        for edit, words in [({"mlp_only_layers": [0]}, ["dense layers among the MoE"]),
+                            ({"decoder_sparse_step": 2}, ["decoder_sparse_step 2"]),
+                            ({"num_experts": None}, ["num_experts"]),
+                            ({"num_experts_per_tok": 9}, ["num_experts_per_tok"])]:
+            d = copy(tmp, "qwen3moe_f32")
+            cfg = json.load(open(os.path.join(d, "config.json")))
+            cfg.update(edit)
+            if edit.get("num_experts", 0) is None:
+                del cfg["num_experts"]
+            json.dump(cfg, open(os.path.join(d, "config.json"), "w"))
+            refused(d, *words)
+            shutil.rmtree(d)
+        # an expert missing, one of another shape, one beyond num_experts
+        for what, words in [("drop", ["blk.1.ffn_up_exps.weight", "expert 3 is missing"]),
+                            ("shape", ["blk.1.ffn_up_exps.weight", "expert 3 is not a matrix"]),
+                            ("beyond", ["mlp.experts.8.up_proj.weight", "no counterpart"])]:
+            d = copy(tmp, "qwen3moe_f32")
+            path = os.path.join(d, "model.safetensors")
+            head, data = st_read(path)
+            key = "model.layers.1.mlp.experts.3.up_proj.weight"
+            if what == "drop":
+                del head[key]
+            elif what == "shape":
+                head[key]["shape"] = list(reversed(head[key]["shape"]))
+            else:
+                head["model.layers.1.mlp.experts.8.up_proj.weight"] = head.pop(key)
+            st_write(path, head, data)
+            refused(d, *words)
+            shutil.rmtree(d)

@@ -32,6 +32,16 @@ fixed text; a tokenizer trained here has no known hash, so the run patches
 that one lookup to return the family's name (qwen2 / llama-bpe), which is
 what the hash would say for the family's real tokenizer.
 
+qwen3moe_f32/ is made without torch: the tiny Qwen3MoeForCausalLM that
+tests/ref/make_fixtures.py built with transformers and converted
+(tests/fixtures/model/tiny/tiny_qwen3moe.gguf, F32) written back as the HF
+folder it came from: the converter's names inverted (facts of its tensor
+map), each layer's expert stacks split into mlp.experts.E.*_proj matrices,
+safetensors written as the format is specified (an 8-byte header length, the
+JSON header, the data), the tiny qwen3 folder's tokenizer files (the same
+vocabulary and merges, checked). qwen3moe_f32.gguf and its logits are links
+to that fixture and transformers' logits for it.
+
 smollm2_tok/: SmolLM2's tokenizer.json rebuilt from the default GGUF (the HF
 hub is not reachable here): vocabulary, merges, Digits + ByteLevel
 pre-tokenizer, the special tokens; with a config.json and no weights. The
@@ -46,6 +56,7 @@ bf16/f16 weights upcast) at every position.
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -211,18 +222,99 @@ def smollm2_tokenizer(gguf_path):
         json.dump({"bos_token": "<|im_start|>", "eos_token": "<|im_end|>", "add_bos_token": False}, f)
 
 
+GGUF_TO_HF = {"attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
+              "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj", "attn_q_norm": "self_attn.q_norm",
+              "attn_k_norm": "self_attn.k_norm", "ffn_norm": "post_attention_layernorm", "ffn_gate_inp": "mlp.gate"}
+
+
+def write_safetensors(path, tensors):
+    """tensors: name -> f32 array, in the safetensors layout."""
+    header, blobs, off = {"__metadata__": {"format": "pt"}}, [], 0
+    for name, a in tensors.items():
+        b = np.ascontiguousarray(a, dtype="<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(len(h).to_bytes(8, "little") + h + b"".join(blobs))
+
+
+def write_qwen3moe_from_gguf(name="qwen3moe_f32"):
+    import gguf
+    tiny = os.path.join(ROOT, "tests", "fixtures", "model", "tiny")
+    src = os.path.join(tiny, "tiny_qwen3moe.gguf")
+    with open(os.path.join(tiny, "tiny_qwen3moe.json"), encoding="utf-8") as f:
+        doc = json.load(f)
+    hp = doc["hparams"]
+    r = gguf.GGUFReader(src)
+    tensors = {}
+    for t in r.tensors:
+        a = np.array(t.data, dtype=np.float32)
+        if t.name in ("token_embd.weight", "output_norm.weight", "output.weight"):
+            tensors[{"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
+                     "output.weight": "lm_head.weight"}[t.name]] = a
+            continue
+        _, il, stem, _ = t.name.split(".")
+        if stem.endswith("_exps"):
+            for e in range(a.shape[0]):
+                tensors[f"model.layers.{il}.mlp.experts.{e}.{stem.split('_')[1]}_proj.weight"] = a[e]
+        else:
+            tensors[f"model.layers.{il}.{GGUF_TO_HF[stem]}.weight"] = a
+    d = os.path.join(OUT, name)
+    os.makedirs(d, exist_ok=True)
+    write_safetensors(os.path.join(d, "model.safetensors"), dict(sorted(tensors.items())))
+    q3 = os.path.join(OUT, "qwen3_f16")
+    tj = json.load(open(os.path.join(q3, "tokenizer.json"), encoding="utf-8"))
+    toks = [bytes(r.fields["tokenizer.ggml.tokens"].parts[i]).decode() for i in r.fields["tokenizer.ggml.tokens"].data]
+    vocab = {i: t for t, i in tj["model"]["vocab"].items()} | {a["id"]: a["content"] for a in tj["added_tokens"]}
+    assert [vocab[i] for i in range(len(toks))] == toks, "the qwen3 folder's vocabulary is not this model's"
+    for f in ("tokenizer.json", "generation_config.json"):
+        shutil.copy(os.path.join(q3, f), os.path.join(d, f))
+    with open(os.path.join(q3, "tokenizer_config.json"), encoding="utf-8") as f:
+        tc = json.load(f)
+    tc.pop("chat_template", None)  # the GGUF fixture has none
+    with open(os.path.join(d, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+        json.dump(tc, f, indent=2)
+    cfg = {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "hidden_size": hp["hidden"],
+           "num_hidden_layers": hp["layers"], "num_attention_heads": hp["heads"],
+           "num_key_value_heads": hp["kv_heads"], "head_dim": hp["head_dim"], "intermediate_size": hp["ffn"],
+           "max_position_embeddings": hp["ctx"], "rms_norm_eps": hp["eps"], "rope_theta": hp["theta"],
+           "vocab_size": doc["n_vocab"], "num_experts": hp["experts"], "num_experts_per_tok": hp["top_k"],
+           "moe_intermediate_size": hp["ffn_exp"], "norm_topk_prob": True, "decoder_sparse_step": 1,
+           "mlp_only_layers": [], "hidden_act": "silu", "tie_word_embeddings": False, "attention_bias": False,
+           "use_sliding_window": False, "bos_token_id": doc["bos_token_id"], "eos_token_id": doc["eos_token_id"],
+           "dtype": "float32"}
+    with open(os.path.join(d, "config.json"), "w", encoding="utf-8") as f:
+        json.dump(cfg, f, indent=2)
+    for link, target in ((name + ".gguf", "tiny_qwen3moe.gguf"), (name + "_logits.npz", "tiny_qwen3moe_logits.npz")):
+        p = os.path.join(OUT, link)
+        if os.path.lexists(p):
+            os.remove(p)
+        os.symlink(os.path.join("..", "model", "tiny", target), p)
+    with open(os.path.join(OUT, "hf.json"), encoding="utf-8") as f:
+        tokenize = json.load(f)["models"]["qwen3_f16"]["tokenize"]
+    return {"arch": "qwen3moe", "dtype": "f32", "from": "tests/fixtures/model/tiny/tiny_qwen3moe.gguf",
+            "sequences": {s["name"]: s["ids"] for s in doc["sequences"]}, "tokenize": tokenize}
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--convert", required=True, help="llama.cpp tree (vendor/llama.cpp of the sdist)")
+    ap.add_argument("--convert", help="llama.cpp tree (vendor/llama.cpp of the sdist); not for --only qwen3moe_f32")
     ap.add_argument("--smollm2", default=os.path.expanduser("~/.cache/llmk/SmolLM2-135M-Instruct.Q4_1.gguf"))
     ap.add_argument("--only", help="remake just this folder (e.g. gemma3_bf16), keeping the others and their "
                                    "hf.json entries as they are")
     a = ap.parse_args()
+    if not a.convert and a.only != "qwen3moe_f32":
+        ap.error("--convert is required (but for --only qwen3moe_f32)")
     os.makedirs(OUT, exist_ok=True)
     if a.only:
         with open(os.path.join(OUT, "hf.json"), encoding="utf-8") as f:
             meta = json.load(f)
-        if a.only == "gemma3_bf16":
+        if a.only == "qwen3moe_f32":
+            meta["models"][a.only] = write_qwen3moe_from_gguf()
+        elif a.only == "gemma3_bf16":
             meta["models"][a.only] = write_gemma3(a.convert)
         else:
             kind, dtype = a.only.split("_")[0], a.only.split("_")[1]
@@ -246,6 +338,9 @@ def main():
         print(name, "done")
     meta["models"]["gemma3_bf16"] = write_gemma3(a.convert)
     print("gemma3_bf16 done")
+    with open(os.path.join(OUT, "hf.json"), "w") as f:  # the qwen3 folder's entry, read by the next
+        json.dump(meta, f, indent=1, ensure_ascii=False)
+    meta["models"]["qwen3moe_f32"] = write_qwen3moe_from_gguf()
     smollm2_tokenizer(a.smollm2)
     with open(os.path.join(OUT, "hf.json"), "w") as f:
         json.dump(meta, f, indent=1, ensure_ascii=False)

@@ -577,6 +577,14 @@ def write_hf_seeds():
     qcfg = json.loads(rd(q, "config.json"))
     put("hf", "bad_qwen3moe_dense_layers", three(enc(dict(qcfg, mlp_only_layers=[1])), rd(q, "tokenizer.json"),
                                                  rd(q, "tokenizer_config.json")))
+    # gpt-oss: the o200k Split pre-tokenizer, YaRN; refused: layers that do not alternate, truncated YaRN
+    o = "gptoss_bf16"
+    put("hf", "valid_" + o, three(rd(o, "config.json"), rd(o, "tokenizer.json"), rd(o, "tokenizer_config.json")))
+    ocfg = json.loads(rd(o, "config.json"))
+    put("hf", "bad_gptoss_layer_types", three(enc(dict(ocfg, layer_types=["full_attention"] * ocfg["num_hidden_layers"])),
+                                              rd(o, "tokenizer.json"), rd(o, "tokenizer_config.json")))
+    put("hf", "bad_gptoss_yarn_truncate", three(enc(dict(ocfg, rope_parameters=dict(ocfg["rope_parameters"], truncate=True))),
+                                                rd(o, "tokenizer.json"), rd(o, "tokenizer_config.json")))
     put("hf", "bad_qwen3moe_no_experts", three(enc({k: v for k, v in qcfg.items() if k != "num_experts"}),
                                                rd(q, "tokenizer.json"), rd(q, "tokenizer_config.json")))
 

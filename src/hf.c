@@ -29,7 +29,7 @@
 #define HF_MAX_JSON (256u << 20) /* tokenizer.json of a 256k vocabulary is ~20 MB */
 #define HF_MAX_SHARDS 4096
 
-enum hf_arch { HF_LLAMA, HF_QWEN2, HF_QWEN3, HF_QWEN3MOE, HF_GEMMA3 };
+enum hf_arch { HF_LLAMA, HF_QWEN2, HF_QWEN3, HF_QWEN3MOE, HF_GEMMA3, HF_GPTOSS };
 
 static const struct {
     const char *hf, *gguf;
@@ -38,7 +38,8 @@ static const struct {
                 {"Qwen2ForCausalLM", "qwen2", HF_QWEN2},
                 {"Qwen3ForCausalLM", "qwen3", HF_QWEN3},
                 {"Qwen3MoeForCausalLM", "qwen3moe", HF_QWEN3MOE},
-                {"Gemma3ForCausalLM", "gemma3", HF_GEMMA3}};
+                {"Gemma3ForCausalLM", "gemma3", HF_GEMMA3},
+                {"GptOssForCausalLM", "gpt-oss", HF_GPTOSS}};
 
 /* What the view's tensors point into, released when it closes. */
 struct hf_owner {
@@ -162,7 +163,36 @@ static int put_f32(llmk_gguf_writer *w, const char *arch, const char *suffix, do
 /* The scaling keys of one rope_scaling / rope_parameters object (NULL:
  * none): default, linear and (unless !llama3_ok) llama3 are what the loader
  * implements; the rest are refused. */
-static int rope_scaling_keys(const cJSON *sc, const char *a, bool llama3_ok, llmk_gguf_writer *w) {
+enum { ROPE_LLAMA3 = 1, ROPE_YARN = 2 }; /* the scaling types a family takes beside linear */
+
+/* gpt-oss's YaRN as the converter writes it. transformers truncates the
+ * ramp's ends to whole dimensions unless truncate is false, which gpt-oss's
+ * configs set and llmk's gpt-oss RoPE computes; a truncating config is
+ * refused. */
+static int rope_yarn_keys(const cJSON *sc, const char *a, double factor, llmk_gguf_writer *w) {
+    int64_t orig = 0;
+    double fast = 32, slow = 1;
+    int st;
+    if (jint(sc, "original_max_position_embeddings", 1, 1 << 30, &orig) != LLMK_OK)
+        return llmk_fail(LLMK_BAD_HYPERPARAMETER, "config.json: yarn rope scaling needs original_max_position_embeddings");
+    if (jtrue(sc, "truncate"))
+        return llmk_fail(LLMK_UNSUPPORTED_FEATURE, "config.json: yarn rope scaling with truncate true is not supported "
+                         "(gpt-oss's is false)");
+    if ((st = jreal(sc, "beta_fast", &fast)) != LLMK_OK && st != LLMK_NOT_FOUND) return st;
+    if ((st = jreal(sc, "beta_slow", &slow)) != LLMK_OK && st != LLMK_NOT_FOUND) return st;
+    char key[128];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", a);
+    if ((st = llmk_gguf_writer_set_str(w, key, "yarn")) != LLMK_OK ||
+        (st = put_f32(w, a, "rope.scaling.factor", factor)) != LLMK_OK ||
+        (st = put_u32(w, a, "rope.scaling.original_context_length", orig)) != LLMK_OK ||
+        (st = put_f32(w, a, "rope.scaling.yarn_beta_fast", fast)) != LLMK_OK ||
+        (st = put_f32(w, a, "rope.scaling.yarn_beta_slow", slow)) != LLMK_OK)
+        return st;
+    llmk_error_clear();
+    return LLMK_OK;
+}
+
+static int rope_scaling_keys(const cJSON *sc, const char *a, unsigned ok, llmk_gguf_writer *w) {
     if (!sc) return LLMK_OK;
     const cJSON *type = jget(sc, "rope_type");
     if (!type) type = jget(sc, "type");
@@ -178,9 +208,10 @@ static int rope_scaling_keys(const cJSON *sc, const char *a, bool llama3_ok, llm
         if ((st = llmk_gguf_writer_set_str(w, key, "linear")) != LLMK_OK) return st;
         return put_f32(w, a, "rope.scaling.factor", factor);
     }
-    if (strcmp(t, "llama3") != 0 || !llama3_ok)
+    if (!strcmp(t, "yarn") && (ok & ROPE_YARN)) return rope_yarn_keys(sc, a, factor, w);
+    if (strcmp(t, "llama3") != 0 || !(ok & ROPE_LLAMA3))
         return llmk_fail(LLMK_UNSUPPORTED_FEATURE, "config.json: rope scaling '%.32s' is not supported (%s)", t,
-                         llama3_ok ? "linear, llama3" : "linear");
+                         ok & ROPE_LLAMA3 ? "linear, llama3" : ok & ROPE_YARN ? "linear, yarn" : "linear");
     double lo = 1, hi = 4;
     int64_t orig = 0;
     if (jint(sc, "original_max_position_embeddings", 1, 1 << 30, &orig) != LLMK_OK)
@@ -197,8 +228,8 @@ static int rope_scaling_keys(const cJSON *sc, const char *a, bool llama3_ok, llm
     return LLMK_OK;
 }
 
-/* rope_scaling (transformers 4) or rope_parameters (5) of llama/qwen. */
-static int config_rope(const cJSON *cfg, const char *a, llmk_gguf_writer *w) {
+/* rope_scaling (transformers 4) or rope_parameters (5) of llama/qwen/gpt-oss. */
+static int config_rope(const cJSON *cfg, const char *a, unsigned ok, llmk_gguf_writer *w) {
     const cJSON *rp = jget(cfg, "rope_parameters");
     const cJSON *rs = jget(cfg, "rope_scaling");
     double theta = 10000.0;
@@ -206,7 +237,7 @@ static int config_rope(const cJSON *cfg, const char *a, llmk_gguf_writer *w) {
     if (st == LLMK_NOT_FOUND && cJSON_IsObject(rp)) st = jreal(rp, "rope_theta", &theta);
     if (st != LLMK_OK && st != LLMK_NOT_FOUND) return st;
     if ((st = put_f32(w, a, "rope.freq_base", theta)) != LLMK_OK) return st;
-    return rope_scaling_keys(cJSON_IsObject(rs) ? rs : cJSON_IsObject(rp) ? rp : NULL, a, true, w);
+    return rope_scaling_keys(cJSON_IsObject(rs) ? rs : cJSON_IsObject(rp) ? rp : NULL, a, ok, w);
 }
 
 static int config_arch(const cJSON *cfg, struct hf_hp *hp) {
@@ -226,7 +257,7 @@ static int config_arch(const cJSON *cfg, struct hf_hp *hp) {
                          "not supported; the text-only Gemma3ForCausalLM is");
     return llmk_fail(LLMK_UNSUPPORTED_ARCHITECTURE,
                      "config.json: architecture %.80s is not supported (LlamaForCausalLM, Qwen2ForCausalLM, "
-                     "Qwen3ForCausalLM, Qwen3MoeForCausalLM, Gemma3ForCausalLM)", first->valuestring);
+                     "Qwen3ForCausalLM, Qwen3MoeForCausalLM, Gemma3ForCausalLM, GptOssForCausalLM)", first->valuestring);
 }
 
 static int check_act(const cJSON *cfg, const char *key, const char *want) {
@@ -340,7 +371,7 @@ static int config_gemma3(const cJSON *cfg, const struct hf_hp *hp, llmk_gguf_wri
     }
     if ((st = put_f32(w, a, "rope.freq_base", theta)) != LLMK_OK ||
         (has_swa_base && (st = put_f32(w, a, "rope.freq_base_swa", theta_swa)) != LLMK_OK) ||
-        (st = rope_scaling_keys(full, a, false, w)) != LLMK_OK)
+        (st = rope_scaling_keys(full, a, 0, w)) != LLMK_OK)
         return st;
 
     bool slides;
@@ -391,6 +422,43 @@ static int config_moe(const cJSON *cfg, struct hf_hp *hp, llmk_gguf_writer *w) {
     return cJSON_IsFalse(jget(cfg, "norm_topk_prob")) ? llmk_gguf_writer_set_bool(w, key, false) : LLMK_OK;
 }
 
+/* GptOssConfig: experts of intermediate_size rows, the sliding window on
+ * every other layer from the first (the loader's pattern for gpt-oss: the
+ * converter writes no pattern key), YaRN, and the clamped SwiGLU whose
+ * constants the loader fixes (alpha 1.702, limit 7). */
+static int config_gptoss(const cJSON *cfg, struct hf_hp *hp, llmk_gguf_writer *w) {
+    const char *a = hp->arch_name;
+    int64_t used = 0, window = 0;
+    int st;
+    if ((st = jint(cfg, "num_local_experts", 1, 1 << 16, &hp->n_expert)) != LLMK_OK ||
+        (st = jint(cfg, "num_experts_per_tok", 1, hp->n_expert, &used)) != LLMK_OK ||
+        (st = jint(cfg, "sliding_window", 1, 1 << 30, &window)) != LLMK_OK)
+        return st == LLMK_NOT_FOUND ? llmk_fail(LLMK_BAD_HYPERPARAMETER, "config.json: num_local_experts, "
+                                                "num_experts_per_tok and sliding_window are required") : st;
+    const cJSON *kinds = jget(cfg, "layer_types");
+    int64_t i = 0;
+    for (const cJSON *k = cJSON_IsArray(kinds) ? kinds->child : NULL; k; k = k->next, i++)
+        if (!cJSON_IsString(k) || strcmp(k->valuestring, i % 2 ? "full_attention" : "sliding_attention") != 0)
+            return llmk_fail(LLMK_UNSUPPORTED_FEATURE, "config.json: layer_types[%lld] is not the alternation of "
+                             "sliding and full layers (sliding first) that gpt-oss files have", (long long)i);
+    if (kinds && i != hp->n_layer)
+        return llmk_fail(LLMK_BAD_HYPERPARAMETER, "config.json: %lld layer_types for %lld layers", (long long)i,
+                         (long long)hp->n_layer);
+    double alpha = 1.702, limit = 7.0;
+    if ((st = jreal(cfg, "swiglu_alpha", &alpha)) != LLMK_OK && st != LLMK_NOT_FOUND) return st;
+    if ((st = jreal(cfg, "swiglu_limit", &limit)) != LLMK_OK && st != LLMK_NOT_FOUND) return st;
+    if (fabs(alpha - 1.702) > 1e-6 || limit != 7.0)
+        return llmk_fail(LLMK_UNSUPPORTED_FEATURE, "config.json: swiglu_alpha %g / swiglu_limit %g are not gpt-oss's "
+                         "1.702 / 7 (the GGUF has no key for them)", alpha, limit);
+    llmk_error_clear();
+    if ((st = put_u32(w, a, "expert_count", hp->n_expert)) != LLMK_OK ||
+        (st = put_u32(w, a, "expert_used_count", used)) != LLMK_OK ||
+        (st = put_u32(w, a, "expert_feed_forward_length", hp->n_ff)) != LLMK_OK ||
+        (st = put_u32(w, a, "attention.sliding_window", window)) != LLMK_OK)
+        return st;
+    return config_rope(cfg, a, ROPE_YARN, w);
+}
+
 static int config_hparams(const cJSON *cfg, struct hf_hp *hp, llmk_gguf_writer *w) {
     int st;
     if ((st = config_arch(cfg, hp)) != LLMK_OK || (st = config_refusals(cfg, hp->arch)) != LLMK_OK) return st;
@@ -406,7 +474,8 @@ static int config_hparams(const cJSON *cfg, struct hf_hp *hp, llmk_gguf_writer *
     hp->n_head_kv = hp->n_head;
     if ((st = jint(cfg, "num_key_value_heads", 1, 1 << 20, &hp->n_head_kv)) != LLMK_OK && st != LLMK_NOT_FOUND)
         return st;
-    hp->head_dim = hp->arch == HF_GEMMA3 ? 256 : hp->n_embd / hp->n_head; /* Gemma3TextConfig's default */
+    /* Gemma3TextConfig's and GptOssConfig's defaults */
+    hp->head_dim = hp->arch == HF_GEMMA3 ? 256 : hp->arch == HF_GPTOSS ? 64 : hp->n_embd / hp->n_head;
     bool explicit_hd = (st = jint(cfg, "head_dim", 1, 1 << 16, &hp->head_dim)) == LLMK_OK;
     if (st != LLMK_OK && st != LLMK_NOT_FOUND) return st;
     hp->n_vocab = 0;
@@ -428,14 +497,16 @@ static int config_hparams(const cJSON *cfg, struct hf_hp *hp, llmk_gguf_writer *
         (st = put_u32(w, a, "attention.head_count_kv", hp->n_head_kv)) != LLMK_OK ||
         (st = put_f32(w, a, "attention.layer_norm_rms_epsilon", eps)) != LLMK_OK)
         return st;
-    /* the gemma3 conversion has no rope.dimension_count, and always the key/value length */
-    if (hp->arch != HF_GEMMA3 && (st = put_u32(w, a, "rope.dimension_count", hp->head_dim)) != LLMK_OK) return st;
-    if ((explicit_hd || hp->arch == HF_GEMMA3) &&
+    /* the gemma3 and gpt-oss conversions have no rope.dimension_count, and always the key/value length */
+    bool own_hd = hp->arch == HF_GEMMA3 || hp->arch == HF_GPTOSS;
+    if (!own_hd && (st = put_u32(w, a, "rope.dimension_count", hp->head_dim)) != LLMK_OK) return st;
+    if ((explicit_hd || own_hd) &&
         ((st = put_u32(w, a, "attention.key_length", hp->head_dim)) != LLMK_OK ||
          (st = put_u32(w, a, "attention.value_length", hp->head_dim)) != LLMK_OK))
         return st;
     if (hp->arch == HF_QWEN3MOE && (st = config_moe(cfg, hp, w)) != LLMK_OK) return st;
-    return hp->arch == HF_GEMMA3 ? config_gemma3(cfg, hp, w) : config_rope(cfg, a, w);
+    if (hp->arch == HF_GPTOSS) return config_gptoss(cfg, hp, w);
+    return hp->arch == HF_GEMMA3 ? config_gemma3(cfg, hp, w) : config_rope(cfg, a, ROPE_LLAMA3, w);
 }
 
 /* ---- tokenizer.json ------------------------------------------------------------ */
@@ -450,6 +521,13 @@ static const char PAT_QWEN2[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{
                                 " ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 static const char PAT_LLAMA3[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}|"
                                  " ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+/* o200k's (gpt-oss's tokenizer.json) */
+static const char PAT_GPT4O[] =
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+"
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+"
+    "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\\p{N}{1,3}|"
+    " ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
 static bool is_type(const cJSON *o, const char *type) {
     const cJSON *t = jget(o, "type");
@@ -472,6 +550,7 @@ static const char *split_pre(const cJSON *split) {
         return NULL;
     if (!strcmp(re->valuestring, PAT_QWEN2)) return "qwen2";
     if (!strcmp(re->valuestring, PAT_LLAMA3)) return "llama-bpe";
+    if (!strcmp(re->valuestring, PAT_GPT4O)) return "gpt-4o";
     return NULL;
 }
 
@@ -839,7 +918,7 @@ static int tok_check(const cJSON *tj, enum hf_arch arch, const char **pre, bool 
     if (!*pre)
         return llmk_fail(LLMK_TOKENIZER_UNSUPPORTED,
                          "tokenizer.json: the pre-tokenizer is not one llmk maps (ByteLevel; Digits + ByteLevel; "
-                         "the Qwen2 or Llama 3 Split + ByteLevel)");
+                         "the Qwen2, Llama 3 or o200k Split + ByteLevel)");
     return LLMK_OK;
 }
 
@@ -887,6 +966,33 @@ static int tokenizer_meta(const char *dir, const cJSON *cfg, struct hf_hp *hp, l
 
 /* ---- tensors ------------------------------------------------------------------- */
 
+/* gpt-oss's experts: gate and up in one tensor, their rows interleaved
+ * (gate even, up odd), as [n_in, 2 n_out] matrices per expert (the
+ * transpose of a Linear's), or MXFP4 blocks and scales of [2 n_out, n_in]
+ * rows; down as [n_in, n_out] or blocks and scales. The converter splits,
+ * transposes and repacks them into GGUF's stacks; so does
+ * gptoss_layer. */
+enum { OSS_GU, OSS_GU_BIAS, OSS_GU_BLOCKS, OSS_GU_SCALES, OSS_DOWN, OSS_DOWN_BIAS, OSS_DOWN_BLOCKS, OSS_DOWN_SCALES,
+       OSS_PARTS };
+static const char *const oss_parts[OSS_PARTS] = {"gate_up_proj", "gate_up_proj_bias", "gate_up_proj_blocks",
+                                                 "gate_up_proj_scales", "down_proj", "down_proj_bias",
+                                                 "down_proj_blocks", "down_proj_scales"};
+
+/* gpt-oss's own names under model.layers.N. (p): 1 mapped, 3 expert part
+ * *part of layer out ("blk.N"), 0 not one of them. */
+static int gptoss_name(const char *p, long il, char *out, size_t cap, int64_t *part) {
+    static const char *const names[][2] = {{"post_attention_layernorm.weight", "post_attention_norm.weight"},
+                                           {"self_attn.o_proj.bias", "attn_output.bias"},
+                                           {"self_attn.sinks", "attn_sinks.weight"},
+                                           {"mlp.router.weight", "ffn_gate_inp.weight"},
+                                           {"mlp.router.bias", "ffn_gate_inp.bias"}};
+    for (size_t i = 0; i < LLMK_ARRAY_LEN(names); i++)
+        if (!strcmp(p, names[i][0])) return snprintf(out, cap, "blk.%ld.%s", il, names[i][1]), 1;
+    for (int i = 0; !strncmp(p, "mlp.experts.", 12) && i < OSS_PARTS; i++)
+        if (!strcmp(p + 12, oss_parts[i])) return *part = i, snprintf(out, cap, "blk.%ld", il), 3;
+    return 0;
+}
+
 /* llama.cpp's name for an HF tensor: 1 mapped, 0 skipped on purpose, -1 no
  * counterpart (refused by the caller), 2 expert *expert's part of the
  * stack named out (qwen3moe's mlp.experts.E.*_proj: one 3-D tensor per
@@ -918,8 +1024,13 @@ static int gguf_name(const char *hf, const struct hf_hp *hp, char *out, size_t c
                                                   {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"}};
     for (size_t i = 0; hp->arch == HF_GEMMA3 && i < LLMK_ARRAY_LEN(gemma3_norms); i++)
         if (!strcmp(p, gemma3_norms[i][0])) return snprintf(out, cap, "blk.%ld.%s", il, gemma3_norms[i][1]), 1;
-    if (hp->n_expert && !strcmp(p, "mlp.gate.weight")) return snprintf(out, cap, "blk.%ld.ffn_gate_inp.weight", il), 1;
-    if (hp->n_expert && !strncmp(p, "mlp.experts.", 12)) {
+    if (hp->arch == HF_GPTOSS) {
+        int m = gptoss_name(p, il, out, cap, expert);
+        if (m) return m;
+    }
+    if (hp->arch == HF_QWEN3MOE && !strcmp(p, "mlp.gate.weight"))
+        return snprintf(out, cap, "blk.%ld.ffn_gate_inp.weight", il), 1;
+    if (hp->arch == HF_QWEN3MOE && !strncmp(p, "mlp.experts.", 12)) {
         static const char *const proj[][2] = {{"gate_proj.weight", "ffn_gate_exps.weight"},
                                               {"up_proj.weight", "ffn_up_exps.weight"},
                                               {"down_proj.weight", "ffn_down_exps.weight"}};
@@ -1145,17 +1256,150 @@ static int stack_tensor(const struct hf_stack *k, int64_t n_expert, struct hf_ow
     return own_copy(o, data);
 }
 
+/* One expert stack (or bias rows) built into a fresh buffer. */
+struct oss_out {
+    struct hf_owner *o;
+    llmk_tensor_info *t; /* the next free slots */
+    char *names;         /* their 96-byte names */
+    size_t *n;
+};
+
+static int oss_emit(struct oss_out *q, const char *blk, const char *what, uint32_t type, unsigned n_dims,
+                    const uint64_t ne[3], unsigned char *data, uint64_t bytes) {
+    char *g = q->names + *q->n * 96;
+    snprintf(g, 96, "%s.%s", blk, what);
+    llmk_tensor_info *t = &q->t[*q->n];
+    *t = (llmk_tensor_info){.name = g, .type = type, .n_dims = n_dims, .ne = {ne[0], ne[1], n_dims > 2 ? ne[2] : 1, 1},
+                            .n_elements = ne[0] * ne[1] * (n_dims > 2 ? ne[2] : 1), .n_bytes = bytes, .data = data};
+    ++*q->n;
+    return own_copy(q->o, data);
+}
+
+static bool oss_shape(const llmk_st_tensor *s, unsigned n_dims, uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
+    const uint64_t want[4] = {a, b, c, d};
+    if (!s || s->n_dims != n_dims) return false;
+    for (unsigned i = 0; i < n_dims; i++)
+        if (s->shape[i] != want[i]) return false;
+    return true;
+}
+
+/* Rows `row0, row0 + step, ...` (n_out of them) of each expert's [rows,
+ * n_in] plain matrix src (transposed: src holds [n_in, rows] per expert)
+ * as GGUF's [n_in, n_out, X] stack. */
+static unsigned char *oss_gather(const llmk_st_tensor *s, uint64_t X, uint64_t n_in, uint64_t rows, uint64_t n_out,
+                                 uint64_t row0, uint64_t step) {
+    size_t es = s->type == LLMK_TYPE_F32 ? 4 : 2;
+    unsigned char *dst = malloc((size_t)(X * n_out * n_in) * es);
+    const unsigned char *src = s->data;
+    for (uint64_t x = 0; dst && x < X; x++)
+        for (uint64_t r = 0; r < n_out; r++)
+            for (uint64_t i = 0; i < n_in; i++)
+                memcpy(dst + ((x * n_out + r) * n_in + i) * es, src + ((x * n_in + i) * rows + row0 + r * step) * es, es);
+    return dst;
+}
+
+/* The same for MXFP4 blocks [X, rows, n_in / 32, 16] and their E8M0 scales
+ * [X, rows, n_in / 32]: GGUF's 17-byte blocks, the scale first, then each
+ * element j (of 32) in the low nibble of byte j and j + 16 in the high one
+ * where the checkpoint packs elements 2k and 2k + 1 into byte k. */
+static unsigned char *oss_gather_mxfp4(const llmk_st_tensor *blocks, const llmk_st_tensor *scales, uint64_t X,
+                                       uint64_t nb, uint64_t rows, uint64_t n_out, uint64_t row0, uint64_t step) {
+    unsigned char *dst = malloc((size_t)(X * n_out * nb) * 17);
+    const unsigned char *bs = blocks->data, *ss = scales->data;
+    for (uint64_t x = 0; dst && x < X; x++)
+        for (uint64_t r = 0; r < n_out; r++)
+            for (uint64_t b = 0; b < nb; b++) {
+                uint64_t src = (x * rows + row0 + r * step) * nb + b;
+                const unsigned char *q = bs + src * 16;
+                unsigned char *o = dst + ((x * n_out + r) * nb + b) * 17, e[32];
+                o[0] = ss[src];
+                for (int k = 0; k < 16; k++) e[2 * k] = q[k] & 15, e[2 * k + 1] = q[k] >> 4;
+                for (int j = 0; j < 16; j++) o[1 + j] = (unsigned char)(e[j] | e[j + 16] << 4);
+            }
+    return dst;
+}
+
+/* Bias rows row0, row0 + step, ... of [X, rows] as GGUF's [n_out, X]. */
+static unsigned char *oss_bias(const llmk_st_tensor *s, uint64_t X, uint64_t rows, uint64_t n_out, uint64_t row0,
+                               uint64_t step) {
+    return oss_gather(s, X, 1, rows, n_out, row0, step); /* a [1, rows] matrix per expert */
+}
+
+/* Layer blk's experts from its parts: gate, up and down stacks and biases. */
+static int gptoss_layer(const struct hf_hp *hp, const llmk_st_tensor *const *p, const char *blk, struct oss_out *q) {
+    uint64_t X = (uint64_t)hp->n_expert, E = (uint64_t)hp->n_embd, F = (uint64_t)hp->n_ff;
+    bool any = false;
+    for (int i = 0; i < OSS_PARTS; i++) any = any || p[i];
+    if (!any) return LLMK_OK; /* none (a tokenizer-only folder): the loader names what is missing */
+    bool mx = p[OSS_GU_BLOCKS] || p[OSS_GU_SCALES] || p[OSS_DOWN_BLOCKS] || p[OSS_DOWN_SCALES];
+    const char *bad = NULL;
+    if (!oss_shape(p[OSS_GU_BIAS], 2, X, 2 * F, 0, 0)) bad = "gate_up_proj_bias";
+    else if (!oss_shape(p[OSS_DOWN_BIAS], 2, X, E, 0, 0)) bad = "down_proj_bias";
+    else if (mx && (E % 32 || F % 32)) bad = "MXFP4 blocks (widths not whole blocks)";
+    else if (mx && !(oss_shape(p[OSS_GU_BLOCKS], 4, X, 2 * F, E / 32, 16) && p[OSS_GU_BLOCKS]->type == LLMK_TYPE_I8 &&
+                     oss_shape(p[OSS_GU_SCALES], 3, X, 2 * F, E / 32, 0) && p[OSS_GU_SCALES]->type == LLMK_TYPE_I8))
+        bad = "gate_up_proj_blocks / _scales";
+    else if (mx && !(oss_shape(p[OSS_DOWN_BLOCKS], 4, X, E, F / 32, 16) && p[OSS_DOWN_BLOCKS]->type == LLMK_TYPE_I8 &&
+                     oss_shape(p[OSS_DOWN_SCALES], 3, X, E, F / 32, 0) && p[OSS_DOWN_SCALES]->type == LLMK_TYPE_I8))
+        bad = "down_proj_blocks / _scales";
+    else if (!mx && !oss_shape(p[OSS_GU], 3, X, E, 2 * F, 0)) bad = "gate_up_proj";
+    else if (!mx && !oss_shape(p[OSS_DOWN], 3, X, F, E, 0)) bad = "down_proj";
+    else if (mx && (p[OSS_GU] || p[OSS_DOWN])) bad = "gate_up_proj / down_proj beside MXFP4 blocks";
+    for (int i = 0; !bad && i < OSS_PARTS; i++)
+        if (p[i] && p[i]->type == LLMK_TYPE_I8 && i != OSS_GU_BLOCKS && i != OSS_GU_SCALES && i != OSS_DOWN_BLOCKS &&
+            i != OSS_DOWN_SCALES)
+            bad = oss_parts[i];
+    if (bad)
+        return llmk_fail(LLMK_TENSOR_SHAPE_MISMATCH, "%s (model.layers.*.mlp.experts): %s is missing or not of the "
+                         "shape and type gpt-oss's %lld experts of %lld x %lld have", blk, bad, (long long)X,
+                         (long long)E, (long long)F);
+    const uint64_t ne_gu[3] = {E, F, X}, ne_d[3] = {F, E, X}, ne_gb[3] = {F, X, 1};
+    uint32_t wt = mx ? LLMK_TYPE_MXFP4 : p[OSS_GU]->type;
+    size_t es = mx ? 0 : p[OSS_GU]->type == LLMK_TYPE_F32 ? 4 : 2;
+    uint64_t gu_bytes = mx ? X * F * (E / 32) * 17 : X * F * E * es, d_bytes = mx ? X * E * (F / 32) * 17 : X * F * E * es;
+    unsigned char *w[3];
+    for (int k = 0; k < 2; k++) /* gate: even rows, up: odd */
+        w[k] = mx ? oss_gather_mxfp4(p[OSS_GU_BLOCKS], p[OSS_GU_SCALES], X, E / 32, 2 * F, F, (uint64_t)k, 2)
+                  : oss_gather(p[OSS_GU], X, E, 2 * F, F, (uint64_t)k, 2);
+    w[2] = mx ? oss_gather_mxfp4(p[OSS_DOWN_BLOCKS], p[OSS_DOWN_SCALES], X, F / 32, E, E, 0, 1)
+              : oss_gather(p[OSS_DOWN], X, F, E, E, 0, 1);
+    unsigned char *b[3] = {oss_bias(p[OSS_GU_BIAS], X, 2 * F, F, 0, 2), oss_bias(p[OSS_GU_BIAS], X, 2 * F, F, 1, 2),
+                           oss_bias(p[OSS_DOWN_BIAS], X, E, E, 0, 1)};
+    int st = LLMK_OK;
+    static const char *const wn[3] = {"ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"};
+    static const char *const bn[3] = {"ffn_gate_exps.bias", "ffn_up_exps.bias", "ffn_down_exps.bias"};
+    for (int k = 0; k < 3; k++) { /* each buffer is owned (or freed) once, even after a failure */
+        if (st == LLMK_OK && !w[k]) st = llmk_fail(LLMK_OUT_OF_MEMORY, "%s experts", blk);
+        if (st == LLMK_OK) st = oss_emit(q, blk, wn[k], wt, 3, k < 2 ? ne_gu : ne_d, w[k], k < 2 ? gu_bytes : d_bytes);
+        else free(w[k]);
+    }
+    for (int k = 0; k < 3; k++) {
+        const uint64_t ne_db[3] = {E, X, 1};
+        if (st == LLMK_OK && !b[k]) st = llmk_fail(LLMK_OUT_OF_MEMORY, "%s expert biases", blk);
+        uint32_t bt = p[k < 2 ? OSS_GU_BIAS : OSS_DOWN_BIAS]->type;
+        if (st == LLMK_OK)
+            st = oss_emit(q, blk, bn[k], bt, 2, k < 2 ? ne_gb : ne_db, b[k], (k < 2 ? F : E) * X * (bt == LLMK_TYPE_F32 ? 4 : 2));
+        else free(b[k]);
+    }
+    return st;
+}
+
 /* Every tensor of every shard, named, checked and (llama q/k) permuted. */
 static int collect_tensors(const struct hf_hp *hp, struct hf_owner *o, llmk_tensor_info **out, char **names_out,
                            size_t *n_out) {
     size_t total = 0;
     for (size_t f = 0; f < o->n_files; f++) total += llmk_safetensors_n_tensors(o->files[f]);
-    llmk_tensor_info *t = calloc(total ? total : 1, sizeof *t);
-    char *names = malloc(total ? total * 96 : 1);
+    total += 2 * (size_t)hp->n_layer; /* gpt-oss: 6 GGUF expert tensors from 4 (or more) of the folder's */
+    llmk_tensor_info *t = calloc(total, sizeof *t);
+    char *names = malloc(total * 96);
+    const llmk_st_tensor **oss = hp->arch == HF_GPTOSS ? calloc((size_t)hp->n_layer * OSS_PARTS, sizeof *oss) : NULL;
     *out = t;
     *names_out = names;
     *n_out = 0;
-    if (!t || !names) return llmk_fail(LLMK_OUT_OF_MEMORY, "model folder: %zu tensors", total);
+    if (!t || !names || (hp->arch == HF_GPTOSS && !oss)) {
+        free(oss);
+        return llmk_fail(LLMK_OUT_OF_MEMORY, "model folder: %zu tensors", total);
+    }
     struct hf_stack *stacks = NULL;
     size_t n_stacks = 0;
     int st = LLMK_OK;
@@ -1170,6 +1414,10 @@ static int collect_tensors(const struct hf_hp *hp, struct hf_owner *o, llmk_tens
                                s->name, hp->arch_name);
             else if (m == 2)
                 st = stack_part(&stacks, &n_stacks, hp->n_expert, g, e, s);
+            else if (m == 3 && oss[(size_t)atol(g + 4) * OSS_PARTS + (size_t)e])
+                st = llmk_fail(LLMK_BAD_REQUEST, "tensor %.100s appears twice", s->name);
+            else if (m == 3)
+                oss[(size_t)atol(g + 4) * OSS_PARTS + (size_t)e] = s;
             else if (m == 1 && (st = tensor_info(s, hp, o, g, &t[*n_out])) == LLMK_OK)
                 ++*n_out;
         }
@@ -1178,6 +1426,13 @@ static int collect_tensors(const struct hf_hp *hp, struct hf_owner *o, llmk_tens
         if ((st = stack_tensor(&stacks[k], hp->n_expert, o, names + *n_out * 96, &t[*n_out])) == LLMK_OK) ++*n_out;
     for (size_t k = 0; k < n_stacks; k++) free(stacks[k].part);
     free(stacks);
+    struct oss_out q = {o, t, names, n_out};
+    for (int64_t il = 0; oss && il < hp->n_layer && st == LLMK_OK; il++) {
+        char blk[32];
+        snprintf(blk, sizeof blk, "blk.%lld", (long long)il);
+        st = gptoss_layer(hp, oss + il * OSS_PARTS, blk, &q);
+    }
+    free(oss);
     return st;
 }
 

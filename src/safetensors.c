@@ -26,15 +26,16 @@ struct llmk_safetensors {
     cJSON *meta; /* the "__metadata__" object, detached from the header */
 };
 
-/* dtype names the format defines; only the first three are weights llmk
- * runs, the rest are named in the refusal. */
+/* dtype names the format defines; the first three are weights llmk runs,
+ * U8 the bytes of packed formats, the rest are named in the refusal. */
 static const struct {
     const char *name;
     uint32_t type;
     unsigned bytes;
-} dtypes[] = {{"F32", LLMK_TYPE_F32, 4}, {"F16", LLMK_TYPE_F16, 2}, {"BF16", LLMK_TYPE_BF16, 2}};
+} dtypes[] = {{"F32", LLMK_TYPE_F32, 4}, {"F16", LLMK_TYPE_F16, 2}, {"BF16", LLMK_TYPE_BF16, 2},
+               {"U8", LLMK_TYPE_I8, 1}}; /* bytes: gpt-oss's MXFP4 blocks and scales (src/hf.c), no weight alone */
 static const char *const known_unsupported[] = {"F64", "I64", "U64", "I32", "U32", "I16", "U16", "I8",
-                                                "U8", "BOOL", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F4",
+                                                "BOOL", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F4",
                                                 "F6_E2M3", "F6_E3M2", "C64"};
 
 void llmk_safetensors_close(llmk_safetensors *s) {
@@ -68,7 +69,7 @@ static int parse_dtype(const char *name, const cJSON *v, llmk_st_tensor *t, unsi
     for (size_t k = 0; k < LLMK_ARRAY_LEN(known_unsupported); k++)
         if (!strcmp(v->valuestring, known_unsupported[k]))
             return llmk_fail(LLMK_TENSOR_TYPE_UNSUPPORTED,
-                             "safetensors: tensor %.150s: dtype %s is not supported (F32, F16, BF16)", name,
+                             "safetensors: tensor %.150s: dtype %s is not supported (F32, F16, BF16; U8 for MXFP4 blocks)", name,
                              v->valuestring);
     return llmk_fail(LLMK_UNKNOWN_TYPE, "safetensors: tensor %.150s: unknown dtype \"%.32s\"", name,
                      v->valuestring);

@@ -390,3 +390,46 @@ def test_qwen3moe_refusals():
             st_write(path, head, data)
             refused(d, *words)
             shutil.rmtree(d)
+
+
+def test_gptoss_refusals():
+    with tempfile.TemporaryDirectory() as tmp:
+        for edit, words in [({"layer_types": ["full_attention", "sliding_attention"] * 2}, ["layer_types[0]"]),
+                            ({"swiglu_limit": 8.0}, ["swiglu_limit 8"]),
+                            ({"num_local_experts": None}, ["num_local_experts"]),
+                            ({"rope_parameters": {"rope_type": "yarn", "rope_theta": 150000.0, "factor": 32.0,
+                                                  "original_max_position_embeddings": 4096, "truncate": True}},
+                             ["truncate true"]),
+                            ({"rope_parameters": {"rope_type": "llama3", "rope_theta": 150000.0, "factor": 8.0,
+                                                  "original_max_position_embeddings": 4096}},
+                             ["rope scaling 'llama3'"])]:
+            d = copy(tmp, "gptoss_bf16")
+            cfg = json.load(open(os.path.join(d, "config.json")))
+            cfg.update(edit)
+            for k in [k for k, v in edit.items() if v is None]:
+                del cfg[k]
+            json.dump(cfg, open(os.path.join(d, "config.json"), "w"))
+            refused(d, *words)
+            shutil.rmtree(d)
+        # a part missing, misshapen, or plain weights beside MXFP4 blocks; U8 outside the blocks
+        for name, what, words in [("gptoss_bf16", "drop:model.layers.1.mlp.experts.gate_up_proj_bias",
+                                   ["blk.1", "gate_up_proj_bias is missing"]),
+                                  ("gptoss_bf16", "shape:model.layers.0.mlp.experts.down_proj",
+                                   ["blk.0", "down_proj is missing or not of the shape"]),
+                                  ("gptoss_mxfp4", "drop:model.layers.2.mlp.experts.down_proj_scales",
+                                   ["blk.2", "down_proj_blocks / _scales"]),
+                                  ("gptoss_bf16", "u8:model.layers.0.self_attn.q_proj.weight", ["attn_q"])]:
+            d = copy(tmp, name)
+            path = os.path.join(d, "model.safetensors")
+            head, data = st_read(path)
+            op, key = what.split(":")
+            if op == "drop":
+                del head[key]
+            elif op == "shape":
+                head[key]["shape"] = list(reversed(head[key]["shape"]))
+            else:  # the same bytes as U8: twice the elements
+                head[key]["dtype"] = "U8"
+                head[key]["shape"][-1] *= 2
+            st_write(path, head, data)
+            refused(d, *words)
+            shutil.rmtree(d)

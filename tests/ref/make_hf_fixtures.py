@@ -126,7 +126,7 @@ def write_folder(kind, name, dtype, shard):
 
 
 def convert(llama_dir, name, kind, dtype):
-    pre = "llama-bpe" if kind == "llama" else "qwen2"
+    pre = {"llama": "llama-bpe", "gptoss": "gpt-4o"}.get(kind, "qwen2")
     code = ("import sys, runpy; sys.path.insert(0, %r); sys.path.insert(1, %r);"
             "import conversion.base as b; b.TextModel.get_vocab_base_pre = lambda self, tok: %r;"
             "sys.argv = ['convert', %r, '--outtype', %r, '--outfile', %r];"
@@ -140,7 +140,7 @@ def convert(llama_dir, name, kind, dtype):
 def reference(model, tk, kind, name):
     import torch
 
-    rng = np.random.default_rng({"llama": 11, "qwen2": 12, "qwen3": 13}[kind])
+    rng = np.random.default_rng({"llama": 11, "qwen2": 12, "qwen3": 13, "gptoss": 14}[kind])
     seqs = {"text0": tk.encode(TEXTS[0]).ids, "text1": tk.encode(TEXTS[2]).ids,
             "rand0": rng.integers(0, model.config.vocab_size, 9).tolist()}
     logits = {}
@@ -225,6 +225,74 @@ def smollm2_tokenizer(gguf_path):
 GGUF_TO_HF = {"attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
               "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj", "attn_q_norm": "self_attn.q_norm",
               "attn_k_norm": "self_attn.k_norm", "ffn_norm": "post_attention_layernorm", "ffn_gate_inp": "mlp.gate"}
+
+
+FP4_VALUES = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6], np.float32)
+
+
+def mxfp4_decode(blocks, scales):
+    """A checkpoint's MXFP4 [..., rows, n/32, 16] blocks and E8M0 scales as
+    [..., rows, n] values: byte k of a block holds elements 2k (low nibble)
+    and 2k + 1 (high), each an E2M1 code times 2^(scale - 127)."""
+    v = np.stack([FP4_VALUES[blocks & 15], FP4_VALUES[blocks >> 4]], axis=-1).reshape(*blocks.shape[:-1], 32)
+    v = v * np.exp2(scales.astype(np.float32) - 127)[..., None]
+    return v.reshape(*blocks.shape[:-2], -1)
+
+
+def write_gptoss(llama_dir):
+    """model_gptoss's model (the tiny gpt-oss fixture's spec, tokenizer, seed
+    and harmony template) as a BF16 folder, and as an MXFP4 one whose experts
+    are random blocks and scales in the checkpoint's layout (gate_up_proj
+    rows interleaved gate/up; quantization_config mxfp4), whose reference is
+    the BF16 model with those experts decoded (E2M1 times a power of two is
+    exact in bf16); each converted by convert_hf_to_gguf.py."""
+    import torch
+    import transformers as tf
+    from safetensors.torch import load_file, save_file
+
+    import model_gptoss as go
+    s = go.spec()
+    tk, special = go.train_tokenizer()
+    model = go.build_model(s, tk.get_vocab_size(), go.SEED).to(torch.bfloat16)
+    with open(os.path.join(llama_dir, go.TEMPLATE_FILE), encoding="utf-8") as f:
+        template = f.read()
+    metas = {}
+    d = os.path.join(OUT, "gptoss_bf16")
+    shutil.rmtree(d, ignore_errors=True)
+    go.save_hf(model, tk, special, template, d)
+    convert(llama_dir, "gptoss_bf16", "gptoss", "bf16")
+    ref = tf.AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32, attn_implementation="eager")
+    metas["gptoss_bf16"] = dict(arch="gpt-oss", dtype="bf16", **reference(ref.eval(), tk, "gptoss", "gptoss_bf16"))
+
+    d2 = os.path.join(OUT, "gptoss_mxfp4")
+    shutil.rmtree(d2, ignore_errors=True)
+    shutil.copytree(d, d2)
+    tensors = load_file(os.path.join(d2, "model.safetensors"))
+    rng = np.random.default_rng(go.SEED + 2)
+    X, E, F = s["experts"], s["hidden"], s["ffn_exp"]
+    decoded = {}
+    for il in range(s["layers"]):
+        for part, rows, n in (("gate_up_proj", 2 * F, E), ("down_proj", E, F)):
+            key = f"model.layers.{il}.mlp.experts.{part}"
+            del tensors[key]
+            blocks = rng.integers(0, 256, (X, rows, n // 32, 16), dtype=np.uint8)
+            scales = rng.integers(121, 127, (X, rows, n // 32), dtype=np.uint8)
+            tensors[key + "_blocks"], tensors[key + "_scales"] = torch.from_numpy(blocks), torch.from_numpy(scales)
+            decoded[key] = np.swapaxes(mxfp4_decode(blocks, scales), -1, -2)  # the parameter's [X, n, rows]
+    save_file(tensors, os.path.join(d2, "model.safetensors"), metadata={"format": "pt"})
+    with open(os.path.join(d2, "config.json"), encoding="utf-8") as f:
+        cfg = json.load(f)
+    cfg["quantization_config"] = {"quant_method": "mxfp4", "modules_to_not_convert": [
+        "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]}
+    with open(os.path.join(d2, "config.json"), "w", encoding="utf-8") as f:
+        json.dump(cfg, f, indent=2)
+    convert(llama_dir, "gptoss_mxfp4", "gptoss", "bf16")
+    with torch.no_grad():
+        for name, p in ref.named_parameters():
+            if name in decoded:
+                p.copy_(torch.from_numpy(decoded[name]))
+    metas["gptoss_mxfp4"] = dict(arch="gpt-oss", dtype="mxfp4", **reference(ref.eval(), tk, "gptoss", "gptoss_mxfp4"))
+    return metas
 
 
 def write_safetensors(path, tensors):
@@ -314,6 +382,8 @@ def main():
             meta = json.load(f)
         if a.only == "qwen3moe_f32":
             meta["models"][a.only] = write_qwen3moe_from_gguf()
+        elif a.only == "gptoss":
+            meta["models"].update(write_gptoss(a.convert))
         elif a.only == "gemma3_bf16":
             meta["models"][a.only] = write_gemma3(a.convert)
         else:
@@ -341,6 +411,7 @@ def main():
     with open(os.path.join(OUT, "hf.json"), "w") as f:  # the qwen3 folder's entry, read by the next
         json.dump(meta, f, indent=1, ensure_ascii=False)
     meta["models"]["qwen3moe_f32"] = write_qwen3moe_from_gguf()
+    meta["models"].update(write_gptoss(a.convert))
     smollm2_tokenizer(a.smollm2)
     with open(os.path.join(OUT, "hf.json"), "w") as f:
         json.dump(meta, f, indent=1, ensure_ascii=False)

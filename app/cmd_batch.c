@@ -320,8 +320,8 @@ static int line_prompt(const struct batch *b, struct req *r, const cJSON *j, con
         if ((st = llmk_chat_parse_messages(text, len, &msgs, &n)) != LLMK_OK)
             return bad_line(b, r->line, st, "%s", llmk_last_error());
         if (n == 0) st = bad_line(b, r->line, LLMK_BAD_REQUEST, "\"messages\" is empty");
-        else if ((st = gen_chat_messages(llmk_model_gguf(b->m), b->tok, b->o->go.chat_template, msgs, n, &chat,
-                                         &add_bos)) != LLMK_OK)
+        else if ((st = gen_chat_messages(llmk_model_gguf(b->m), b->tok, b->o->go.chat_template,
+                                         b->o->go.reasoning_effort, msgs, n, &chat, &add_bos)) != LLMK_OK)
             st = bad_line(b, r->line, st, "%s", llmk_last_error());
         free(msgs);
         if (st != LLMK_OK) return st;

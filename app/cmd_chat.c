@@ -190,7 +190,8 @@ static int render_msgs(struct chat *c, const llmk_chat_message *msgs, size_t n, 
     size_t text_len = 0;
     free(c->text);
     c->text = NULL;
-    int st = llmk_chat_render(c->tp, msgs, n, true, &c->text, &text_len);
+    llmk_chat_render_opts ro = {.add_generation_prompt = true, .reasoning_effort = c->o->go.reasoning_effort};
+    int st = llmk_chat_render_with(c->tp, msgs, n, &ro, &c->text, &text_len);
     if (st != LLMK_OK) return st;
     bool add_bos = llmk_tokenizer_add_bos(c->tok) &&
                    !(c->bos_text && c->bos_len && text_len >= c->bos_len && !memcmp(c->text, c->bos_text, c->bos_len));

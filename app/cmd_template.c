@@ -14,7 +14,7 @@ static const char USAGE[] =
     "  (exactly, no newline added). Only the model's metadata is read.\n";
 
 int cmd_template(int argc, char **argv) {
-    const char *cmd = "template", *model = NULL, *messages = "-", *name = NULL;
+    const char *cmd = "template", *model = NULL, *messages = "-", *name = NULL, *effort = NULL, *date = NULL;
     bool no_gen = false, info = false;
     const struct cli_opt table[] = {
         CLI_OPT_MODEL(&model),
@@ -24,6 +24,8 @@ int cmd_template(int argc, char **argv) {
         CLI_FLAG("--no-generation-prompt", 0, &no_gen, "do not end with the assistant's turn header"),
         CLI_STR("--chat-template", 0, &name, "NAME",
                 "chatml, llama3, zephyr, llama2, gemma or harmony instead of recognising the file's tokenizer.chat_template"),
+        CLI_STR("--reasoning-effort", 0, &effort, "LEVEL", "low, medium or high (the harmony template's; default medium)"),
+        CLI_STR("--date", 0, &date, "YYYY-MM-DD", "the harmony template's current date (default: today)"),
         CLI_FLAG("--info", 0, &info, "print the template family and default system prompt instead"),
     };
     const struct cli_opt_section sections[] = {{NULL, table, CLI_LEN(table)}};
@@ -51,7 +53,10 @@ int cmd_template(int argc, char **argv) {
     }
     if ((st = cli_read_file(messages, &json, &len)) != LLMK_OK ||
         (st = llmk_chat_parse_messages(json, len, &msgs, &n)) != LLMK_OK ||
-        (st = llmk_chat_render(t, msgs, n, gen, &out, &out_len)) != LLMK_OK) {
+        (st = llmk_chat_render_with(t, msgs, n,
+                                    &(llmk_chat_render_opts){.add_generation_prompt = gen, .reasoning_effort = effort,
+                                                             .date = date},
+                                    &out, &out_len)) != LLMK_OK) {
         rc = cli_report(cmd, st);
         goto done;
     }

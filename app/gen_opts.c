@@ -83,6 +83,8 @@ struct cli_opt_section gen_opts_section(struct gen_opts *o) {
         CLI_STR("--system", 0, &o->system, "TEXT", "system message (chat formatting)"),
         CLI_STR("--chat-template", 0, &o->chat_template, "NAME",
                 "chatml, llama3, zephyr, llama2, gemma or harmony instead of the model's"),
+        CLI_STR("--reasoning-effort", 0, &o->reasoning_effort, "LEVEL",
+                "low, medium or high: the harmony template's (gpt-oss) reasoning effort (default medium)"),
         CLI_STR("--grammar", 0, &o->grammar, "GBNF",
                 "constrain the output to a GBNF grammar (llama.cpp's format; docs/grammar.md)"),
         CLI_STR("--grammar-file", 0, &o->grammar_file, "FILE", "the same, read from FILE"),
@@ -264,16 +266,18 @@ int gen_chat_prompt(const llmk_gguf *g, const llmk_tokenizer *t, const struct ge
     size_t n = 0;
     if (o->system) m[n++] = (llmk_chat_message){"system", o->system};
     m[n++] = (llmk_chat_message){"user", prompt};
-    return gen_chat_messages(g, t, o->chat_template, m, n, out, add_bos);
+    return gen_chat_messages(g, t, o->chat_template, o->reasoning_effort, m, n, out, add_bos);
 }
 
 int gen_chat_messages(const llmk_gguf *g, const llmk_tokenizer *t, const char *template_name,
-                      const llmk_chat_message *msgs, size_t n, char **out, bool *add_bos) {
+                      const char *reasoning_effort, const llmk_chat_message *msgs, size_t n, char **out,
+                      bool *add_bos) {
     llmk_chat_template *tp = NULL;
     int st = llmk_chat_template_from_gguf(g, template_name, &tp);
     if (st != LLMK_OK) return st;
     size_t len = 0;
-    st = llmk_chat_render(tp, msgs, n, true, out, &len);
+    llmk_chat_render_opts ro = {.add_generation_prompt = true, .reasoning_effort = reasoning_effort};
+    st = llmk_chat_render_with(tp, msgs, n, &ro, out, &len);
     llmk_chat_template_free(tp);
     if (st != LLMK_OK) return st;
     *add_bos = llmk_tokenizer_add_bos(t);

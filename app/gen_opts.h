@@ -12,7 +12,7 @@
 
 #define GEN_MAX_BIAS 256
 #define GEN_MAX_STOPS 16
-enum { GEN_OPT_ROWS = 20 };
+enum { GEN_OPT_ROWS = 21 };
 
 struct gen_opts {
     llmk_sampler_params sp;
@@ -22,6 +22,7 @@ struct gen_opts {
     bool chat;                 /* run --chat: format -p as one user turn */
     const char *system;        /* --system TEXT */
     const char *chat_template; /* --chat-template NAME */
+    const char *reasoning_effort; /* --reasoning-effort low|medium|high (harmony) */
     bool samplers_given;       /* --samplers was used: its order is final */
     bool quiet;                /* --log-disable: no seed or stats lines on stderr */
     const char *grammar;       /* --grammar TEXT (GBNF, docs/grammar.md) */
@@ -85,8 +86,10 @@ void gen_finish(struct gen_ctx *c, FILE *out);
 int gen_chat_prompt(const llmk_gguf *g, const llmk_tokenizer *t, const struct gen_opts *o,
                     const char *prompt, char **out, bool *add_bos);
 /* The same for a whole conversation: msgs[0..n) rendered with the template
- * named template_name (NULL: the model's), generation prompt added. */
+ * named template_name (NULL: the model's), generation prompt added;
+ * reasoning_effort as llmk_chat_render_opts takes it (NULL: the default). */
 int gen_chat_messages(const llmk_gguf *g, const llmk_tokenizer *t, const char *template_name,
-                      const llmk_chat_message *msgs, size_t n, char **out, bool *add_bos);
+                      const char *reasoning_effort, const llmk_chat_message *msgs, size_t n, char **out,
+                      bool *add_bos);
 
 #endif

@@ -213,17 +213,37 @@ static int content(struct parse *p, const cJSON *c, size_t i, const char **out, 
 
 /* The messages as the model's chat template renders them (as llmk chat /
  * batch); with no model (the request fuzzer), as ChatML renders them. */
-static int render_chat(const struct parse *p, const llmk_chat_message *msgs, size_t n, char **text,
-                       bool *add_bos) {
+static int render_chat(const struct parse *p, const llmk_chat_message *msgs, size_t n, const char *effort,
+                       char **text, bool *add_bos) {
     if (p->s->tok)
-        return gen_chat_messages(llmk_model_gguf(p->s->m), p->s->tok, p->s->o.chat_template, msgs, n, text, add_bos);
+        return gen_chat_messages(llmk_model_gguf(p->s->m), p->s->tok, p->s->o.chat_template, effort, msgs, n, text,
+                                 add_bos);
     llmk_chat_template *tp = NULL;
     int st = llmk_chat_template_init("chatml", NULL, 0, "<s>", "</s>", &tp);
     size_t len = 0;
-    if (st == LLMK_OK) st = llmk_chat_render(tp, msgs, n, true, text, &len);
+    llmk_chat_render_opts ro = {.add_generation_prompt = true, .reasoning_effort = effort};
+    if (st == LLMK_OK) st = llmk_chat_render_with(tp, msgs, n, &ro, text, &len);
     llmk_chat_template_free(tp);
     *add_bos = false;
     return st;
+}
+
+/* "reasoning_effort" (OpenAI's field), or chat_template_kwargs' (vLLM's and
+ * llama.cpp's way to a template variable): low, medium or high; the
+ * harmony template (gpt-oss) renders it, the others have no such field. */
+static int reasoning_effort(struct parse *p, const char **out) {
+    const cJSON *v = field(p, "reasoning_effort"), *kw = field(p, "chat_template_kwargs");
+    const char *param = "reasoning_effort";
+    if (kw && !cJSON_IsObject(kw))
+        return bad(p, "chat_template_kwargs", "'chat_template_kwargs' must be an object, got %s", kind(kw));
+    if (!v && kw && (v = cJSON_GetObjectItemCaseSensitive(kw, "reasoning_effort")))
+        param = "chat_template_kwargs";
+    if (!v || cJSON_IsNull(v)) return 0;
+    if (!cJSON_IsString(v) || (strcmp(v->valuestring, "low") && strcmp(v->valuestring, "medium") &&
+                               strcmp(v->valuestring, "high")))
+        return bad(p, param, "'reasoning_effort' must be \"low\", \"medium\" or \"high\"");
+    *out = v->valuestring;
+    return 0;
 }
 
 /* "messages" through the chat template. */
@@ -256,7 +276,9 @@ static int chat_prompt(struct parse *p) {
         i++;
     }
     bool add_bos = false;
-    if (!rc && render_chat(p, msgs, n, &text, &add_bos) != LLMK_OK)
+    const char *effort = NULL;
+    if (!rc) rc = reasoning_effort(p, &effort);
+    if (!rc && render_chat(p, msgs, n, effort, &text, &add_bos) != LLMK_OK)
         rc = bad(p, "messages", "chat template: %s", llmk_last_error());
     if (!rc) rc = tokenize(p, "messages", text, add_bos, true); /* the template's own markers */
     for (size_t k = 0; owned && k < n; k++) free(owned[k]);

@@ -1015,6 +1015,18 @@ LLMK_API const char *llmk_chat_template_default_system(const llmk_chat_template 
 /* Render messages; *out is malloc'd, NUL-terminated, freed by the caller. */
 LLMK_API int llmk_chat_render(const llmk_chat_template *t, const llmk_chat_message *msgs, size_t n,
                      bool add_generation_prompt, char **out, size_t *out_len);
+/* The template's variables beyond the messages (what chat_template_kwargs
+ * carry to a Jinja template). reasoning_effort: harmony's (gpt-oss) "low",
+ * "medium" or "high" (NULL: its default, medium; another value is
+ * LLMK_BAD_REQUEST); date: harmony's "Current date" as YYYY-MM-DD (NULL:
+ * today, local time). Templates without such a field ignore them. */
+typedef struct llmk_chat_render_opts {
+    bool add_generation_prompt;
+    const char *reasoning_effort;
+    const char *date;
+} llmk_chat_render_opts;
+LLMK_API int llmk_chat_render_with(const llmk_chat_template *t, const llmk_chat_message *msgs, size_t n,
+                                   const llmk_chat_render_opts *opts, char **out, size_t *out_len);
 /* Parse an OpenAI-style JSON array [{"role":..,"content":..}, ...] (or an
  * object with a "messages" array). *msgs is one allocation (strings inside),
  * freed with free(). LLMK_BAD_REQUEST names what is wrong. */

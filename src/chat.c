@@ -340,11 +340,17 @@ static int render_gemma(const llmk_chat_template *t, sbuf *b, const llmk_chat_me
  * channel tag in an assistant's content, an empty conversation) is
  * refused. */
 static int render_harmony(const llmk_chat_template *t, sbuf *b, const llmk_chat_message *m,
-                          size_t n, bool gen) {
+                          size_t n, const llmk_chat_render_opts *o) {
+    bool gen = o->add_generation_prompt;
     if (!n) /* the template reads messages[0] */
         return llmk_fail(LLMK_BAD_REQUEST, "harmony template: the conversation has no message");
+    const char *effort = o->reasoning_effort ? o->reasoning_effort : "medium";
+    if (strcmp(effort, "low") && strcmp(effort, "medium") && strcmp(effort, "high"))
+        return llmk_fail(LLMK_BAD_REQUEST, "harmony template: reasoning_effort '%.40s' (low, medium or high)", effort);
+    if (o->date && (strlen(o->date) != 10 || o->date[4] != '-' || o->date[7] != '-'))
+        return llmk_fail(LLMK_BAD_REQUEST, "harmony template: date '%.40s' is not YYYY-MM-DD", o->date);
     char today[16];
-    const char *date = t->date;
+    const char *date = o->date ? o->date : t->date;
     if (!date[0]) {
         time_t now = time(NULL);
         struct tm tm;
@@ -355,8 +361,10 @@ static int render_harmony(const llmk_chat_template *t, sbuf *b, const llmk_chat_
     sb_str(b, "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
               "Knowledge cutoff: 2024-06\nCurrent date: ");
     sb_str(b, date);
-    sb_str(b, "\n\nReasoning: medium\n\n# Valid channels: analysis, commentary, final. Channel must "
-              "be included for every message.<|end|>");
+    sb_str(b, "\n\nReasoning: ");
+    sb_str(b, effort);
+    sb_str(b, "\n\n# Valid channels: analysis, commentary, final. Channel must be included for every "
+              "message.<|end|>");
     size_t first = 0;
     if (n && (!strcmp(m[0].role, "system") || !strcmp(m[0].role, "developer"))) {
         first = 1;
@@ -402,8 +410,14 @@ int llmk_chat_template_set_date(llmk_chat_template *t, const char *date) {
 
 int llmk_chat_render(const llmk_chat_template *t, const llmk_chat_message *msgs, size_t n,
                      bool add_generation_prompt, char **out, size_t *out_len) {
+    llmk_chat_render_opts o = {.add_generation_prompt = add_generation_prompt};
+    return llmk_chat_render_with(t, msgs, n, &o, out, out_len);
+}
+
+int llmk_chat_render_with(const llmk_chat_template *t, const llmk_chat_message *msgs, size_t n,
+                          const llmk_chat_render_opts *opts, char **out, size_t *out_len) {
     llmk_error_clear();
-    if (!t || !out || (n && !msgs))
+    if (!t || !out || !opts || (n && !msgs))
         return llmk_fail(LLMK_INVALID_ARGUMENT, "chat_render: NULL argument");
     *out = NULL;
     if (out_len) *out_len = 0;
@@ -414,13 +428,14 @@ int llmk_chat_render(const llmk_chat_template *t, const llmk_chat_message *msgs,
     sbuf b = {0};
     sb_put(&b, "", 0); /* an empty conversation still gives a string */
     int rc = LLMK_OK;
+    bool add_generation_prompt = opts->add_generation_prompt;
     switch (t->kind) {
     case T_CHATML: render_chatml(t, &b, msgs, n, add_generation_prompt); break;
     case T_LLAMA3: render_llama3(t, &b, msgs, n, add_generation_prompt); break;
     case T_ZEPHYR: rc = render_zephyr(t, &b, msgs, n, add_generation_prompt); break;
     case T_LLAMA2: rc = render_llama2(t, &b, msgs, n, add_generation_prompt); break;
     case T_GEMMA: rc = render_gemma(t, &b, msgs, n, add_generation_prompt); break;
-    case T_HARMONY: rc = render_harmony(t, &b, msgs, n, add_generation_prompt); break;
+    case T_HARMONY: rc = render_harmony(t, &b, msgs, n, opts); break;
     default: LLMK_CHECK(0);
     }
     if (rc != LLMK_OK || b.err) {

@@ -102,6 +102,16 @@ static void test_recognise(void) {
     CHECK(out == NULL && strstr(llmk_last_error(), "alternate") != NULL);
     llmk_chat_template_free(t);
 
+    /* Templates without the field ignore the render variables */
+    CHECK_STATUS(llmk_chat_template_init("chatml", NULL, 0, "", "", &t), LLMK_OK);
+    llmk_chat_message one[1] = {{"user", "a"}};
+    char *as_is = render(t, one, 1, true), *with = NULL;
+    CHECK_STATUS(llmk_chat_render_with(t, one, 1, &(llmk_chat_render_opts){true, "high", "2026-01-02"}, &with, NULL),
+                 LLMK_OK);
+    CHECK(as_is && with && !strcmp(as_is, with));
+    free(as_is), free(with);
+    llmk_chat_template_free(t);
+
     /* Harmony (gpt-oss): the dated system preamble, the system text as the
      * developer's instructions, <|return|> closing a last assistant turn;
      * tool messages, channel tags and an empty conversation refused */
@@ -131,6 +141,18 @@ static void test_recognise(void) {
     CHECK_STATUS(llmk_chat_render(t, tag, 2, true, &out, NULL), LLMK_BAD_REQUEST);
     CHECK_STATUS(llmk_chat_render(t, NULL, 0, true, &out, NULL), LLMK_BAD_REQUEST);
     CHECK_STATUS(llmk_chat_template_set_date(t, "2025-08-05 and more"), LLMK_INVALID_ARGUMENT);
+    /* the template's variables: reasoning_effort and the date per render (over set_date) */
+    llmk_chat_render_opts ro = {.add_generation_prompt = true, .reasoning_effort = "high", .date = "2026-01-02"};
+    size_t hl = 0;
+    CHECK_STATUS(llmk_chat_render_with(t, hmm + 1, 1, &ro, &out, &hl), LLMK_OK);
+    CHECK(out && strstr(out, "Current date: 2026-01-02\n\nReasoning: high\n\n") != NULL && hl == strlen(out));
+    free(out);
+    ro.reasoning_effort = "Medium";
+    CHECK_STATUS(llmk_chat_render_with(t, hmm + 1, 1, &ro, &out, NULL), LLMK_BAD_REQUEST);
+    CHECK(out == NULL && strstr(llmk_last_error(), "reasoning_effort 'Medium'") != NULL);
+    ro.reasoning_effort = NULL, ro.date = "2026-1-2";
+    CHECK_STATUS(llmk_chat_render_with(t, hmm + 1, 1, &ro, &out, NULL), LLMK_BAD_REQUEST);
+    CHECK_STATUS(llmk_chat_render_with(t, hmm + 1, 1, NULL, &out, NULL), LLMK_INVALID_ARGUMENT);
     llmk_chat_template_free(t);
     /* no date set: today's, local time */
     CHECK_STATUS(llmk_chat_template_init("harmony", NULL, 0, "", "<|return|>", &t), LLMK_OK);

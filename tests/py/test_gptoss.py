@@ -117,12 +117,14 @@ def _today_variants():
     return {time.strftime("%Y-%m-%d")}
 
 
-def render(model, case, tmp_path):
+def render(model, case, tmp_path, extra=()):
     msgs = tmp_path / "m.json"
     msgs.write_text(json.dumps(case["messages"], ensure_ascii=False), encoding="utf-8")
-    args = ["template", "-m", model, "--messages", str(msgs)]
+    args = ["template", "-m", model, "--messages", str(msgs), *extra]
     if not case["add_generation_prompt"]:
         args.append("--no-generation-prompt")
+    for k, v in case.get("kwargs", {}).items():  # chat_template_kwargs: --reasoning-effort
+        args += ["--" + k.replace("_", "-"), v]
     return run(*args, check=False)
 
 
@@ -142,6 +144,24 @@ def test_file_template_matches_jinja(tmp_path):
         want = {case["rendered"].replace(fixed, "Current date: " + d + "\n") for d in days}
         assert fixed in case["rendered"]
         assert got in want, (case["messages"], got)
+
+
+def test_template_with_fixed_date_and_effort_matches_jinja(tmp_path):
+    """--date gives the fixture's rendering exactly; the reasoning_effort
+    cases (rendered by jinja2 with that template variable) too."""
+    assert sum("kwargs" in c for c in CHAT["cases"]) == 2
+    for case in CHAT["cases"]:
+        p = render(F32, case, tmp_path, ["--date", CHAT["date"]])
+        assert p.returncode == 0, p.stderr.decode()
+        assert p.stdout.decode("utf-8") == case["rendered"], case
+
+
+def test_reasoning_effort_and_date_refusals(tmp_path):
+    case = dict(CHAT["cases"][0])
+    for extra, words in [(["--reasoning-effort", "extreme"], b"reasoning_effort 'extreme'"),
+                         (["--date", "5 Aug 2025"], b"not YYYY-MM-DD")]:
+        p = render(F32, case, tmp_path, extra)
+        assert p.returncode != 0 and words in p.stderr, p.stderr
 
 
 def test_template_refusals(tmp_path):

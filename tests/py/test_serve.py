@@ -47,8 +47,8 @@ PROMPTS = ["The capital of France is", "Hello", "Write a list of three fruits:\n
 class Server:
     """llmk serve on 127.0.0.1, a free port; stderr is collected."""
 
-    def __init__(self, *args, binary=SERVE_BIN):
-        self.p = subprocess.Popen([binary, "serve", "-m", str(MODEL), "--port", "0", *map(str, args)],
+    def __init__(self, *args, binary=SERVE_BIN, model=MODEL):
+        self.p = subprocess.Popen([binary, "serve", "-m", str(model), "--port", "0", *map(str, args)],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         self.lines = []
         line = self.p.stderr.readline()
@@ -431,3 +431,46 @@ def test_sanitizer_build():
     finally:
         rc = s.stop()
     assert rc == 0 and "Sanitizer" not in s.err() and "runtime error" not in s.err(), s.err()
+
+
+# ---- reasoning effort (gpt-oss's harmony template) ----------------------------
+
+GPTOSS = ROOT / "tests" / "fixtures" / "model" / "tiny" / "tiny_gptoss.gguf"
+
+
+def harmony_prompt_tokens(tmp_path, effort):
+    """The prompt as `llmk template` renders it with that effort, counted by `llmk tokenize --special`."""
+    msgs = tmp_path / "m.json"
+    msgs.write_text(json.dumps([{"role": "user", "content": "Hi there"}]))
+    extra = ["--reasoning-effort", effort] if effort else []
+    text = subprocess.run([BIN, "template", "-m", str(GPTOSS), "--messages", str(msgs), *extra],
+                          capture_output=True, check=True).stdout
+    ids = subprocess.run([BIN, "tokenize", "-m", str(GPTOSS), "--special", "--no-bos", "-f", "-"], input=text,
+                         capture_output=True, check=True).stdout
+    return len(json.loads(ids))
+
+
+def test_reasoning_effort_reaches_the_template(tmp_path):
+    """OpenAI's reasoning_effort (the official client's parameter) and
+    chat_template_kwargs' (vLLM's, llama.cpp's) render harmony's
+    "Reasoning: LEVEL": the prompt the server counts is the template's with
+    that effort; another value is a 400 naming the parameter."""
+    s = Server("-np", 1, "-c", 512, model=GPTOSS)
+    try:
+        c = s.client()
+        msgs = [{"role": "user", "content": "Hi there"}]
+        want = {e: harmony_prompt_tokens(tmp_path, e) for e in (None, "low", "high")}
+        assert len(set(want.values())) > 1, want  # the levels tokenize differently here, so the check bites
+        for e, n in want.items():
+            kw = {"reasoning_effort": e} if e else {}
+            r = c.chat.completions.create(model=GPTOSS.name, messages=msgs, max_tokens=1, temperature=0, **kw)
+            assert r.usage.prompt_tokens == n, (e, r.usage)
+        st, _, body = http_req(s, "POST", "/v1/chat/completions", {"messages": msgs, "max_tokens": 1,
+                                                                   "chat_template_kwargs": {"reasoning_effort": "low"}})
+        assert st == 200 and json.loads(body)["usage"]["prompt_tokens"] == want["low"], body
+        error_of(http_req(s, "POST", "/v1/chat/completions", {"messages": msgs, "reasoning_effort": "max"}), 400,
+                 "reasoning_effort")
+        error_of(http_req(s, "POST", "/v1/chat/completions", {"messages": msgs, "chat_template_kwargs": [1]}), 400,
+                 "chat_template_kwargs")
+    finally:
+        assert s.stop() == 0, s.err()

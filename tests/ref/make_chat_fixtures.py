@@ -167,6 +167,10 @@ def write_harmony(gguf_path):
         for gen in (True, False):
             cases.append({"messages": conv, "add_generation_prompt": gen,
                           "rendered": render_harmony(template, conv, gen)})
+    for effort in ("low", "high"):  # chat_template_kwargs the template reads
+        conv = CONVERSATIONS[0]
+        cases.append({"messages": conv, "add_generation_prompt": True, "kwargs": {"reasoning_effort": effort},
+                      "rendered": render_harmony(template, conv, True, reasoning_effort=effort)})
     refused = []
     for conv in HARMONY_REFUSED:
         try:

@@ -222,9 +222,13 @@ static void qmask_str(unsigned qm, char *s, size_t cap) {
 
 void llmk_program_dump(const struct llmk_program *p, FILE *f) {
     const llmk_hparams *hp = &p->m->hp;
-    fprintf(f, "program: %d phases (1 + %d layers x %d + %d final), d_model %d, heads %d/%d x %d, ffn %d, vocab %d\n",
-            p->n_phases, hp->n_layer, (p->n_layer_phases - 1) / hp->n_layer, p->n_phases - p->n_layer_phases,
-            hp->n_embd, hp->n_head, hp->n_head_kv, hp->head_dim, hp->n_ff, hp->n_vocab);
+    /* phases per layer, and any a layer has beyond that (gemma3's last FFN post-norm) */
+    int per = (p->n_layer_phases - 1) / hp->n_layer, extra = p->n_layer_phases - 1 - per * hp->n_layer;
+    char more[32] = "";
+    if (extra) snprintf(more, sizeof more, " + %d", extra);
+    fprintf(f, "program: %d phases (1 + %d layers x %d%s + %d final), d_model %d, heads %d/%d x %d, ffn %d, vocab %d\n",
+            p->n_phases, hp->n_layer, per, more, p->n_phases - p->n_layer_phases, hp->n_embd, hp->n_head,
+            hp->n_head_kv, hp->head_dim, hp->n_ff, hp->n_vocab);
     if (p->m->moe.n_expert)
         fprintf(f, "experts: %d, %d per token, expert ffn %d\n", p->m->moe.n_expert, p->m->moe.n_used,
                 p->m->moe.n_ff_exp);

@@ -244,3 +244,15 @@ def test_feature_is_needed(case, tmp_path):
     s = max(SEQS, key=lambda s: len(s["ids"]))
     got = logits(dst, s["ids"], "f32")
     assert rel(got, ref_logits(s["name"]).astype(np.float64)).max() > 1e-2, case
+
+
+def test_program_header_counts_the_last_post_norm():
+    """`llmk info --program`'s header adds up: the last layer's FFN post-norm
+    is a phase of its own (no next norm to fuse into), counted as "+ 1"."""
+    import re
+    out = run("info", "-m", F32, "--program").stdout.decode()
+    m = re.match(r"program: (\d+) phases \(1 \+ (\d+) layers x (\d+)(?: \+ (\d+))? \+ (\d+) final\)", out)
+    assert m, out.splitlines()[0]
+    total, layers, per, extra, final = (int(x or 0) for x in m.groups())
+    assert extra == 1 and total == 1 + layers * per + extra + final
+    assert len([l for l in out.splitlines() if re.match(r"\s*\d+  ", l)]) == total

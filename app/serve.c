@@ -94,6 +94,11 @@ static int load_model(struct server *s) {
         s->n_eog += llmk_tokenizer_is_eog(s->tok, i);
     }
     if (!(s->eog = malloc((s->n_eog + 1) * sizeof *s->eog))) return cli_fail(LLMK_OUT_OF_MEMORY, "eog ids");
+    llmk_chat_template *tp = NULL;
+    llmk_harmony_state hs;
+    s->harmony = llmk_chat_template_from_gguf(llmk_model_gguf(s->m), s->o.chat_template, &tp) == LLMK_OK &&
+                 !strcmp(llmk_chat_template_name(tp), "harmony") && llmk_harmony_init(s->tok, &hs) == LLMK_OK;
+    llmk_chat_template_free(tp);
     size_t k = 0;
     for (int32_t i = 0; i < (int32_t)s->n_vocab; i++)
         if (llmk_tokenizer_is_eog(s->tok, i)) s->eog[k++] = i;

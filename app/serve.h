@@ -93,6 +93,10 @@ struct serve_choice {
     size_t scratch_cap;
     char *text; /* the released text so far */
     size_t text_len, text_cap, text_sent;
+    bool harmony;          /* a chat answer of a harmony model: its analysis channel is reasoning */
+    llmk_harmony_state hs;
+    char *reason;          /* the reasoning so far (reasoning_content) */
+    size_t reason_len, reason_cap, reason_sent;
     int32_t lp_sent;  /* streamed tokens whose logprobs were sent */
     bool ended, finish_sent, failed;
     const char *finish_reason;
@@ -137,6 +141,7 @@ struct server {
     struct serve_opts o;
     llmk_model *m;
     const llmk_tokenizer *tok;
+    bool harmony; /* the chat template is harmony (gpt-oss): answers split into content and reasoning */
     size_t n_vocab, piece_cap;
     int32_t *eog;
     size_t n_eog;

@@ -580,6 +580,7 @@ char *api_response(struct serve_job *j) {
             cJSON *m = cJSON_AddObjectToObject(ch, "message");
             cJSON_AddStringToObject(m, "role", "assistant");
             cJSON_AddStringToObject(m, "content", c->text ? c->text : "");
+            if (c->harmony) cJSON_AddStringToObject(m, "reasoning_content", c->reason ? c->reason : "");
             cJSON_AddNullToObject(m, "refusal");
         } else cJSON_AddStringToObject(ch, "text", c->text ? c->text : "");
         if (j->req.logprobs >= 0) cJSON_AddItemToObject(ch, "logprobs", logprobs_json(j, c, 0, c->n_used));
@@ -615,8 +616,8 @@ static bool sse(char **buf, size_t *len, size_t *cap, cJSON *obj) {
  * logprobs of the tokens read since the last chunk, its finish once ended. */
 static cJSON *choice_chunk(struct serve_job *j, struct serve_choice *c, bool role) {
     bool text = c->text_len > c->text_sent, fin = c->ended && !c->finish_sent && !c->failed;
-    bool lps = j->req.logprobs >= 0 && c->n_used > c->lp_sent;
-    if (!role && !text && !fin && !lps) return NULL;
+    bool lps = j->req.logprobs >= 0 && c->n_used > c->lp_sent, reason = c->reason_len > c->reason_sent;
+    if (!role && !text && !fin && !lps && !reason) return NULL;
     cJSON *root = head(j, true), *choices = cJSON_AddArrayToObject(root, "choices"), *ch = cJSON_CreateObject();
     cJSON_AddNumberToObject(ch, "index", c->index);
     const char *delta = c->text ? c->text + c->text_sent : "";
@@ -624,6 +625,7 @@ static cJSON *choice_chunk(struct serve_job *j, struct serve_choice *c, bool rol
         cJSON *d = cJSON_AddObjectToObject(ch, "delta");
         if (role) cJSON_AddStringToObject(d, "role", "assistant");
         if (role || text) cJSON_AddStringToObject(d, "content", delta);
+        if (reason) cJSON_AddStringToObject(d, "reasoning_content", c->reason + c->reason_sent);
     } else cJSON_AddStringToObject(ch, "text", delta);
     if (lps) cJSON_AddItemToObject(ch, "logprobs", logprobs_json(j, c, c->lp_sent, c->n_used));
     else cJSON_AddNullToObject(ch, "logprobs");
@@ -631,7 +633,7 @@ static cJSON *choice_chunk(struct serve_job *j, struct serve_choice *c, bool rol
     else cJSON_AddNullToObject(ch, "finish_reason");
     if (j->req.return_ids) add_ids(ch, c, c->lp_sent, c->n_used);
     cJSON_AddItemToArray(choices, ch);
-    c->text_sent = c->text_len, c->lp_sent = c->n_used;
+    c->text_sent = c->text_len, c->reason_sent = c->reason_len, c->lp_sent = c->n_used;
     c->finish_sent |= fin;
     return root;
 }

@@ -51,6 +51,7 @@ struct serve_job *job_new(struct server *s, struct serve_req *r) {
         c->scratch_cap = ok ? 2 * (s->piece_cap + 64 + llmk_stop_max_len(c->stop)) : 0;
         ok = ok && (c->scratch = malloc(c->scratch_cap));
         c->ds.started = true; /* a continuation: keep a SentencePiece leading space */
+        c->harmony = s->harmony && j->req.chat && llmk_harmony_init(s->tok, &c->hs) == LLMK_OK;
     }
     pthread_mutex_lock(&s->mu);
     s->n_jobs++;
@@ -67,7 +68,7 @@ static void job_free(struct serve_job *j) {
     struct server *s = j->srv;
     for (int i = 0; i < SERVE_MAX_N; i++) {
         struct serve_choice *c = &j->ch[i];
-        free(c->tokens), free(c->lps), free(c->scratch), free(c->text);
+        free(c->tokens), free(c->lps), free(c->scratch), free(c->text), free(c->reason);
         llmk_stop_free(c->stop);
         llmk_sampler_free(c->smp);
         llmk_grammar_state_free(c->gstate);
@@ -152,17 +153,21 @@ void job_wait(struct serve_job *j, int ms) {
 
 /* ---- the text of a choice (the reading HTTP thread) ----------------------------- */
 
-static bool text_add(struct serve_choice *c, const char *p, size_t n) {
-    if (c->text_len + n + 1 > c->text_cap) {
-        size_t cap = (c->text_len + n + 1) * 2;
-        char *t = realloc(c->text, cap);
+static bool buf_add(char **buf, size_t *len, size_t *cap, const char *p, size_t n) {
+    if (*len + n + 1 > *cap) {
+        size_t c = (*len + n + 1) * 2;
+        char *t = realloc(*buf, c);
         if (!t) return false;
-        c->text = t, c->text_cap = cap;
+        *buf = t, *cap = c;
     }
-    memcpy(c->text + c->text_len, p, n);
-    c->text_len += n;
-    c->text[c->text_len] = 0;
+    memcpy(*buf + *len, p, n);
+    *len += n;
+    (*buf)[*len] = 0;
     return true;
+}
+
+static bool text_add(struct serve_choice *c, const char *p, size_t n) {
+    return buf_add(&c->text, &c->text_len, &c->text_cap, p, n);
 }
 
 /* One token's text through the stop matcher; true once a stop string ended the choice. */
@@ -190,11 +195,16 @@ static void choice_pull(struct server *s, struct serve_choice *c) {
     for (int32_t k = c->n_read; k < n && !c->ended; k++) {
         c->n_used = k + 1;
         if (done && fin == LLMK_FINISH_STOP && k == n - 1 && llmk_tokenizer_is_eog(s->tok, c->tokens[k])) break;
+        llmk_harmony_part part = c->harmony ? llmk_harmony_feed(&c->hs, s->tok, c->tokens[k]) : LLMK_HARMONY_CONTENT;
         if (llmk_detok_feed(s->tok, &c->ds, c->tokens[k], false, c->scratch, half, &nt) != LLMK_OK) {
             c->failed = true;
             break;
         }
-        if (feed_text(c, c->scratch, nt)) {
+        if (part == LLMK_HARMONY_REASONING) { /* stop strings match the answer's content only */
+            c->failed |= !buf_add(&c->reason, &c->reason_len, &c->reason_cap, c->scratch, nt);
+            continue;
+        }
+        if (part == LLMK_HARMONY_CONTENT && feed_text(c, c->scratch, nt)) {
             c->ended = true, c->finish_reason = "stop";
             pthread_mutex_lock(&j->mu);
             c->stop_req = true;

@@ -1027,6 +1027,25 @@ typedef struct llmk_chat_render_opts {
 } llmk_chat_render_opts;
 LLMK_API int llmk_chat_render_with(const llmk_chat_template *t, const llmk_chat_message *msgs, size_t n,
                                    const llmk_chat_render_opts *opts, char **out, size_t *out_len);
+/* A harmony reply (gpt-oss) by channel, token by token. The model answers
+ * "<|channel|>NAME<|message|>TEXT<|end|>", more messages after
+ * "<|start|>assistant", the last one closed by <|return|> or <|call|>.
+ * llmk_harmony_feed says where token id's text goes: the answer's content
+ * (the final and commentary channels, and text outside any message), its
+ * reasoning (the analysis channel), or neither (the markers, the role and
+ * channel headers). llmk_harmony_init: LLMK_NOT_FOUND when the vocabulary
+ * has no harmony markers. */
+typedef enum { LLMK_HARMONY_NONE, LLMK_HARMONY_CONTENT, LLMK_HARMONY_REASONING } llmk_harmony_part;
+typedef struct llmk_harmony_state {
+    int32_t start, channel, message, end, ret, call; /* the markers' ids (-1: absent) */
+    int phase;                                       /* outside, header, channel name, body */
+    bool analysis;                                   /* the message in progress is on the analysis channel */
+    char chan[32];
+    size_t chan_len;
+} llmk_harmony_state;
+LLMK_API int llmk_harmony_init(const llmk_tokenizer *t, llmk_harmony_state *st);
+LLMK_API llmk_harmony_part llmk_harmony_feed(llmk_harmony_state *st, const llmk_tokenizer *t, int32_t id);
+
 /* Parse an OpenAI-style JSON array [{"role":..,"content":..}, ...] (or an
  * object with a "messages" array). *msgs is one allocation (strings inside),
  * freed with free(). LLMK_BAD_REQUEST names what is wrong. */

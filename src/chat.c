@@ -447,6 +447,58 @@ int llmk_chat_render_with(const llmk_chat_template *t, const llmk_chat_message *
     return LLMK_OK;
 }
 
+/* ---- harmony replies ----------------------------------------------------- */
+
+enum { HM_OUTSIDE, HM_HEADER, HM_CHANNEL, HM_BODY };
+
+static int32_t marker(const llmk_tokenizer *t, const char *text) {
+    return llmk_tokenizer_find(t, text, strlen(text));
+}
+
+int llmk_harmony_init(const llmk_tokenizer *t, llmk_harmony_state *st) {
+    if (!t || !st) return llmk_fail(LLMK_INVALID_ARGUMENT, "harmony_init: NULL argument");
+    memset(st, 0, sizeof *st);
+    st->start = marker(t, "<|start|>"), st->channel = marker(t, "<|channel|>"), st->message = marker(t, "<|message|>");
+    st->end = marker(t, "<|end|>"), st->ret = marker(t, "<|return|>"), st->call = marker(t, "<|call|>");
+    st->phase = HM_OUTSIDE;
+    if (st->channel < 0 || st->message < 0 || st->end < 0)
+        return llmk_fail(LLMK_NOT_FOUND, "harmony_init: the vocabulary has no <|channel|>, <|message|> or <|end|>");
+    return LLMK_OK;
+}
+
+/* The channel a header names: its first word ("analysis", or "commentary
+ * to=functions.f ..."). */
+static bool analysis_channel(const llmk_harmony_state *st) {
+    size_t n = strlen("analysis");
+    return st->chan_len >= n && !memcmp(st->chan, "analysis", n) && (st->chan_len == n || st->chan[n] == ' ');
+}
+
+llmk_harmony_part llmk_harmony_feed(llmk_harmony_state *st, const llmk_tokenizer *t, int32_t id) {
+    if (id < 0) return LLMK_HARMONY_NONE;
+    if (id == st->start || id == st->end || id == st->ret || id == st->call) {
+        st->phase = HM_HEADER;
+        return LLMK_HARMONY_NONE;
+    }
+    if (id == st->channel) {
+        st->phase = HM_CHANNEL, st->chan_len = 0;
+        return LLMK_HARMONY_NONE;
+    }
+    if (id == st->message) {
+        st->phase = HM_BODY, st->analysis = analysis_channel(st);
+        return LLMK_HARMONY_NONE;
+    }
+    if (st->phase == HM_CHANNEL) { /* the name, kept up to the buffer's size */
+        size_t n = 0;
+        char buf[64];
+        if (llmk_tokenizer_token_bytes(t, id, buf, sizeof buf, &n) == LLMK_OK)
+            for (size_t i = 0; i < n && st->chan_len + 1 < sizeof st->chan; i++) st->chan[st->chan_len++] = buf[i];
+        st->chan[st->chan_len] = 0;
+        return LLMK_HARMONY_NONE;
+    }
+    if (st->phase == HM_HEADER) return LLMK_HARMONY_NONE;
+    return st->phase == HM_BODY && st->analysis ? LLMK_HARMONY_REASONING : LLMK_HARMONY_CONTENT;
+}
+
 /* ---- messages from JSON ------------------------------------------------ */
 
 /* Byte offset of the first \u0000 escape in JSON text (len when none). A

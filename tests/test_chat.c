@@ -212,8 +212,62 @@ static void test_parse_messages(void) {
     CHECK_STATUS(llmk_chat_parse_messages(full, strlen(full) - 1, &m, &n), LLMK_BAD_REQUEST);
 }
 
+/* A reply's text with its markers split by llmk_harmony_feed, on the tiny
+ * gpt-oss fixture's vocabulary (o200k_harmony's special tokens). */
+static void split_reply(const llmk_tokenizer *t, const char *reply, char *content, char *reasoning, size_t cap) {
+    int32_t ids[256];
+    size_t n = 0;
+    llmk_harmony_state hs;
+    CHECK_STATUS(llmk_tokenize(t, reply, strlen(reply), false, true, ids, 256, &n), LLMK_OK);
+    CHECK_STATUS(llmk_harmony_init(t, &hs), LLMK_OK);
+    size_t lc = 0, lr = 0;
+    content[0] = reasoning[0] = 0;
+    for (size_t i = 0; i < n; i++) {
+        llmk_harmony_part part = llmk_harmony_feed(&hs, t, ids[i]);
+        char b[64];
+        size_t k = 0;
+        if (llmk_tokenizer_token_bytes(t, ids[i], b, sizeof b, &k) != LLMK_OK) k = 0;
+        char *dst = part == LLMK_HARMONY_CONTENT ? content : part == LLMK_HARMONY_REASONING ? reasoning : NULL;
+        size_t *len = part == LLMK_HARMONY_CONTENT ? &lc : &lr;
+        if (dst && *len + k < cap) memcpy(dst + *len, b, k), *len += k, dst[*len] = 0;
+    }
+}
+
+static void test_harmony_reply(void) {
+    llmk_gguf *g = NULL;
+    llmk_tokenizer *t = NULL;
+    CHECK_STATUS(llmk_gguf_open("tests/fixtures/model/tiny/tiny_gptoss.gguf", &g), LLMK_OK);
+    CHECK_STATUS(llmk_tokenizer_load(g, &t), LLMK_OK);
+    if (!t) return;
+    char c[512], r[512];
+    split_reply(t,
+                "<|channel|>analysis<|message|>The user greets. Reply.<|end|><|start|>assistant<|channel|>final"
+                "<|message|>Hello there!<|return|>",
+                c, r, sizeof c);
+    CHECK(!strcmp(c, "Hello there!") && !strcmp(r, "The user greets. Reply."));
+    /* a commentary preamble is the answer's; a tool call's header ("to=...") is not text */
+    split_reply(t,
+                "<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant<|channel|>commentary "
+                "to=functions.get_weather <|constrain|>json<|message|>{\"city\":\"Paris\"}<|call|>",
+                c, r, sizeof c);
+    CHECK(!strcmp(c, "{\"city\":\"Paris\"}") && !strcmp(r, "Need the weather."));
+    /* no markers at all (a model that ignores the format): all content */
+    split_reply(t, "Just text.", c, r, sizeof c);
+    CHECK(!strcmp(c, "Just text.") && !r[0]);
+    llmk_harmony_state hs;
+    llmk_tokenizer_free(t);
+    llmk_gguf_close(g);
+    /* a vocabulary without the markers */
+    CHECK_STATUS(llmk_gguf_open("tests/fixtures/model/tiny/tiny_qwen3.gguf", &g), LLMK_OK);
+    CHECK_STATUS(llmk_tokenizer_load(g, &t), LLMK_OK);
+    if (t) CHECK_STATUS(llmk_harmony_init(t, &hs), LLMK_NOT_FOUND);
+    llmk_tokenizer_free(t);
+    llmk_gguf_close(g);
+}
+
 int main(void) {
     test_recognise();
     test_parse_messages();
+    test_harmony_reply();
     return check_summary("test_chat");
 }

@@ -474,3 +474,36 @@ def test_reasoning_effort_reaches_the_template(tmp_path):
                  "chat_template_kwargs")
     finally:
         assert s.stop() == 0, s.err()
+
+
+def test_harmony_answers_split_into_content_and_reasoning():
+    """A harmony model's chat answer: content from the final (and commentary)
+    channel, reasoning_content from the analysis channel, the markers and
+    headers in neither. tests/test_chat.c checks the split on written
+    replies; the tiny random model writes no markers, so here the plumbing:
+    both fields present, the streamed deltas adding up to the whole answer,
+    none on completions (raw text) or for other templates."""
+    s = Server("-np", 1, "-c", 512, model=GPTOSS)
+    try:
+        body = {"messages": [{"role": "user", "content": "Hi there"}], "max_tokens": 24, "temperature": 0,
+                "return_token_ids": True}
+        st, _, raw = http_req(s, "POST", "/v1/chat/completions", body)
+        assert st == 200, raw
+        msg = json.loads(raw)["choices"][0]["message"]
+        assert isinstance(msg["reasoning_content"], str) and isinstance(msg["content"], str)
+        st, _, raw = http_req(s, "POST", "/v1/chat/completions", dict(body, stream=True))
+        deltas = [json.loads(l[6:]) for l in raw.decode().split("\n\n") if l.startswith("data: {")]
+        got = {"content": "", "reasoning_content": ""}
+        for d in deltas:
+            for k in got:
+                got[k] += d["choices"][0]["delta"].get(k) or "" if d["choices"] else ""
+        assert got == {k: msg[k] for k in got}, (got, msg)
+        st, _, raw = http_req(s, "POST", "/v1/completions", {"prompt": "Hi", "max_tokens": 4})
+        assert st == 200 and "reasoning_content" not in json.loads(raw)["choices"][0], raw
+    finally:
+        assert s.stop() == 0, s.err()
+
+
+def test_no_reasoning_content_without_harmony(client):
+    r = client.chat.completions.create(model=MODEL.name, messages=[{"role": "user", "content": "Hi"}], max_tokens=2)
+    assert "reasoning_content" not in (r.choices[0].message.model_extra or {})

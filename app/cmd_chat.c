@@ -123,8 +123,10 @@ struct chat {
     int32_t *hist, *ids; /* the tokens in the KV cache, in order, then room for the pending one; this turn's
                           * conversation */
     float *logits;
-    char *text, *reply; /* the rendered conversation; the reply */
+    char *text, *reply; /* the rendered conversation; the reply (its answer: a harmony reply's final channel) */
     size_t reply_len, reply_cap;
+    bool harmony;          /* a harmony template (gpt-oss): the analysis channel is reasoning, on stderr */
+    llmk_harmony_state hs; /* this reply's */
     const char *bos_text;
     size_t bos_len;
 };
@@ -166,6 +168,7 @@ static int chat_init(struct chat *c, llmk_model *m) {
     if (o->history && (st = chat_conv_load(&c->conv, o->history)) != LLMK_OK) return st;
     int32_t bos = llmk_tokenizer_bos(c->tok);
     c->bos_text = bos >= 0 ? llmk_tokenizer_piece(c->tok, bos, &c->bos_len) : NULL;
+    c->harmony = !strcmp(llmk_chat_template_name(c->tp), "harmony") && llmk_harmony_init(c->tok, &c->hs) == LLMK_OK;
     return LLMK_OK;
 }
 
@@ -291,7 +294,12 @@ static bool reply_token(struct reply *r, const float *logits, int32_t *id) {
     if ((r->st = gen_choose(&c->gc, logits, c->n_vocab, id)) != LLMK_OK) return true;
     r->n_gen++;
     if (llmk_tokenizer_is_eog(c->tok, *id)) return r->why = "end of turn", true;
-    if (llmk_detok_feed(c->tok, &r->ds, *id, false, piece, sizeof piece, &np) == LLMK_OK) {
+    llmk_harmony_part part = c->harmony ? llmk_harmony_feed(&c->hs, c->tok, *id) : LLMK_HARMONY_CONTENT;
+    if (llmk_detok_feed(c->tok, &r->ds, *id, false, piece, sizeof piece, &np) != LLMK_OK) np = 0;
+    if (part == LLMK_HARMONY_REASONING) {
+        /* shown on stderr, not kept: the template renders past turns' final channel only */
+        fwrite(piece, 1, np, stderr);
+    } else if (part == LLMK_HARMONY_CONTENT && np) {
         if ((r->st = reply_add(&c->reply, &c->reply_len, &c->reply_cap, piece, np)) != LLMK_OK) return true;
         if (gen_write(&c->gc, stdout, piece, np)) return r->why = "stop string", true;
         if ((r->st = cli_stdout_status()) != LLMK_OK) return true;
@@ -353,6 +361,7 @@ static int reply_turn(struct chat *c, int turn) {
     char piece[256];
     size_t np = 0;
     llmk_sampler_reset(c->gc.smp);
+    if (c->harmony) llmk_harmony_init(c->tok, &c->hs); /* each reply starts outside a message */
     if ((st = reply_tokens(&r)) != LLMK_OK) return st;
     llmk_detok_state ds = r.ds;
     size_t n_gen = r.n_gen, n_fed = r.n_fed;

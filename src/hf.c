@@ -1288,13 +1288,17 @@ static bool oss_shape(const llmk_st_tensor *s, unsigned n_dims, uint64_t a, uint
  * as GGUF's [n_in, n_out, X] stack. */
 static unsigned char *oss_gather(const llmk_st_tensor *s, uint64_t X, uint64_t n_in, uint64_t rows, uint64_t n_out,
                                  uint64_t row0, uint64_t step) {
+    enum { TILE = 64 }; /* a transpose in 64 x 64 tiles: neither side strides through memory a byte at a time */
     size_t es = s->type == LLMK_TYPE_F32 ? 4 : 2;
     unsigned char *dst = malloc((size_t)(X * n_out * n_in) * es);
     const unsigned char *src = s->data;
     for (uint64_t x = 0; dst && x < X; x++)
-        for (uint64_t r = 0; r < n_out; r++)
-            for (uint64_t i = 0; i < n_in; i++)
-                memcpy(dst + ((x * n_out + r) * n_in + i) * es, src + ((x * n_in + i) * rows + row0 + r * step) * es, es);
+        for (uint64_t r0 = 0; r0 < n_out; r0 += TILE)
+            for (uint64_t i0 = 0; i0 < n_in; i0 += TILE)
+                for (uint64_t r = r0; r < n_out && r < r0 + TILE; r++)
+                    for (uint64_t i = i0; i < n_in && i < i0 + TILE; i++)
+                        memcpy(dst + ((x * n_out + r) * n_in + i) * es,
+                               src + ((x * n_in + i) * rows + row0 + r * step) * es, es);
     return dst;
 }
 
@@ -1354,9 +1358,9 @@ static int gptoss_layer(const struct hf_hp *hp, const llmk_st_tensor *const *p, 
                          "shape and type gpt-oss's %lld experts of %lld x %lld have", blk, bad, (long long)X,
                          (long long)E, (long long)F);
     const uint64_t ne_gu[3] = {E, F, X}, ne_d[3] = {F, E, X}, ne_gb[3] = {F, X, 1};
-    uint32_t wt = mx ? LLMK_TYPE_MXFP4 : p[OSS_GU]->type;
-    size_t es = mx ? 0 : p[OSS_GU]->type == LLMK_TYPE_F32 ? 4 : 2;
-    uint64_t gu_bytes = mx ? X * F * (E / 32) * 17 : X * F * E * es, d_bytes = mx ? X * E * (F / 32) * 17 : X * F * E * es;
+    uint32_t gt = mx ? LLMK_TYPE_MXFP4 : p[OSS_GU]->type, dt = mx ? LLMK_TYPE_MXFP4 : p[OSS_DOWN]->type;
+    size_t ges = gt == LLMK_TYPE_F32 ? 4 : 2, des = dt == LLMK_TYPE_F32 ? 4 : 2;
+    uint64_t gu_bytes = mx ? X * F * (E / 32) * 17 : X * F * E * ges, d_bytes = mx ? X * E * (F / 32) * 17 : X * F * E * des;
     unsigned char *w[3];
     for (int k = 0; k < 2; k++) /* gate: even rows, up: odd */
         w[k] = mx ? oss_gather_mxfp4(p[OSS_GU_BLOCKS], p[OSS_GU_SCALES], X, E / 32, 2 * F, F, (uint64_t)k, 2)
@@ -1370,7 +1374,8 @@ static int gptoss_layer(const struct hf_hp *hp, const llmk_st_tensor *const *p, 
     static const char *const bn[3] = {"ffn_gate_exps.bias", "ffn_up_exps.bias", "ffn_down_exps.bias"};
     for (int k = 0; k < 3; k++) { /* each buffer is owned (or freed) once, even after a failure */
         if (st == LLMK_OK && !w[k]) st = llmk_fail(LLMK_OUT_OF_MEMORY, "%s experts", blk);
-        if (st == LLMK_OK) st = oss_emit(q, blk, wn[k], wt, 3, k < 2 ? ne_gu : ne_d, w[k], k < 2 ? gu_bytes : d_bytes);
+        if (st == LLMK_OK)
+            st = oss_emit(q, blk, wn[k], k < 2 ? gt : dt, 3, k < 2 ? ne_gu : ne_d, w[k], k < 2 ? gu_bytes : d_bytes);
         else free(w[k]);
     }
     for (int k = 0; k < 3; k++) {

@@ -433,3 +433,29 @@ def test_gptoss_refusals():
             st_write(path, head, data)
             refused(d, *words)
             shutil.rmtree(d)
+
+
+def test_gptoss_down_proj_of_another_dtype():
+    """down_proj in F32 beside a BF16 gate_up_proj (the same values, widened
+    exactly): each stack keeps its own type, and the ref path's logits are
+    the BF16 folder's bit for bit."""
+    with tempfile.TemporaryDirectory() as tmp:
+        d = copy(tmp, "gptoss_bf16")
+        path = os.path.join(d, "model.safetensors")
+        head, data = st_read(path)
+        meta = head.pop("__metadata__", None)
+        parts, off = {}, 0
+        for k, v in head.items():
+            raw = data[v["data_offsets"][0]:v["data_offsets"][1]]
+            if k.endswith("mlp.experts.down_proj"):
+                raw = (np.frombuffer(raw, "<u2").astype("<u4") << 16).tobytes()
+                v = dict(v, dtype="F32")
+            parts[k] = (v, raw)
+        new_head, blobs = ({"__metadata__": meta} if meta else {}), []
+        for k, (v, raw) in parts.items():
+            new_head[k] = dict(v, data_offsets=[off, off + len(raw)])
+            blobs.append(raw)
+            off += len(raw)
+        st_write(path, new_head, b"".join(blobs))
+        ids = META["models"]["gptoss_bf16"]["sequences"]["text0"]
+        assert logits(d, ids, "ref") == logits(os.path.join(FIX, "gptoss_bf16"), ids, "ref")

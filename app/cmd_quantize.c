@@ -273,6 +273,9 @@ static int convert_one(struct qrun *q, size_t i) {
         char name[256];
         const uint64_t one = 1;
         snprintf(name, sizeof name, "%.*s.scale", (int)(strlen(ti->name) - strlen(".weight")), ti->name);
+        if (llmk_gguf_find_tensor(q->g, name)) /* the input's, which the new blocks would not be under */
+            return cli_fail(LLMK_UNSUPPORTED_FEATURE, "quantize: tensor %s already has a scale %s; requantizing it "
+                            "to %s under a new one is not supported", ti->name, name, llmk_type_name(t));
         if ((st = llmk_gguf_writer_add_tensor(q->wr, name, LLMK_TYPE_F32, 1, &one, &q->scales[i], sizeof(float))) != LLMK_OK)
             return st;
     }

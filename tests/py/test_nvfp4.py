@@ -252,6 +252,11 @@ def test_scale_on_any_weight_type_and_refusals(tmp_path):
            "on a norm": ({"blk.0.attn_norm.scale": two}, "not a matmul weight"),
            "on token_embd": ({"token_embd.scale": two}, "not a matmul weight"),
            "no weight": ({"blk.0.attn_q_nope.scale": two}, "not a matmul weight")}
+    # a weight that already has a scale is not requantized under a second one
+    f = str(tmp_path / "q.gguf")
+    p = subprocess.run([LLMK, "quantize", scaled, f, "nvfp4", "--pure"], capture_output=True, text=True, timeout=120)
+    assert p.returncode != 0 and "already has a scale blk.0.attn_q.scale" in p.stderr, p.stderr
+    assert not os.path.exists(f)
     for what, (extra, msg) in bad.items():
         f = str(tmp_path / "bad.gguf")
         rewrite(src, f, extra=extra)

@@ -9,6 +9,7 @@
  * is shared; the minimum measures the kernel). Prints; asserts nothing.
  * Levers: LLMK_KERNELS=ref, LLMK_CPU_MASK=none. */
 #include "../app/env_config.h"
+#include "bench_util.h"
 #include "codec/codec.h"
 #include "internal.h"
 #include "kernels/a16.h"
@@ -20,12 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 enum { M_ROWS = 8 };
 
@@ -64,15 +59,15 @@ static void run(const struct job *j) {
 
 /* minimum seconds per call over ~0.1 s of calls */
 static double best(const struct job *j) {
-    double t0 = now();
+    double t0 = bench_now();
     run(j);
-    double one = now() - t0, m = one;
+    double one = bench_now() - t0, m = one;
     int reps = (int)(0.1 / (one > 1e-7 ? one : 1e-7));
     reps = reps < 5 ? 5 : reps > 5000 ? 5000 : reps;
     for (int r = 0; r < reps; r++) {
-        double a = now();
+        double a = bench_now();
         run(j);
-        a = now() - a;
+        a = bench_now() - a;
         if (a < m) m = a;
     }
     return m;

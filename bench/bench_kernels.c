@@ -7,6 +7,7 @@
  * Usage: bench_kernels [codec ...]   (default: every codec)
  * Levers: LLMK_KERNELS=ref, LLMK_CPU_MASK=avx2|none. */
 #include "../app/env_config.h"
+#include "bench_util.h"
 #include "codec/codec.h"
 #include "internal.h"
 #include "kernels/kernels.h"
@@ -18,17 +19,6 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 /* the library's read probe on 1 or 2 workers, 512 MiB, best of 5 passes */
 static double read_bw(int n_threads) {
@@ -80,18 +70,18 @@ int main(int argc, char **argv) {
             double med[2], mins[2];
             for (int p = 0; p < 2; p++) {
                 /* enough reps for ~0.15 s of timing, at least 5 */
-                double t0 = now();
+                double t0 = bench_now();
                 llmk_quantized_matmul(pools[p], t, w, n, k, x, 1, y);
-                double one = now() - t0;
+                double one = bench_now() - t0;
                 int reps = (int)(0.15 / (one > 1e-7 ? one : 1e-7));
                 reps = reps < 5 ? 5 : reps > 2001 ? 2001 : reps;
                 double *ts = malloc((size_t)reps * sizeof *ts);
                 for (int r = 0; r < reps; r++) {
-                    double a = now();
+                    double a = bench_now();
                     llmk_quantized_matmul(pools[p], t, w, n, k, x, 1, y);
-                    ts[r] = now() - a;
+                    ts[r] = bench_now() - a;
                 }
-                qsort(ts, (size_t)reps, sizeof *ts, cmp_d);
+                qsort(ts, (size_t)reps, sizeof *ts, bench_cmp_double);
                 med[p] = ts[reps / 2];
                 mins[p] = ts[0];
                 free(ts);

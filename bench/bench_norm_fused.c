@@ -7,26 +7,15 @@
  * stay in L1/L2, as in a decode step. Prints; asserts nothing.
  * Levers: LLMK_KERNELS=ref, LLMK_CPU_MASK=none|avx2. */
 #include "../app/env_config.h"
+#include "bench_util.h"
 #include "internal.h"
 #include "kernels/kernels.h"
 #include "kernels/norm_fused.h"
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
 enum { REPS = 2001, ROWS = 16 };
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 struct bufs {
     float *x, *h, *w[3], *t[3];
@@ -65,12 +54,12 @@ static void three_split(const struct bufs *b, int64_t r) {
 static void time_variant(const struct bufs *b, variant_fn f, double *med, double *min) {
     static double t[REPS];
     for (int i = 0; i < REPS; i++) {
-        double t0 = now();
+        double t0 = bench_now();
         for (int64_t r = 0; r < ROWS; r++) f(b, r);
-        t[i] = (now() - t0) * 1e9 / ROWS;
+        t[i] = (bench_now() - t0) * 1e9 / ROWS;
         for (int64_t j = 0; j < ROWS * b->n; j++) b->x[j] = b->h[j]; /* keep x from growing */
     }
-    qsort(t, REPS, sizeof *t, cmp_d);
+    qsort(t, REPS, sizeof *t, bench_cmp_double);
     *med = t[REPS / 2], *min = t[0];
 }
 

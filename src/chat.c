@@ -339,6 +339,14 @@ static int render_gemma(const llmk_chat_template *t, sbuf *b, const llmk_chat_me
  * what it refuses (a tool message: llmk messages carry no tool calls; a
  * channel tag in an assistant's content, an empty conversation) is
  * refused. */
+/* YYYY-MM-DD: digits and the two dashes (the template prints it as given). */
+static bool iso_date(const char *d) {
+    if (strlen(d) != 10) return false;
+    for (int i = 0; i < 10; i++)
+        if (i == 4 || i == 7 ? d[i] != '-' : (d[i] < '0' || d[i] > '9')) return false;
+    return true;
+}
+
 static int render_harmony(const llmk_chat_template *t, sbuf *b, const llmk_chat_message *m,
                           size_t n, const llmk_chat_render_opts *o) {
     bool gen = o->add_generation_prompt;
@@ -347,7 +355,7 @@ static int render_harmony(const llmk_chat_template *t, sbuf *b, const llmk_chat_
     const char *effort = o->reasoning_effort ? o->reasoning_effort : "medium";
     if (strcmp(effort, "low") && strcmp(effort, "medium") && strcmp(effort, "high"))
         return llmk_fail(LLMK_BAD_REQUEST, "harmony template: reasoning_effort '%.40s' (low, medium or high)", effort);
-    if (o->date && (strlen(o->date) != 10 || o->date[4] != '-' || o->date[7] != '-'))
+    if (o->date && !iso_date(o->date))
         return llmk_fail(LLMK_BAD_REQUEST, "harmony template: date '%.40s' is not YYYY-MM-DD", o->date);
     char today[16];
     const char *date = o->date ? o->date : t->date;

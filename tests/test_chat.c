@@ -152,6 +152,8 @@ static void test_recognise(void) {
     CHECK(out == NULL && strstr(llmk_last_error(), "reasoning_effort 'Medium'") != NULL);
     ro.reasoning_effort = NULL, ro.date = "2026-1-2";
     CHECK_STATUS(llmk_chat_render_with(t, hmm + 1, 1, &ro, &out, NULL), LLMK_BAD_REQUEST);
+    ro.date = "2026-0a-02";
+    CHECK_STATUS(llmk_chat_render_with(t, hmm + 1, 1, &ro, &out, NULL), LLMK_BAD_REQUEST);
     CHECK_STATUS(llmk_chat_render_with(t, hmm + 1, 1, NULL, &out, NULL), LLMK_INVALID_ARGUMENT);
     llmk_chat_template_free(t);
     /* no date set: today's, local time */

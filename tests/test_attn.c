@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { HKV = 2, HEAD = 1, MAXN = 300, MAXHD = 128 };
+enum { HKV = 2, HEAD = 1, MAXN = 300, MAXHD = 512 };
 
 static uint64_t rng = 7;
 static float frand(void) {
@@ -230,14 +230,18 @@ int main(void) {
     to_f16();
     adds();
     const uint32_t types[3] = {LLMK_TYPE_F32, LLMK_TYPE_F16, LLMK_TYPE_Q8_0};
-    const int hds[3] = {32, 64, 128};
+    /* head sizes: 64-wide pieces and tails of 4 and 5 vectors (40 is no
+     * multiple of Q8_0's 32), one to eight pieces (512: past the widest head
+     * the multi-query form takes); Q8_0 pairs of blocks and an odd block */
+    const int hds[7] = {32, 40, 64, 96, 128, 256, 512};
     const int64_t ns[6] = {1, 5, 8, 77, 128, MAXN}; /* partial vector tails, one full chunk, three chunks */
     const float amps[2] = {1.0f, 8.0f};            /* flat and peaked softmax */
     for (int ti = 0; ti < 3; ti++)
-        for (int hi = 0; hi < 3; hi++)
+        for (int hi = 0; hi < 7; hi++)
             for (int ni = 0; ni < 6; ni++)
-                for (int ai = 0; ai < 2; ai++) one(types[ti], hds[hi], ns[ni], amps[ai]);
-    for (int hi = 0; hi < 3; hi++) multi(LLMK_TYPE_F32, hds[hi]), multi(LLMK_TYPE_F16, hds[hi]);
+                for (int ai = 0; ai < 2; ai++)
+                    if (types[ti] != LLMK_TYPE_Q8_0 || hds[hi] % 32 == 0) one(types[ti], hds[hi], ns[ni], amps[ai]);
+    for (int hi = 0; hi < 7; hi++) multi(LLMK_TYPE_F32, hds[hi]), multi(LLMK_TYPE_F16, hds[hi]);
     fprintf(stderr, "attn: worst |ref - f64| %.3g x max|v|, worst |simd - ref| %.3g x max|v|\n", worst_vs64,
             worst_avx_ref);
     return check_summary("attn");

@@ -19,6 +19,10 @@ static inline __m256 ld(const void *p, int64_t i, int f16) {
     if (f16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + i)));
     return _mm256_loadu_ps((const float *)p + i);
 }
+/* element i of an f32 or f16 row */
+static inline const void *at(const void *p, int64_t i, int f16) {
+    return f16 ? (const void *)((const uint16_t *)p + i) : (const void *)((const float *)p + i);
+}
 
 /* Scores of 8 keys (rows k + j * stride, j < nk; missing keys score 0 and are
  * never used): per key 8-lane partial dots over the head, then one shared
@@ -49,28 +53,32 @@ static inline __attribute__((always_inline)) __m256 score_group(const float *q, 
     return keep_scores(_mm256_mul_ps(scores8(q, kj, stride, hd, nk, f16), vs), nk, scores + j, vm);
 }
 
-/* o[0..64) += sum over keys j in [j0, j1), in order, of p_j * v_j (one FMA
- * per element and key: the same bits whether the keys come in one run or
- * in pieces, as o round-trips through memory exactly). */
-static inline __attribute__((always_inline)) void accum_v64(float *o, const float *p, const void *v, int64_t j0,
-                                                            int64_t j1, int64_t stride, int f16) {
-    __m256 o0 = _mm256_loadu_ps(o), o1 = _mm256_loadu_ps(o + 8), o2 = _mm256_loadu_ps(o + 16), o3 = _mm256_loadu_ps(o + 24);
-    __m256 o4 = _mm256_loadu_ps(o + 32), o5 = _mm256_loadu_ps(o + 40), o6 = _mm256_loadu_ps(o + 48), o7 = _mm256_loadu_ps(o + 56);
+/* o[0..8 nv) += sum over keys j in [j0, j1), in order, of p_j * v_j, nv <= 8
+ * vectors (one FMA per element and key: the same bits whether the keys come
+ * in one run or in pieces, as o round-trips through memory exactly). The nv
+ * accumulators are independent chains: one chain per 8 elements, key after
+ * key, waits an FMA latency per key (hd 128: 2.0x slower chunks). */
+static inline __attribute__((always_inline)) void accum_v(float *o, const float *p, const void *v, int64_t j0,
+                                                          int64_t j1, int64_t stride, int nv, int f16) {
+    __m256 a[8];
+    _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) a[i] = i < nv ? _mm256_loadu_ps(o + 8 * i) : _mm256_setzero_ps();
     for (int64_t j = j0; j < j1; j++) {
         __m256 pj = _mm256_set1_ps(p[j]);
         int64_t b = j * stride;
-        o0 = _mm256_fmadd_ps(pj, ld(v, b, f16), o0);
-        o1 = _mm256_fmadd_ps(pj, ld(v, b + 8, f16), o1);
-        o2 = _mm256_fmadd_ps(pj, ld(v, b + 16, f16), o2);
-        o3 = _mm256_fmadd_ps(pj, ld(v, b + 24, f16), o3);
-        o4 = _mm256_fmadd_ps(pj, ld(v, b + 32, f16), o4);
-        o5 = _mm256_fmadd_ps(pj, ld(v, b + 40, f16), o5);
-        o6 = _mm256_fmadd_ps(pj, ld(v, b + 48, f16), o6);
-        o7 = _mm256_fmadd_ps(pj, ld(v, b + 56, f16), o7);
+        _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++)
+            if (i < nv) a[i] = _mm256_fmadd_ps(pj, ld(v, b + 8 * i, f16), a[i]);
     }
-    _mm256_storeu_ps(o, o0), _mm256_storeu_ps(o + 8, o1), _mm256_storeu_ps(o + 16, o2);
-    _mm256_storeu_ps(o + 24, o3), _mm256_storeu_ps(o + 32, o4), _mm256_storeu_ps(o + 40, o5);
-    _mm256_storeu_ps(o + 48, o6), _mm256_storeu_ps(o + 56, o7);
+    _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++)
+        if (i < nv) _mm256_storeu_ps(o + 8 * i, a[i]);
+}
+
+/* o[0..hd) += sum over keys j in [j0, j1) of p_j * v_j: 64 elements at a
+ * time (eight chains in registers), then the rest. */
+static inline __attribute__((always_inline)) void accum_vh(float *o, const float *p, const void *v, int64_t j0,
+                                                           int64_t j1, int64_t stride, int hd, int f16) {
+    int d = 0;
+    for (; d + 64 <= hd; d += 64) accum_v(o + d, p, at(v, d, f16), j0, j1, stride, 8, f16);
+    if (d < hd) accum_v(o + d, p, at(v, d, f16), j0, j1, stride, (hd - d) / 8, f16);
 }
 
 static inline __attribute__((always_inline)) void chunk(const float *q, const void *k, const void *v, int64_t n, int64_t stride, int hd,
@@ -80,17 +88,8 @@ static inline __attribute__((always_inline)) void chunk(const float *q, const vo
         vm = score_group(q, k, j, n, stride, hd, vs, scores, vm, f16, v);
     float m = hmax8(vm);
     float l = exp_scores(scores, n, m), *o = part + 2;
-    int64_t j;
-    if (hd == 64) {
-        memset(o, 0, 64 * sizeof(float));
-        accum_v64(o, scores, v, 0, n, stride, f16);
-    } else {
-        for (int d = 0; d < hd; d += 8) {
-            __m256 acc = _mm256_setzero_ps();
-            for (j = 0; j < n; j++) acc = _mm256_fmadd_ps(_mm256_set1_ps(scores[j]), ld(v, j * stride + d, f16), acc);
-            _mm256_storeu_ps(o + d, acc);
-        }
-    }
+    memset(o, 0, (size_t)hd * sizeof(float));
+    accum_vh(o, scores, v, 0, n, stride, hd, f16);
     part[0] = m;
     part[1] = l;
 }
@@ -104,33 +103,33 @@ static void chunk_f16(const float *q, const void *k, const void *v, int64_t n, i
     chunk(q, k, v, n, stride, hd, scale, part, scores, 1);
 }
 
-/* The multi-query form of chunk() (attn_multi64.h for head size 64; other
- * sizes query by query). */
-static inline __attribute__((always_inline)) __m256 scores8_64(const float *q, const void *kj, int64_t stride, int nk,
-                                                               int f16) {
-    return scores8(q, kj, stride, 64, nk, f16);
+/* The multi-query form of chunk() (attn_multi.h; heads wider than
+ * MULTI_HD_MAX query by query). */
+static inline __attribute__((always_inline)) __m256 scores8_hd(const float *q, const void *kj, int64_t stride, int hd,
+                                                               int nk, int f16) {
+    return scores8(q, kj, stride, hd, nk, f16);
 }
-static inline __attribute__((always_inline)) __m256 score_group_64(const float *q, const void *k, int64_t j, int64_t n,
-                                                                   int64_t stride, __m256 vs, float *scores, __m256 vm,
-                                                                   int f16, const void *v) {
-    return score_group(q, k, j, n, stride, 64, vs, scores, vm, f16, v);
+static inline __attribute__((always_inline)) __m256 score_group_hd(const float *q, const void *k, int64_t j, int64_t n,
+                                                                   int64_t stride, int hd, __m256 vs, float *scores,
+                                                                   __m256 vm, int f16, const void *v) {
+    return score_group(q, k, j, n, stride, hd, vs, scores, vm, f16, v);
 }
 static inline __attribute__((always_inline)) void to_f32_rows(float *dst, const void *x, int64_t j, int nr,
-                                                              int64_t stride) {
+                                                              int64_t stride, int hd) {
     for (int r = 0; r < nr; r++)
-        for (int d = 0; d < 64; d += 8) _mm256_store_ps(dst + r * 64 + d, ld(x, (j + r) * stride + d, 1));
+        for (int d = 0; d < hd; d += 8) _mm256_store_ps(dst + r * hd + d, ld(x, (j + r) * stride + d, 1));
 }
 
-#include "kernels/attn_multi64.h"
+#include "kernels/attn_multi.h"
 
 static inline __attribute__((always_inline)) void chunk_multi(int nq, const float *const *q, const int64_t *n,
                                                               const void *k, const void *v, int64_t stride, int hd,
                                                               float scale, float *const *part, float *const *scores,
                                                               int f16) {
-    if (hd != 64)
+    if (hd > MULTI_HD_MAX)
         for (int i = 0; i < nq; i++) chunk(q[i], k, v, n[i], stride, hd, scale, part[i], scores[i], f16);
     else
-        chunk_multi64(nq, q, n, k, v, stride, scale, part, scores, f16);
+        chunk_multi_hd(nq, q, n, k, v, stride, hd, scale, part, scores, f16);
 }
 
 static void multi_f32(int nq, const float *const *q, const int64_t *n, const void *k, const void *v, int64_t stride,
@@ -148,9 +147,32 @@ static inline __m256 i8f(const int8_t *p) {
 }
 static inline float q8_scale(const unsigned char *blk) { return _cvtsh_ss(llmk_ld_u16(blk)); }
 
+/* o[0..32 nblk) = sum over keys j < n, in order, of p_j d_j times value
+ * blocks b..b+nblk of row j (V points at block b of row 0): per key and
+ * block one weight p_j * d, then one FMA per element, each in its own chain
+ * (two blocks give eight chains: a chain per 8 elements key after key waits
+ * an FMA latency per key). */
+static inline __attribute__((always_inline)) void q8_values(float *o, const unsigned char *V, const float *p, int64_t n,
+                                                            size_t rb, int nblk) {
+    const size_t bb = sizeof(llmk_block_q8_0);
+    __m256 a[8];
+    _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) a[i] = _mm256_setzero_ps();
+    for (int64_t j = 0; j < n; j++) {
+        _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+            if (h >= nblk) continue;
+            const unsigned char *blk = V + (size_t)j * rb + (size_t)h * bb;
+            const int8_t *qs = (const int8_t *)(blk + 2);
+            __m256 c = _mm256_set1_ps(p[j] * q8_scale(blk));
+            _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) a[4 * h + i] = _mm256_fmadd_ps(c, i8f(qs + 8 * i), a[4 * h + i]);
+        }
+    }
+    _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++)
+        if (i < 4 * nblk) _mm256_storeu_ps(o + 8 * i, a[i]);
+}
+
 /* Q8_0 K/V (see attn.h): per key, each block's q . k in two 8-lane sums
  * scaled once by the block's d; per value block, one weight p * d times the
- * dequantized int8s. hd = 64 keeps the output in registers. */
+ * dequantized int8s. */
 static void chunk_q8_0(const float *q, const void *k, const void *v, int64_t n, int64_t stride, int hd, float scale,
                        float *part, float *scores) {
     const size_t bb = sizeof(llmk_block_q8_0), rb = (size_t)(stride / LLMK_QK) * bb;
@@ -175,41 +197,9 @@ static void chunk_q8_0(const float *q, const void *k, const void *v, int64_t n, 
         if (s > m) m = s;
     }
     float l = exp_scores(scores, n, m), *o = part + 2;
-    if (hd == 64) {
-        __m256 o0 = _mm256_setzero_ps(), o1 = o0, o2 = o0, o3 = o0, o4 = o0, o5 = o0, o6 = o0, o7 = o0;
-        for (int64_t j = 0; j < n; j++) {
-            const unsigned char *b0 = V + (size_t)j * rb, *b1 = b0 + bb;
-            const int8_t *q0 = (const int8_t *)(b0 + 2), *q1 = (const int8_t *)(b1 + 2);
-            __m256 c0 = _mm256_set1_ps(scores[j] * q8_scale(b0)), c1 = _mm256_set1_ps(scores[j] * q8_scale(b1));
-            o0 = _mm256_fmadd_ps(c0, i8f(q0), o0);
-            o1 = _mm256_fmadd_ps(c0, i8f(q0 + 8), o1);
-            o2 = _mm256_fmadd_ps(c0, i8f(q0 + 16), o2);
-            o3 = _mm256_fmadd_ps(c0, i8f(q0 + 24), o3);
-            o4 = _mm256_fmadd_ps(c1, i8f(q1), o4);
-            o5 = _mm256_fmadd_ps(c1, i8f(q1 + 8), o5);
-            o6 = _mm256_fmadd_ps(c1, i8f(q1 + 16), o6);
-            o7 = _mm256_fmadd_ps(c1, i8f(q1 + 24), o7);
-        }
-        _mm256_storeu_ps(o, o0), _mm256_storeu_ps(o + 8, o1), _mm256_storeu_ps(o + 16, o2);
-        _mm256_storeu_ps(o + 24, o3), _mm256_storeu_ps(o + 32, o4), _mm256_storeu_ps(o + 40, o5);
-        _mm256_storeu_ps(o + 48, o6), _mm256_storeu_ps(o + 56, o7);
-    } else { /* the same arithmetic per element, one block of outputs at a time */
-        for (int b = 0; b < nb; b++) {
-            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-            for (int64_t j = 0; j < n; j++) {
-                const unsigned char *blk = V + (size_t)j * rb + (size_t)b * bb;
-                const int8_t *qs = (const int8_t *)(blk + 2);
-                __m256 c = _mm256_set1_ps(scores[j] * q8_scale(blk));
-                a0 = _mm256_fmadd_ps(c, i8f(qs), a0);
-                a1 = _mm256_fmadd_ps(c, i8f(qs + 8), a1);
-                a2 = _mm256_fmadd_ps(c, i8f(qs + 16), a2);
-                a3 = _mm256_fmadd_ps(c, i8f(qs + 24), a3);
-            }
-            float *ob = o + b * LLMK_QK;
-            _mm256_storeu_ps(ob, a0), _mm256_storeu_ps(ob + 8, a1), _mm256_storeu_ps(ob + 16, a2);
-            _mm256_storeu_ps(ob + 24, a3);
-        }
-    }
+    int b = 0;
+    for (; b + 2 <= nb; b += 2) q8_values(o + b * LLMK_QK, V + (size_t)b * bb, scores, n, rb, 2);
+    if (b < nb) q8_values(o + b * LLMK_QK, V + (size_t)b * bb, scores, n, rb, 1);
     part[0] = m;
     part[1] = l;
 }

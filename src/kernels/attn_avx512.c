@@ -33,8 +33,10 @@ INLINE __m256 fold(__m512 s) {
 }
 
 /* Scores of 8 keys (rows k + j * stride, j < nk; missing keys score 0 and
- * are never used). */
-INLINE __m256 scores8_64(const float *q, const void *k, int64_t stride, int nk, int f16) {
+ * are never used). The attn_multi.h helpers here take hd only for its
+ * signature: this file runs head size 64 alone. */
+INLINE __m256 scores8_hd(const float *q, const void *k, int64_t stride, int hd, int nk, int f16) {
+    (void)hd;
     __m512 q0 = _mm512_loadu_ps(q), q1 = _mm512_loadu_ps(q + 16), q2 = _mm512_loadu_ps(q + 32),
            q3 = _mm512_loadu_ps(q + 48);
     __m256 a[8];
@@ -57,18 +59,20 @@ INLINE __m256 scores8_64(const float *q, const void *k, int64_t stride, int nk, 
 /* Scaled scores of keys j..j+7 (those below n) into scores[j..]; returns vm
  * raised to them. Prefetches the next group's keys and, when v is given,
  * this group's values. */
-INLINE __m256 score_group_64(const float *q, const void *k, int64_t j, int64_t n, int64_t stride, __m256 vs,
-                          float *scores, __m256 vm, int f16, const void *v) {
+INLINE __m256 score_group_hd(const float *q, const void *k, int64_t j, int64_t n, int64_t stride, int hd, __m256 vs,
+                             float *scores, __m256 vm, int f16, const void *v) {
     prefetch_rows(k, j + 8, j + 16, n, stride, 64, f16);
     if (v) prefetch_rows(v, j, j + 8, n, stride, 64, f16);
     const void *kj = f16 ? (const void *)((const uint16_t *)k + j * stride) : (const void *)((const float *)k + j * stride);
     int nk = n - j >= 8 ? 8 : (int)(n - j);
-    return keep_scores(_mm256_mul_ps(scores8_64(q, kj, stride, nk, f16), vs), nk, scores + j, vm);
+    return keep_scores(_mm256_mul_ps(scores8_hd(q, kj, stride, hd, nk, f16), vs), nk, scores + j, vm);
 }
 
 /* o[0..64) += sum over keys j in [j0, j1), in order, of p_j * v_j (one FMA
  * per element and key: the same bits in one run or in pieces). */
-INLINE void accum_v64(float *o, const float *p, const void *v, int64_t j0, int64_t j1, int64_t stride, int f16) {
+INLINE void accum_vh(float *o, const float *p, const void *v, int64_t j0, int64_t j1, int64_t stride, int hd,
+                     int f16) {
+    (void)hd;
     __m512 o0 = _mm512_loadu_ps(o), o1 = _mm512_loadu_ps(o + 16), o2 = _mm512_loadu_ps(o + 32),
            o3 = _mm512_loadu_ps(o + 48);
     for (int64_t j = j0; j < j1; j++) {
@@ -86,22 +90,23 @@ INLINE void accum_v64(float *o, const float *p, const void *v, int64_t j0, int64
 INLINE void chunk(const float *q, const void *k, const void *v, int64_t n, int64_t stride, float scale, float *part,
                   float *scores, int f16) {
     __m256 vs = _mm256_set1_ps(scale), vm = _mm256_set1_ps(-INFINITY);
-    for (int64_t j = 0; j < n; j += 8) vm = score_group_64(q, k, j, n, stride, vs, scores, vm, f16, v);
+    for (int64_t j = 0; j < n; j += 8) vm = score_group_hd(q, k, j, n, stride, 64, vs, scores, vm, f16, v);
     float m = hmax8(vm);
     float l = exp_scores(scores, n, m), *o = part + 2;
     memset(o, 0, 64 * sizeof(float));
-    accum_v64(o, scores, v, 0, n, stride, f16);
+    accum_vh(o, scores, v, 0, n, stride, 64, f16);
     part[0] = m;
     part[1] = l;
 }
 
 /* Rows j..j+nr of an f16 cache side -> nr rows of 64 f32 at dst. */
-INLINE void to_f32_rows(float *dst, const void *x, int64_t j, int nr, int64_t stride) {
+INLINE void to_f32_rows(float *dst, const void *x, int64_t j, int nr, int64_t stride, int hd) {
+    (void)hd;
     for (int r = 0; r < nr; r++)
         for (int d = 0; d < 64; d += 16) _mm512_store_ps(dst + r * 64 + d, ld16(x, (j + r) * stride + d, 1));
 }
 
-#include "kernels/attn_multi64.h"
+#include "kernels/attn_multi.h"
 
 static void chunk_f32(const float *q, const void *k, const void *v, int64_t n, int64_t stride, int hd, float scale,
                       float *part, float *scores) {
@@ -116,12 +121,12 @@ static void chunk_f16(const float *q, const void *k, const void *v, int64_t n, i
 static void multi_f32(int nq, const float *const *q, const int64_t *n, const void *k, const void *v, int64_t stride,
                       int hd, float scale, float *const *part, float *const *scores) {
     if (hd != 64) avx2.attn_multi_f32(nq, q, n, k, v, stride, hd, scale, part, scores);
-    else chunk_multi64(nq, q, n, k, v, stride, scale, part, scores, 0);
+    else chunk_multi_hd(nq, q, n, k, v, stride, 64, scale, part, scores, 0);
 }
 static void multi_f16(int nq, const float *const *q, const int64_t *n, const void *k, const void *v, int64_t stride,
                       int hd, float scale, float *const *part, float *const *scores) {
     if (hd != 64) avx2.attn_multi_f16(nq, q, n, k, v, stride, hd, scale, part, scores);
-    else chunk_multi64(nq, q, n, k, v, stride, scale, part, scores, 1);
+    else chunk_multi_hd(nq, q, n, k, v, stride, 64, scale, part, scores, 1);
 }
 
 void llmk_kernels_attn_avx512(struct llmk_kernels *k) {

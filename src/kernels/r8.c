@@ -27,6 +27,7 @@ int llmk_r8_layout(uint32_t type) {
     case LLMK_TYPE_IQ4_NL:
     case LLMK_TYPE_Q8_0: return LLMK_R8_Q8_0;
     case LLMK_TYPE_Q2_K: return LLMK_R8_Q8S2;
+    case LLMK_TYPE_Q4_K: return LLMK_R8_Q4S;
     default: return llmk_r8_read_supports(type) ? LLMK_R8_Q8S : -1;
     }
 }
@@ -82,6 +83,15 @@ static void read_block(uint32_t type, const unsigned char *src, struct r8_block 
     }
 }
 
+/* Row r's 32 nibbles (v[j] in 0..15) into the 4 chunks of 32 bytes at dst:
+ * lane 2r + e of chunk c, nibble s, holds element 8c + 2s + e. */
+static void put_nibbles(unsigned char *dst, int r, const int *v) {
+    for (int c = 0; c < 4; c++)
+        for (int e = 0; e < 2; e++)
+            put_u16(dst + 32 * c + 2 * (2 * r + e),
+                    (uint16_t)(v[8 * c + e] | v[8 * c + 2 + e] << 4 | v[8 * c + 4 + e] << 8 | v[8 * c + 6 + e] << 12));
+}
+
 /* One Q4_1-layout record from 8 blocks (NULL: a padding row). */
 static void pack_q4_1(unsigned char *dst, const struct r8_block *const src[8]) {
     memset(dst, 0, 160);
@@ -89,11 +99,7 @@ static void pack_q4_1(unsigned char *dst, const struct r8_block *const src[8]) {
         if (!src[r]) continue;
         put_u16(dst + 2 * r, src[r]->d);
         put_u16(dst + 16 + 2 * r, src[r]->m);
-        const int *v = src[r]->v;
-        for (int c = 0; c < 4; c++)
-            for (int e = 0; e < 2; e++) /* lane 2r + e: nibble s holds element 8c + 2s + e */
-                put_u16(dst + 32 + 32 * c + 2 * (2 * r + e),
-                        (uint16_t)(v[8 * c + e] | v[8 * c + 2 + e] << 4 | v[8 * c + 4 + e] << 8 | v[8 * c + 6 + e] << 12));
+        put_nibbles(dst + 32, r, src[r]->v);
     }
 }
 
@@ -150,9 +156,23 @@ static void pack_q8s(unsigned char *dst, const struct llmk_r8_sub *const src[8],
     }
 }
 
+/* Q4S from 8 sub-blocks read as r8_read.h gives them (s[0] == s[1] and v
+ * in 0..15 for the types llmk_r8_layout sends here). */
+static void pack_q4s(unsigned char *dst, const struct llmk_r8_sub *const src[8]) {
+    memset(dst, 0, 192);
+    for (int r = 0; r < 8; r++) {
+        if (!src[r]) continue;
+        int v[LLMK_QK];
+        for (int j = 0; j < LLMK_QK; j++) v[j] = src[r]->v[j];
+        put_f32(dst + 4 * r, src[r]->s[0]);
+        put_f32(dst + 32 + 4 * r, src[r]->m);
+        put_nibbles(dst + 64, r, v);
+    }
+}
+
 static size_t record_bytes(uint32_t type) {
     int l = llmk_r8_layout(type);
-    return l == LLMK_R8_Q4_1 ? 160 : l == LLMK_R8_Q8S ? 352 : l == LLMK_R8_Q8S2 ? 384 : 272;
+    return l == LLMK_R8_Q4_1 ? 160 : l == LLMK_R8_Q8S ? 352 : l == LLMK_R8_Q8S2 ? 384 : l == LLMK_R8_Q4S ? 192 : 272;
 }
 
 /* Repacked weights are streamed whole every token: on 4 KB pages SmolLM2's
@@ -227,11 +247,12 @@ static void pack_record(const llmk_tensor_info *t, const unsigned char *src, int
         if (row >= w->n) continue;
         const unsigned char *rp = src + (size_t)(row - row0) * rowb;
         if (w->layout == LLMK_R8_Q8S2) read_q2_k(rp, b, &q8s[r], mins[r]), p[r] = &q8s[r];
-        else if (w->layout == LLMK_R8_Q8S) read_q8s(t->type, rp, b, &q8s[r]), p[r] = &q8s[r];
+        else if (w->layout == LLMK_R8_Q8S || w->layout == LLMK_R8_Q4S) read_q8s(t->type, rp, b, &q8s[r]), p[r] = &q8s[r];
         else read_block(t->type, rp + (size_t)b * sb, &blk[r]), p[r] = &blk[r];
     }
     if (w->layout == LLMK_R8_Q4_1) pack_q4_1(dst, (const struct r8_block *const *)p);
     else if (w->layout == LLMK_R8_Q8_0) pack_q8_0(dst, (const struct r8_block *const *)p);
+    else if (w->layout == LLMK_R8_Q4S) pack_q4s(dst, (const struct llmk_r8_sub *const *)p);
     else pack_q8s(dst, (const struct llmk_r8_sub *const *)p, (const float(*)[2])mins, w->layout == LLMK_R8_Q8S2);
 }
 
@@ -310,15 +331,37 @@ static float ref_row_q8s(uint32_t type, int64_t k, const unsigned char *w, const
     return acc;
 }
 
+/* Q4S's arithmetic (r8.h): Q4_1's with the f32 scale and offset. */
+static float ref_row_q4s(uint32_t type, int64_t k, const unsigned char *w, const unsigned char *a) {
+    int64_t nb = k / LLMK_QK;
+    const int16_t *q = (const int16_t *)a;
+    const float *da = (const float *)(a + (size_t)k * 2), *sa = da + nb;
+    float acc = 0;
+    for (int64_t b = 0; b < nb; b++) {
+        struct llmk_r8_sub wb;
+        read_q8s(type, w, b, &wb);
+        const int16_t *qb = q + b * LLMK_QK;
+        int32_t n = 0;
+        for (int j = 0; j < LLMK_QK; j++) n += (int32_t)wb.v[j] * qb[j];
+        acc = fmaf((float)n, wb.s[0] * da[b], acc);
+        acc = fmaf(wb.m, sa[b], acc);
+    }
+    return acc;
+}
+
 /* Every type's reference: the arithmetic of its record form (r8.h). */
 void llmk_r8_ref(uint32_t type, int64_t k, const void *w, size_t ws, int64_t r0, int64_t r1, const void *act,
                  size_t as, int64_t m, float *y, size_t ys) {
-    bool q8s = llmk_r8_layout(type) >= LLMK_R8_Q8S;
+    int layout = llmk_r8_layout(type);
     for (int64_t i = 0; i < m; i++)
         for (int64_t r = r0; r < r1; r++) {
             const unsigned char *wr = (const unsigned char *)w + (size_t)r * ws;
             const unsigned char *ar = (const unsigned char *)act + (size_t)i * as;
-            y[(size_t)i * ys + (size_t)r] = q8s ? ref_row_q8s(type, k, wr, ar) : ref_row(type, k, wr, ar);
+            float v;
+            if (layout == LLMK_R8_Q4S) v = ref_row_q4s(type, k, wr, ar);
+            else if (layout == LLMK_R8_Q8S || layout == LLMK_R8_Q8S2) v = ref_row_q8s(type, k, wr, ar);
+            else v = ref_row(type, k, wr, ar);
+            y[(size_t)i * ys + (size_t)r] = v;
         }
 }
 

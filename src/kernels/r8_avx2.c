@@ -25,15 +25,17 @@ INLINE __m256i bcast32(const int16_t *p) {
  * accumulated into acc[0..NA). Every caller runs each row through exactly
  * these operations in block order, so a row's bits do not depend on NA or
  * on how the groups are walked. */
-INLINE void block_q4_1(int NA, const unsigned char *rec, const int16_t *const *q, const float *const *d, int64_t b,
-                       int64_t nb, __m256 *acc) {
+INLINE void block_q4_1(int NA, int F32S, const unsigned char *rec, const int16_t *const *q, const float *const *d,
+                       int64_t b, int64_t nb, __m256 *acc) {
+    /* Q4S (F32S): f32 scales and offsets before the nibbles, not f16 */
+    const unsigned char *nib = rec + (F32S ? 64 : 32);
     const __m256i m4 = _mm256_set1_epi16(0x0f);
     __m256i n[4];
     _Pragma("GCC unroll 8")
     for (int i = 0; i < NA; i++) n[i] = _mm256_setzero_si256();
     _Pragma("GCC unroll 1")
     for (int c = 0; c < 4; c++) {
-        __m256i x = _mm256_load_si256((const __m256i *)(rec + 32 + 32 * c));
+        __m256i x = _mm256_load_si256((const __m256i *)(nib + 32 * c));
         __m256i p0 = _mm256_and_si256(x, m4), p1 = _mm256_and_si256(_mm256_srli_epi16(x, 4), m4);
         __m256i p2 = _mm256_and_si256(_mm256_srli_epi16(x, 8), m4), p3 = _mm256_srli_epi16(x, 12);
         _Pragma("GCC unroll 8")
@@ -44,8 +46,9 @@ INLINE void block_q4_1(int NA, const unsigned char *rec, const int16_t *const *q
             n[i] = _mm256_add_epi32(n[i], _mm256_add_epi32(s01, s23));
         }
     }
-    __m256 dw = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)rec));
-    __m256 mw = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(rec + 16)));
+    __m256 dw = F32S ? _mm256_load_ps((const float *)rec) : _mm256_cvtph_ps(_mm_load_si128((const __m128i *)rec));
+    __m256 mw = F32S ? _mm256_load_ps((const float *)(rec + 32))
+                     : _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(rec + 16)));
     _Pragma("GCC unroll 8")
     for (int i = 0; i < NA; i++) {
         acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(n[i]), _mm256_mul_ps(dw, _mm256_broadcast_ss(d[i] + b)), acc[i]);
@@ -113,7 +116,8 @@ INLINE void block_q8s(int NA, int TWO, const unsigned char *rec, const int16_t *
 /* One record of layout L x activation rows, into acc. */
 INLINE void block_any(int NA, int L, const unsigned char *rec, const int16_t *const *q, const float *const *d,
                       int64_t b, int64_t nb, __m256 *acc) {
-    if (L == LLMK_R8_Q4_1) block_q4_1(NA, rec, q, d, b, nb, acc);
+    if (L == LLMK_R8_Q4_1) block_q4_1(NA, 0, rec, q, d, b, nb, acc);
+    else if (L == LLMK_R8_Q4S) block_q4_1(NA, 1, rec, q, d, b, nb, acc);
     else if (L == LLMK_R8_Q8S) block_q8s(NA, 0, rec, q, d, b, nb, acc);
     else if (L == LLMK_R8_Q8S2) block_q8s(NA, 1, rec, q, d, b, nb, acc);
     else block_q8_0(NA, rec, q, d, b, acc);

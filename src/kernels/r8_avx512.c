@@ -39,10 +39,18 @@ INLINE __m512 scales_pair(const unsigned char *a, const unsigned char *b, int of
     return _mm512_cvtph_ps(h);
 }
 
+/* Eight f32 values from each record, at byte offset off: lanes 0-7 from a, 8-15 from b. */
+INLINE __m512 f32_pair(const unsigned char *a, const unsigned char *b, int off) {
+    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_load_ps((const float *)(a + off))),
+                              _mm256_load_ps((const float *)(b + off)), 1);
+}
+
 /* Block b of two 8-row group records ra, rb x activation rows q/d[0..NA),
- * into acc[0..NA) (lanes 0-7: ra's rows, 8-15: rb's). */
-INLINE void block_q4_1(int NA, const unsigned char *ra, const unsigned char *rb, const int16_t *const *q,
+ * into acc[0..NA) (lanes 0-7: ra's rows, 8-15: rb's). F32S: Q4S's f32
+ * scales and offsets before the nibbles, where Q4_1 has f16 ones. */
+INLINE void block_q4_1(int NA, int F32S, const unsigned char *ra, const unsigned char *rb, const int16_t *const *q,
                        const float *const *d, int64_t b, int64_t nb, __m512 *acc) {
+    const int nib = F32S ? 64 : 32;
     /* Nibbles 2 and 3 of each u16 lane are masked in place, not shifted
      * down: they multiply as 256 w, summed in n23 apart from n01 and scaled
      * back by an exact arithmetic shift at the end. One shift per chunk
@@ -54,7 +62,7 @@ INLINE void block_q4_1(int NA, const unsigned char *ra, const unsigned char *rb,
     for (int i = 0; i < NA; i++) n01[i] = n23[i] = _mm512_setzero_si512();
     _Pragma("GCC unroll 4")
     for (int c = 0; c < 4; c++) {
-        __m512i x = load_pair256(ra + 32 + 32 * c, rb + 32 + 32 * c), x4 = _mm512_srli_epi16(x, 4);
+        __m512i x = load_pair256(ra + nib + 32 * c, rb + nib + 32 * c), x4 = _mm512_srli_epi16(x, 4);
         __m512i p0 = _mm512_and_si512(x, lo), p1 = _mm512_and_si512(x4, lo);
         __m512i p2 = _mm512_and_si512(x, hi), p3 = _mm512_and_si512(x4, hi);
         _Pragma("GCC unroll 8")
@@ -66,7 +74,8 @@ INLINE void block_q4_1(int NA, const unsigned char *ra, const unsigned char *rb,
             n23[i] = _mm512_dpwssd_epi32(n23[i], p3, bcast32(qa + 6));
         }
     }
-    __m512 dw = scales_pair(ra, rb, 0), mw = scales_pair(ra, rb, 16);
+    __m512 dw = F32S ? f32_pair(ra, rb, 0) : scales_pair(ra, rb, 0);
+    __m512 mw = F32S ? f32_pair(ra, rb, 32) : scales_pair(ra, rb, 16);
     _Pragma("GCC unroll 8")
     for (int i = 0; i < NA; i++) {
         __m512i n = _mm512_add_epi32(n01[i], _mm512_srai_epi32(n23[i], 8));
@@ -96,11 +105,6 @@ INLINE void block_q8_0(int NA, const unsigned char *ra, const unsigned char *rb,
 
 /* Q8S: Q8_0's products, elements 0..15 and 16..31 summed apart, each half
  * with its f32 scales, then the f32 offsets. */
-INLINE __m512 f32_pair(const unsigned char *a, const unsigned char *b, int off) {
-    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_load_ps((const float *)(a + off))),
-                              _mm256_load_ps((const float *)(b + off)), 1);
-}
-
 INLINE void block_q8s(int NA, int TWO, const unsigned char *ra, const unsigned char *rb, const int16_t *const *q,
                       const float *const *d, int64_t b, int64_t nb, __m512 *acc) {
     __m512i n[2][R8_NA_MAX];
@@ -132,7 +136,8 @@ INLINE void block_q8s(int NA, int TWO, const unsigned char *ra, const unsigned c
 
 INLINE void block_any(int NA, int L, const unsigned char *ra, const unsigned char *rb, const int16_t *const *q,
                       const float *const *d, int64_t b, int64_t nb, __m512 *acc) {
-    if (L == LLMK_R8_Q4_1) block_q4_1(NA, ra, rb, q, d, b, nb, acc);
+    if (L == LLMK_R8_Q4_1) block_q4_1(NA, 0, ra, rb, q, d, b, nb, acc);
+    else if (L == LLMK_R8_Q4S) block_q4_1(NA, 1, ra, rb, q, d, b, nb, acc);
     else if (L == LLMK_R8_Q8S) block_q8s(NA, 0, ra, rb, q, d, b, nb, acc);
     else if (L == LLMK_R8_Q8S2) block_q8s(NA, 1, ra, rb, q, d, b, nb, acc);
     else block_q8_0(NA, ra, rb, q, d, b, acc);

@@ -22,6 +22,7 @@ static void r8_rows(int layout, int na, const struct llmk_r8 *w, int64_t g0, int
         if (layout == LLMK_R8_Q4_1) rows_na(N, LLMK_R8_Q4_1, w, g0, g1, r1, a, y, ys); \
         else if (layout == LLMK_R8_Q8S) rows_na(N, LLMK_R8_Q8S, w, g0, g1, r1, a, y, ys); \
         else if (layout == LLMK_R8_Q8S2) rows_na(N, LLMK_R8_Q8S2, w, g0, g1, r1, a, y, ys); \
+        else if (layout == LLMK_R8_Q4S) rows_na(N, LLMK_R8_Q4S, w, g0, g1, r1, a, y, ys); \
         else rows_na(N, LLMK_R8_Q8_0, w, g0, g1, r1, a, y, ys);            \
         break;
     switch (na) {
@@ -53,6 +54,7 @@ static void r8_mm(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *a
         if (w->layout == LLMK_R8_Q4_1) rows_streams(LLMK_R8_Q4_1, w, g0, g1, r1, ab, y);
         else if (w->layout == LLMK_R8_Q8S) rows_streams(LLMK_R8_Q8S, w, g0, g1, r1, ab, y);
         else if (w->layout == LLMK_R8_Q8S2) rows_streams(LLMK_R8_Q8S2, w, g0, g1, r1, ab, y);
+        else if (w->layout == LLMK_R8_Q4S) rows_streams(LLMK_R8_Q4S, w, g0, g1, r1, ab, y);
         else rows_streams(LLMK_R8_Q8_0, w, g0, g1, r1, ab, y);
         return;
     }
@@ -65,6 +67,7 @@ static void r8_mm(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *a
         if (w->layout == LLMK_R8_Q4_1) rows_few(N, LLMK_R8_Q4_1, w, g0, g1, r1, a, y, ys);    \
         else if (w->layout == LLMK_R8_Q8S) rows_few(N, LLMK_R8_Q8S, w, g0, g1, r1, a, y, ys); \
         else if (w->layout == LLMK_R8_Q8S2) rows_few(N, LLMK_R8_Q8S2, w, g0, g1, r1, a, y, ys); \
+        else if (w->layout == LLMK_R8_Q4S) rows_few(N, LLMK_R8_Q4S, w, g0, g1, r1, a, y, ys);   \
         else rows_few(N, LLMK_R8_Q8_0, w, g0, g1, r1, a, y, ys);                            \
         break;
         switch (m) {

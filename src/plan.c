@@ -62,9 +62,9 @@ llmk_tensor_info llmk_plan_flat_experts(const llmk_tensor_info *t) {
 
 /* Experts on the r8 kernels when A16 covers every stack of the layer, an
  * expert's rows are whole groups of 8 (so no group straddles two experts)
- * and the repacked stack is at most 1.2x the file's bytes: Q8_0, Q4_1 and
- * Q4_0, not the K-quants and IQ4_NL, whose 8-bit records (Q8S) are 1.9-2.4x
- * their blocks. A decode step streams the experts it picks, so a bigger copy
+ * and the repacked stack is at most 1.2x the file's bytes: Q8_0, Q4_1,
+ * Q4_0 and MXFP4 (MX4: 1.18x), not the K-quants and IQ4_NL, whose 8-bit
+ * records (Q8S) are 1.9-2.4x their blocks (Q4S: 1.33x). A decode step streams the experts it picks, so a bigger copy
  * cost more than the kernels gained (qwen3moe Q4_K_M tg128 -11%, Q8_0 +41%:
  * docs/model.md). Else the codec's dot on its own form (f32 for F32). */
 static bool moe_r8(const struct llmk_plan *p, const struct llmk_plan_options *o, const struct llmk_phase *ph) {

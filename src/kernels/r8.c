@@ -28,6 +28,7 @@ int llmk_r8_layout(uint32_t type) {
     case LLMK_TYPE_Q8_0: return LLMK_R8_Q8_0;
     case LLMK_TYPE_Q2_K: return LLMK_R8_Q8S2;
     case LLMK_TYPE_Q4_K: return LLMK_R8_Q4S;
+    case LLMK_TYPE_MXFP4: return LLMK_R8_MX4;
     default: return llmk_r8_read_supports(type) ? LLMK_R8_Q8S : -1;
     }
 }
@@ -170,9 +171,39 @@ static void pack_q4s(unsigned char *dst, const struct llmk_r8_sub *const src[8])
     }
 }
 
+/* The index of value v in MXFP4's grid (0 and -0 are both 0: either). */
+static int mx4_index(int v) {
+    for (int i = 0; i < 16; i++)
+        if (llmk_mxfp4_values[i] == v) return i;
+    LLMK_CHECK(!"MXFP4 weight off its grid");
+    return 0;
+}
+
+/* MX4 from 8 sub-blocks read as r8_read.h gives MXFP4's (s[0] == s[1], v on
+ * the grid, m = 0). */
+static void pack_mx4(unsigned char *dst, const struct llmk_r8_sub *const src[8]) {
+    memset(dst, 0, 160);
+    for (int r = 0; r < 8; r++) {
+        if (!src[r]) continue;
+        put_f32(dst + 4 * r, src[r]->s[0]);
+        for (int c = 0; c < 4; c++)
+            for (int h = 0; h < 2; h++)
+                for (int e = 0; e < 2; e++) {
+                    const int8_t *v = src[r]->v + 8 * c + 4 * h + e;
+                    dst[32 + 32 * c + 16 * h + 2 * r + e] = (unsigned char)(mx4_index(v[0]) | mx4_index(v[2]) << 4);
+                }
+    }
+}
+
 static size_t record_bytes(uint32_t type) {
-    int l = llmk_r8_layout(type);
-    return l == LLMK_R8_Q4_1 ? 160 : l == LLMK_R8_Q8S ? 352 : l == LLMK_R8_Q8S2 ? 384 : l == LLMK_R8_Q4S ? 192 : 272;
+    switch (llmk_r8_layout(type)) {
+    case LLMK_R8_Q4_1: return 160;
+    case LLMK_R8_Q8S: return 352;
+    case LLMK_R8_Q8S2: return 384;
+    case LLMK_R8_Q4S: return 192;
+    case LLMK_R8_MX4: return 160;
+    default: return 272;
+    }
 }
 
 /* Repacked weights are streamed whole every token: on 4 KB pages SmolLM2's
@@ -247,12 +278,13 @@ static void pack_record(const llmk_tensor_info *t, const unsigned char *src, int
         if (row >= w->n) continue;
         const unsigned char *rp = src + (size_t)(row - row0) * rowb;
         if (w->layout == LLMK_R8_Q8S2) read_q2_k(rp, b, &q8s[r], mins[r]), p[r] = &q8s[r];
-        else if (w->layout == LLMK_R8_Q8S || w->layout == LLMK_R8_Q4S) read_q8s(t->type, rp, b, &q8s[r]), p[r] = &q8s[r];
+        else if (w->layout >= LLMK_R8_Q8S) read_q8s(t->type, rp, b, &q8s[r]), p[r] = &q8s[r];
         else read_block(t->type, rp + (size_t)b * sb, &blk[r]), p[r] = &blk[r];
     }
     if (w->layout == LLMK_R8_Q4_1) pack_q4_1(dst, (const struct r8_block *const *)p);
     else if (w->layout == LLMK_R8_Q8_0) pack_q8_0(dst, (const struct r8_block *const *)p);
     else if (w->layout == LLMK_R8_Q4S) pack_q4s(dst, (const struct llmk_r8_sub *const *)p);
+    else if (w->layout == LLMK_R8_MX4) pack_mx4(dst, (const struct llmk_r8_sub *const *)p);
     else pack_q8s(dst, (const struct llmk_r8_sub *const *)p, (const float(*)[2])mins, w->layout == LLMK_R8_Q8S2);
 }
 
@@ -331,8 +363,10 @@ static float ref_row_q8s(uint32_t type, int64_t k, const unsigned char *w, const
     return acc;
 }
 
-/* Q4S's arithmetic (r8.h): Q4_1's with the f32 scale and offset. */
+/* Q4S's and MX4's arithmetic (r8.h): Q4_1's (Q8_0's for MX4, no offset)
+ * with the f32 scale and offset. */
 static float ref_row_q4s(uint32_t type, int64_t k, const unsigned char *w, const unsigned char *a) {
+    bool offset = llmk_r8_layout(type) == LLMK_R8_Q4S;
     int64_t nb = k / LLMK_QK;
     const int16_t *q = (const int16_t *)a;
     const float *da = (const float *)(a + (size_t)k * 2), *sa = da + nb;
@@ -344,7 +378,7 @@ static float ref_row_q4s(uint32_t type, int64_t k, const unsigned char *w, const
         int32_t n = 0;
         for (int j = 0; j < LLMK_QK; j++) n += (int32_t)wb.v[j] * qb[j];
         acc = fmaf((float)n, wb.s[0] * da[b], acc);
-        acc = fmaf(wb.m, sa[b], acc);
+        if (offset) acc = fmaf(wb.m, sa[b], acc);
     }
     return acc;
 }
@@ -358,7 +392,7 @@ void llmk_r8_ref(uint32_t type, int64_t k, const void *w, size_t ws, int64_t r0,
             const unsigned char *wr = (const unsigned char *)w + (size_t)r * ws;
             const unsigned char *ar = (const unsigned char *)act + (size_t)i * as;
             float v;
-            if (layout == LLMK_R8_Q4S) v = ref_row_q4s(type, k, wr, ar);
+            if (layout == LLMK_R8_Q4S || layout == LLMK_R8_MX4) v = ref_row_q4s(type, k, wr, ar);
             else if (layout == LLMK_R8_Q8S || layout == LLMK_R8_Q8S2) v = ref_row_q8s(type, k, wr, ar);
             else v = ref_row(type, k, wr, ar);
             y[(size_t)i * ys + (size_t)r] = v;

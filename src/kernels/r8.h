@@ -26,6 +26,12 @@
  *     chunks of nibbles: Q4_K, whose sub-blocks are 4-bit unsigned integers
  *     times d * sc less dmin * mn (exact f32 products, r8_read.h), kept at
  *     6 bits a weight where Q8S took 11.
+ *   MX4 (160 bytes): f32 s[8] (one scale per 32), then 4 chunks of 32
+ *     bytes of indices into MXFP4's doubled E2M1 grid (llmk_mxfp4_values):
+ *     chunk c, byte 16h + 2r + e: the low nibble is row r's element
+ *     8c + 4h + e, the high nibble element 8c + 4h + 2 + e (so one table
+ *     lookup per nibble half gives Q8_0's int8 pairs). MXFP4, 5 bits a
+ *     weight where Q8S took 11.
  * So every unpacked 256-bit register holds (row r: elements j, j+1) in its
  * 32-bit lane r, ready for a madd with the broadcast activations (a_j, a_j+1).
  *
@@ -42,6 +48,7 @@
  *     Q8S2: the same two products, then acc = fmaf(m0_b, h_2b, acc);
  *       acc = fmaf(m1_b, h_2b+1, acc) (h: the activation's half sums, a16.h)
  *     Q4S: Q4_1's with the f32 s_b and m_b for dw_b and mw_b
+ *     MX4: Q8_0's with the f32 s_b for dw_b
  *   y = acc. */
 #ifndef LLMK_KERNELS_R8_H
 #define LLMK_KERNELS_R8_H
@@ -54,7 +61,7 @@
 enum { LLMK_R8_ROWS = 8 };
 
 /* The record forms (the kernels' compile-time layout parameter). */
-enum llmk_r8_layout { LLMK_R8_Q8_0 = 0, LLMK_R8_Q4_1 = 1, LLMK_R8_Q8S = 2, LLMK_R8_Q8S2 = 3, LLMK_R8_Q4S = 4 };
+enum llmk_r8_layout { LLMK_R8_Q8_0 = 0, LLMK_R8_Q4_1 = 1, LLMK_R8_Q8S = 2, LLMK_R8_Q8S2 = 3, LLMK_R8_Q4S = 4, LLMK_R8_MX4 = 5 };
 
 struct llmk_r8 {
     uint32_t type;        /* the weights' GGUF type */
@@ -69,8 +76,8 @@ struct llmk_r8 {
 /* The record form a weight type is repacked into: Q4_1 for Q4_0 and Q4_1
  * (Q4_0's offset -8 as the min -8 d); Q8_0 for Q8_0, Q5_0 (q - 16) and
  * IQ4_NL (its grid values), which are int8 with one f16 scale; Q4S for
- * Q4_K; Q8S for the other types r8_read.h reads; -1 for a type without
- * one. */
+ * Q4_K; MX4 for MXFP4; Q8S for the other types r8_read.h reads; -1 for a
+ * type without one. */
 int llmk_r8_layout(uint32_t type);
 
 /* Repack a tensor of a type llmk_r8_layout knows (the types llmk_a16_supports names) (ne = {k, n}, k a multiple of 32); allocates. */

@@ -78,6 +78,38 @@ INLINE void block_q8_0(int NA, const unsigned char *rec, const int16_t *const *q
         acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(n[i]), _mm256_mul_ps(dw, _mm256_broadcast_ss(d[i] + b)), acc[i]);
 }
 
+/* MX4: per chunk of 32 bytes, the low and the high nibbles looked up in
+ * MXFP4's grid give 4 of Q8_0's 16-byte pairs; then Q8_0's products with
+ * the f32 scales. */
+INLINE void block_mx4(int NA, const unsigned char *rec, const int16_t *const *q, const float *const *d, int64_t b,
+                      __m256 *acc) {
+    const __m256i grid = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)llmk_mxfp4_values));
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    __m256i n[4];
+    _Pragma("GCC unroll 8")
+    for (int i = 0; i < NA; i++) n[i] = _mm256_setzero_si256();
+    _Pragma("GCC unroll 1")
+    for (int c = 0; c < 4; c++) {
+        __m256i x = _mm256_load_si256((const __m256i *)(rec + 32 + 32 * c));
+        __m256i lo = _mm256_shuffle_epi8(grid, _mm256_and_si256(x, m4));
+        __m256i hi = _mm256_shuffle_epi8(grid, _mm256_and_si256(_mm256_srli_epi16(x, 4), m4));
+        __m256i w[4] = {_mm256_cvtepi8_epi16(_mm256_castsi256_si128(lo)), _mm256_cvtepi8_epi16(_mm256_castsi256_si128(hi)),
+                        _mm256_cvtepi8_epi16(_mm256_extracti128_si256(lo, 1)),
+                        _mm256_cvtepi8_epi16(_mm256_extracti128_si256(hi, 1))};
+        _Pragma("GCC unroll 8")
+        for (int i = 0; i < NA; i++) {
+            const int16_t *qa = q[i] + b * LLMK_QK + 8 * c;
+            __m256i s01 = _mm256_add_epi32(_mm256_madd_epi16(w[0], bcast32(qa)), _mm256_madd_epi16(w[1], bcast32(qa + 2)));
+            __m256i s23 = _mm256_add_epi32(_mm256_madd_epi16(w[2], bcast32(qa + 4)), _mm256_madd_epi16(w[3], bcast32(qa + 6)));
+            n[i] = _mm256_add_epi32(n[i], _mm256_add_epi32(s01, s23));
+        }
+    }
+    __m256 dw = _mm256_load_ps((const float *)rec);
+    _Pragma("GCC unroll 8")
+    for (int i = 0; i < NA; i++)
+        acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(n[i]), _mm256_mul_ps(dw, _mm256_broadcast_ss(d[i] + b)), acc[i]);
+}
+
 /* Q8S: Q8_0's products summed apart for elements 0..15 and 16..31, each
  * half scaled by its f32 scale, then the f32 offset. */
 INLINE void block_q8s(int NA, int TWO, const unsigned char *rec, const int16_t *const *q, const float *const *d,
@@ -118,6 +150,7 @@ INLINE void block_any(int NA, int L, const unsigned char *rec, const int16_t *co
                       int64_t b, int64_t nb, __m256 *acc) {
     if (L == LLMK_R8_Q4_1) block_q4_1(NA, 0, rec, q, d, b, nb, acc);
     else if (L == LLMK_R8_Q4S) block_q4_1(NA, 1, rec, q, d, b, nb, acc);
+    else if (L == LLMK_R8_MX4) block_mx4(NA, rec, q, d, b, acc);
     else if (L == LLMK_R8_Q8S) block_q8s(NA, 0, rec, q, d, b, nb, acc);
     else if (L == LLMK_R8_Q8S2) block_q8s(NA, 1, rec, q, d, b, nb, acc);
     else block_q8_0(NA, rec, q, d, b, acc);

@@ -14,6 +14,9 @@
  * 24 accumulators still fit, and each unpacked weight register feeds twice
  * as many vpdpwssd as at four (pp512 1255 -> 1379 t/s, 4 pairs). */
 #define R8_NA_MAX 8
+/* MX4 records (MXFP4) go to the AVX2 kernel, the same bits: a VNNI form
+ * waits for a machine that can run it. */
+#define R8_HAS_MX4 0
 #include "kernels/r8_x86.h"
 
 #include "codec/blocks.h"
@@ -286,5 +289,6 @@ INLINE void rows_na(int NA, int L, const struct llmk_r8 *w, int64_t g0, int64_t 
 
 void llmk_gemm_r8_a16_avx512(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *act, size_t as, int64_t m, float *y,
                        size_t ys) {
-    r8_mm(w, r0, r1, act, as, m, y, ys);
+    if (w->layout == LLMK_R8_MX4) llmk_gemm_r8_a16_avx2(w, r0, r1, act, as, m, y, ys);
+    else r8_mm(w, r0, r1, act, as, m, y, ys);
 }

@@ -14,6 +14,9 @@
 #ifndef R8_NA_MAX
 #define R8_NA_MAX 4 /* activation rows per pass over a group (rows_na's NA) */
 #endif
+#ifndef R8_HAS_MX4
+#define R8_HAS_MX4 1 /* 0: the file has no MX4 block code, and its caller never passes MX4 records */
+#endif
 
 static void r8_rows(int layout, int na, const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1,
                     const unsigned char *const *a, float *y, size_t ys) {
@@ -23,6 +26,7 @@ static void r8_rows(int layout, int na, const struct llmk_r8 *w, int64_t g0, int
         else if (layout == LLMK_R8_Q8S) rows_na(N, LLMK_R8_Q8S, w, g0, g1, r1, a, y, ys); \
         else if (layout == LLMK_R8_Q8S2) rows_na(N, LLMK_R8_Q8S2, w, g0, g1, r1, a, y, ys); \
         else if (layout == LLMK_R8_Q4S) rows_na(N, LLMK_R8_Q4S, w, g0, g1, r1, a, y, ys); \
+        else if (R8_HAS_MX4 && layout == LLMK_R8_MX4) rows_na(N, LLMK_R8_MX4, w, g0, g1, r1, a, y, ys); \
         else rows_na(N, LLMK_R8_Q8_0, w, g0, g1, r1, a, y, ys);            \
         break;
     switch (na) {
@@ -55,6 +59,7 @@ static void r8_mm(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *a
         else if (w->layout == LLMK_R8_Q8S) rows_streams(LLMK_R8_Q8S, w, g0, g1, r1, ab, y);
         else if (w->layout == LLMK_R8_Q8S2) rows_streams(LLMK_R8_Q8S2, w, g0, g1, r1, ab, y);
         else if (w->layout == LLMK_R8_Q4S) rows_streams(LLMK_R8_Q4S, w, g0, g1, r1, ab, y);
+        else if (R8_HAS_MX4 && w->layout == LLMK_R8_MX4) rows_streams(LLMK_R8_MX4, w, g0, g1, r1, ab, y);
         else rows_streams(LLMK_R8_Q8_0, w, g0, g1, r1, ab, y);
         return;
     }
@@ -68,6 +73,7 @@ static void r8_mm(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *a
         else if (w->layout == LLMK_R8_Q8S) rows_few(N, LLMK_R8_Q8S, w, g0, g1, r1, a, y, ys); \
         else if (w->layout == LLMK_R8_Q8S2) rows_few(N, LLMK_R8_Q8S2, w, g0, g1, r1, a, y, ys); \
         else if (w->layout == LLMK_R8_Q4S) rows_few(N, LLMK_R8_Q4S, w, g0, g1, r1, a, y, ys);   \
+        else if (R8_HAS_MX4 && w->layout == LLMK_R8_MX4) rows_few(N, LLMK_R8_MX4, w, g0, g1, r1, a, y, ys); \
         else rows_few(N, LLMK_R8_Q8_0, w, g0, g1, r1, a, y, ys);                            \
         break;
         switch (m) {

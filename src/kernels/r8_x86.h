@@ -23,7 +23,11 @@ INLINE void prefetch_rec(const unsigned char *rec, int bytes) {
 
 /* Bytes of one record of layout L (r8.h). */
 #define R8_RECORD_BYTES(L) \
-    ((L) == LLMK_R8_Q4_1 ? 160 : (L) == LLMK_R8_Q8S ? 352 : (L) == LLMK_R8_Q8S2 ? 384 : (L) == LLMK_R8_Q4S ? 192 : 272)
+    ((L) == LLMK_R8_Q4_1 || (L) == LLMK_R8_MX4 ? 160                                      \
+     : (L) == LLMK_R8_Q8S                     ? 352                                      \
+     : (L) == LLMK_R8_Q8S2                    ? 384                                      \
+     : (L) == LLMK_R8_Q4S                     ? 192                                      \
+                                              : 272)
 
 /* An a16 activation row's parts: int16 q[k], then the f32 scales. */
 INLINE void split_act(const unsigned char *a, int64_t k, const int16_t **q, const float **d) {

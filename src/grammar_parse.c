@@ -292,7 +292,7 @@ static int cmp_pair(const void *a, const void *b) {
 /* Sort, merge, optionally complement, and cut out the surrogates, so the
  * runtime sees disjoint ascending ranges of scalar values only. */
 static int64_t add_class(struct parser *p, uint32_t *pairs, size_t n, bool negate, size_t at) {
-    qsort(pairs, n, 2 * sizeof *pairs, cmp_pair);
+    if (n > 1) qsort(pairs, n, 2 * sizeof *pairs, cmp_pair); /* an empty class: pairs may be NULL */
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
         if (m && pairs[2 * i] <= pairs[2 * m - 1] + 1) {

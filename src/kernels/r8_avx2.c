@@ -21,6 +21,14 @@ INLINE __m256i bcast32(const int16_t *p) {
     return _mm256_set1_epi32(v);
 }
 
+/* n + the products of 4 unpacked registers (8 rows x elements 2j, 2j+1 of
+ * pair j) with the activation pairs at qa, qa + 2, qa + 4, qa + 6. */
+INLINE __m256i madd4(__m256i n, __m256i w0, __m256i w1, __m256i w2, __m256i w3, const int16_t *qa) {
+    __m256i s01 = _mm256_add_epi32(_mm256_madd_epi16(w0, bcast32(qa)), _mm256_madd_epi16(w1, bcast32(qa + 2)));
+    __m256i s23 = _mm256_add_epi32(_mm256_madd_epi16(w2, bcast32(qa + 4)), _mm256_madd_epi16(w3, bcast32(qa + 6)));
+    return _mm256_add_epi32(n, _mm256_add_epi32(s01, s23));
+}
+
 /* One block record (8 rows x 32 weights) x activation rows q/d[0..NA),
  * accumulated into acc[0..NA). Every caller runs each row through exactly
  * these operations in block order, so a row's bits do not depend on NA or
@@ -40,10 +48,7 @@ INLINE void block_q4_1(int NA, int F32S, const unsigned char *rec, const int16_t
         __m256i p2 = _mm256_and_si256(_mm256_srli_epi16(x, 8), m4), p3 = _mm256_srli_epi16(x, 12);
         _Pragma("GCC unroll 8")
         for (int i = 0; i < NA; i++) {
-            const int16_t *qa = q[i] + b * LLMK_QK + 8 * c;
-            __m256i s01 = _mm256_add_epi32(_mm256_madd_epi16(p0, bcast32(qa)), _mm256_madd_epi16(p1, bcast32(qa + 2)));
-            __m256i s23 = _mm256_add_epi32(_mm256_madd_epi16(p2, bcast32(qa + 4)), _mm256_madd_epi16(p3, bcast32(qa + 6)));
-            n[i] = _mm256_add_epi32(n[i], _mm256_add_epi32(s01, s23));
+            n[i] = madd4(n[i], p0, p1, p2, p3, q[i] + b * LLMK_QK + 8 * c);
         }
     }
     __m256 dw = F32S ? _mm256_load_ps((const float *)rec) : _mm256_cvtph_ps(_mm_load_si128((const __m128i *)rec));
@@ -98,10 +103,7 @@ INLINE void block_mx4(int NA, const unsigned char *rec, const int16_t *const *q,
                         _mm256_cvtepi8_epi16(_mm256_extracti128_si256(hi, 1))};
         _Pragma("GCC unroll 8")
         for (int i = 0; i < NA; i++) {
-            const int16_t *qa = q[i] + b * LLMK_QK + 8 * c;
-            __m256i s01 = _mm256_add_epi32(_mm256_madd_epi16(w[0], bcast32(qa)), _mm256_madd_epi16(w[1], bcast32(qa + 2)));
-            __m256i s23 = _mm256_add_epi32(_mm256_madd_epi16(w[2], bcast32(qa + 4)), _mm256_madd_epi16(w[3], bcast32(qa + 6)));
-            n[i] = _mm256_add_epi32(n[i], _mm256_add_epi32(s01, s23));
+            n[i] = madd4(n[i], w[0], w[1], w[2], w[3], q[i] + b * LLMK_QK + 8 * c);
         }
     }
     __m256 dw = _mm256_load_ps((const float *)rec);

@@ -45,6 +45,7 @@ struct llmk_grammar {
 
 static inline bool gclass_has(const struct llmk_grammar *g, uint32_t c, uint32_t cp) {
     const struct gclass *k = &g->classes[c];
+    if (!k->n) return false; /* an empty class ('[]'); a grammar of only such has ranges NULL */
     const uint32_t *r = g->ranges + 2 * (size_t)k->off;
     uint32_t lo = 0, hi = k->n;
     while (lo < hi) { /* first range with hi >= cp */
@@ -58,6 +59,7 @@ static inline bool gclass_has(const struct llmk_grammar *g, uint32_t c, uint32_t
 /* Does class c contain some code point in [lo, hi]? */
 static inline bool gclass_meets(const struct llmk_grammar *g, uint32_t c, uint32_t lo, uint32_t hi) {
     const struct gclass *k = &g->classes[c];
+    if (!k->n) return false;
     const uint32_t *r = g->ranges + 2 * (size_t)k->off;
     for (uint32_t i = 0; i < k->n; i++)
         if (r[2 * i] <= hi && r[2 * i + 1] >= lo) return true;

@@ -21,7 +21,8 @@ static const char USAGE[] =
     "  Streams the model's answer to PROMPT to stdout; a stats line goes to stderr.\n"
     "  When the model has a chat template, PROMPT is one user turn in it and the\n"
     "  answer ends at the end of the turn; --raw continues the text instead (and\n"
-    "  echoes it first, as llama-cli does).\n";
+    "  echoes it first, as llama-cli does). A harmony model's (gpt-oss) answer is\n"
+    "  its final channel; its reasoning (the analysis channel) goes to stderr.\n";
 static const char EPILOG[] =
     "(defaults as llama-cli: temperature 0.8, a random seed that is reported; --temp 0 is greedy)\n";
 
@@ -281,6 +282,8 @@ struct decode {
     llmk_detok_state ds;
     llmk_model *draft; /* --model-draft */
     llmk_spec *spec;   /* NULL without --spec */
+    bool harmony;          /* a harmony chat (gpt-oss): the analysis channel goes to stderr, markers nowhere */
+    llmk_harmony_state hs;
 };
 
 static int decode_init(struct decode *d, const struct run_opts *o, const int32_t *ids, size_t n_prompt) {
@@ -327,9 +330,14 @@ static bool emit_token(const struct run_opts *o, struct decode *d, int32_t id, i
     if (d->tok && llmk_tokenizer_is_eog(d->tok, id)) return true;
     if (!o->print_ids) {
         size_t nt = 0;
+        llmk_harmony_part part = d->harmony ? llmk_harmony_feed(&d->hs, d->tok, id) : LLMK_HARMONY_CONTENT;
         if ((*st = llmk_detok_feed(d->tok, &d->ds, id, false, d->text, d->text_cap, &nt)) != LLMK_OK) return true;
-        if (gen_write(&d->ch, stdout, d->text, nt)) return true; /* a stop string: it and what follows are not printed */
-        if ((*st = cli_stdout_status()) != LLMK_OK) return true;
+        if (part == LLMK_HARMONY_REASONING) {
+            fwrite(d->text, 1, nt, stderr); /* as llmk chat: the reasoning beside the answer, not in it */
+        } else if (part == LLMK_HARMONY_CONTENT) {
+            if (gen_write(&d->ch, stdout, d->text, nt)) return true; /* a stop string: it and what follows are not printed */
+            if ((*st = cli_stdout_status()) != LLMK_OK) return true;
+        }
     }
     if (gen_grammar_done(&d->ch)) return true; /* the grammar is complete and nothing can follow */
     return (long)d->n_gen >= o->n_predict;
@@ -460,6 +468,7 @@ static int run_session(struct run_opts *o, const llmk_model *m, struct decode *d
     if (o->verbose)
         cli_log_load(CMD, o->load_s, cli_now() - t_init, llmk_session_kernels(d->s), sp.n_threads, o->kv_type);
     d->n_vocab = (size_t)hp->n_vocab;
+    d->harmony = o->go.chat && !strcmp(o->template_name, "harmony") && llmk_harmony_init(d->tok, &d->hs) == LLMK_OK;
     if ((st = decode_init(d, o, ids, n_prompt)) != LLMK_OK ||
         (st = spec_opts_init(&o->so, m, sp.n_threads, &d->draft, &d->spec)) != LLMK_OK)
         return st;

@@ -354,7 +354,24 @@ def test_feature_is_needed(case, tmp_path):
     assert rel(got, ref_logits(s["name"]).astype(np.float64)).max() > 1e-2, case
 
 
-def _harmony_parts(ids, pieces):
+# Tokens a sampled run is steered onto (+40 logit bias) so that the tiny
+# random model writes harmony messages: <|channel|>, <|message|>, <|end|>,
+# and the ASCII pieces "an", "alysis" (the analysis channel's name), "x", "y".
+HARMONY_STEER = [SP["<|channel|>"], SP["<|message|>"], SP["<|end|>"], 264, 617, 87, 88]
+
+
+def harmony_pieces():
+    """Each token's bytes, for the ASCII ones the steered runs use (byte-level
+    BPE: 'Ġ' is the space)."""
+    import gguf
+
+    f = gguf.GGUFReader(F32).fields["tokenizer.ggml.tokens"]
+    pieces = {i: bytes(f.parts[j]).decode("utf-8").replace("\u0120", " ").encode() for i, j in enumerate(f.data)}
+    assert all(pieces[i].isascii() for i in HARMONY_STEER[3:])
+    return pieces
+
+
+def harmony_parts(ids, pieces):
     """The harmony rule as OpenAI's format states it, independently of
     llmk_harmony_feed: <|start|>, <|end|>, <|return|>, <|call|> open a
     header; <|channel|> a channel name (the text up to <|message|>);
@@ -387,14 +404,7 @@ def test_run_splits_a_harmony_answer_by_channel():
     sampled run is steered (+40 logit bias) onto the markers and a few ASCII
     tokens, and its ids (--print-ids, same seed) are split by the rule
     above."""
-    import gguf
-
-    r = gguf.GGUFReader(F32)
-    f = r.fields["tokenizer.ggml.tokens"]
-    # byte-level BPE: these pieces are ASCII, 'Ġ' the space
-    pieces = {i: bytes(f.parts[j]).decode("utf-8").replace("\u0120", " ").encode() for i, j in enumerate(f.data)}
-    steer = [SP["<|channel|>"], SP["<|message|>"], SP["<|end|>"], 264, 617, 87, 88]
-    assert all(pieces[i].isascii() for i in steer[3:])  # an, alysis, x, y
+    pieces, steer = harmony_pieces(), HARMONY_STEER
 
     def args(seed):
         a = ["run", "-m", F32, "-p", "Hello", "-n", "200", "--temp", "1", "-s", str(seed), "--log-disable"]
@@ -407,7 +417,7 @@ def test_run_splits_a_harmony_answer_by_channel():
     for seed in range(1, 200):
         ids = json.loads(run(*args(seed), "--print-ids").stdout)
         assert set(ids) <= set(steer), ids
-        content, reasoning = _harmony_parts(ids, pieces)
+        content, reasoning = harmony_parts(ids, pieces)
         if content and reasoning:
             break
     assert content and reasoning, "no seed gave an analysis and a final message"

@@ -480,9 +480,11 @@ def test_harmony_answers_split_into_content_and_reasoning():
     """A harmony model's chat answer: content from the final (and commentary)
     channel, reasoning_content from the analysis channel, the markers and
     headers in neither. tests/test_chat.c checks the split on written
-    replies; the tiny random model writes no markers, so here the plumbing:
-    both fields present, the streamed deltas adding up to the whole answer,
-    none on completions (raw text) or for other templates."""
+    replies. The tiny random model writes no markers on its own: first the
+    plumbing (both fields present, the streamed deltas adding up to the
+    whole answer, none on completions or for other templates), then a
+    sampled answer steered onto the markers, split as an independent rule
+    splits its token ids."""
     s = Server("-np", 1, "-c", 512, model=GPTOSS)
     try:
         body = {"messages": [{"role": "user", "content": "Hi there"}], "max_tokens": 24, "temperature": 0,
@@ -500,6 +502,29 @@ def test_harmony_answers_split_into_content_and_reasoning():
         assert got == {k: msg[k] for k in got}, (got, msg)
         st, _, raw = http_req(s, "POST", "/v1/completions", {"prompt": "Hi", "max_tokens": 4})
         assert st == 200 and "reasoning_content" not in json.loads(raw)["choices"][0], raw
+        # Steered onto the markers (test_gptoss.py's steer, the bias OpenAI's
+        # range allows): the first seed whose ids hold an analysis and a final
+        # message, split by test_gptoss's independent rule, whole and streamed.
+        from test_gptoss import HARMONY_STEER, harmony_parts, harmony_pieces
+
+        pieces = harmony_pieces()
+        steered = dict(body, max_tokens=200, temperature=1, logit_bias={str(i): 40 for i in HARMONY_STEER})
+        for seed in range(1, 200):
+            st, _, raw = http_req(s, "POST", "/v1/chat/completions", dict(steered, seed=seed))
+            assert st == 200, raw
+            choice = json.loads(raw)["choices"][0]
+            content, reasoning = harmony_parts(choice["token_ids"], pieces)
+            if content and reasoning:
+                break
+        assert content and reasoning, "no seed gave an analysis and a final message"
+        assert choice["message"]["content"] == content.decode()
+        assert choice["message"]["reasoning_content"] == reasoning.decode()
+        st, _, raw = http_req(s, "POST", "/v1/chat/completions", dict(steered, seed=seed, stream=True))
+        got = {"content": "", "reasoning_content": ""}
+        for d in [json.loads(l[6:]) for l in raw.decode().split("\n\n") if l.startswith("data: {")]:
+            for k in got:
+                got[k] += d["choices"][0]["delta"].get(k) or "" if d["choices"] else ""
+        assert got == {"content": content.decode(), "reasoning_content": reasoning.decode()}, got
     finally:
         assert s.stop() == 0, s.err()
 

@@ -398,9 +398,9 @@ def harmony_parts(ids, pieces):
 
 
 def test_run_splits_a_harmony_answer_by_channel():
-    """llmk run on a harmony model: the answer (final channel, text outside
-    messages) on stdout, the analysis channel on stderr, markers and headers
-    nowhere. The tiny random model never writes markers on its own, so a
+    """llmk run (and llmk chat) on a harmony model: the answer (final
+    channel, text outside messages) on stdout, the analysis channel on
+    stderr, markers and headers nowhere. The tiny random model never writes markers on its own, so a
     sampled run is steered (+40 logit bias) onto the markers and a few ASCII
     tokens, and its ids (--print-ids, same seed) are split by the rule
     above."""
@@ -426,3 +426,8 @@ def test_run_splits_a_harmony_answer_by_channel():
     assert p.stderr == reasoning
     # without the template (--raw), nothing is split: no text on stderr
     assert run(*args(seed), "--raw").stderr == b""
+    # llmk chat, the same turn on stdin with the same options: the same split
+    chat = ["chat" if a == "run" else a for a in args(seed) if a not in ("-p", "Hello")]
+    c = subprocess.run([LLMK, *chat], input=b"Hello\n", capture_output=True, timeout=120)
+    assert c.returncode == 0, c.stderr
+    assert (c.stdout, c.stderr) == (content + b"\n", reasoning)

@@ -160,6 +160,14 @@ static int put_f32(llmk_gguf_writer *w, const char *arch, const char *suffix, do
     return llmk_gguf_writer_set_f32(w, key, (float)v);
 }
 
+/* ARCH.rope.scaling.type and .factor, which every scaling type writes. */
+static int put_scaling(llmk_gguf_writer *w, const char *a, const char *type, double factor) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", a);
+    int st = llmk_gguf_writer_set_str(w, key, type);
+    return st != LLMK_OK ? st : put_f32(w, a, "rope.scaling.factor", factor);
+}
+
 /* The scaling keys of one rope_scaling / rope_parameters object (NULL:
  * none): default, linear and (unless !llama3_ok) llama3 are what the loader
  * implements; the rest are refused. */
@@ -180,10 +188,7 @@ static int rope_yarn_keys(const cJSON *sc, const char *a, double factor, llmk_gg
                          "(gpt-oss's is false)");
     if ((st = jreal(sc, "beta_fast", &fast)) != LLMK_OK && st != LLMK_NOT_FOUND) return st;
     if ((st = jreal(sc, "beta_slow", &slow)) != LLMK_OK && st != LLMK_NOT_FOUND) return st;
-    char key[128];
-    snprintf(key, sizeof key, "%s.rope.scaling.type", a);
-    if ((st = llmk_gguf_writer_set_str(w, key, "yarn")) != LLMK_OK ||
-        (st = put_f32(w, a, "rope.scaling.factor", factor)) != LLMK_OK ||
+    if ((st = put_scaling(w, a, "yarn", factor)) != LLMK_OK ||
         (st = put_u32(w, a, "rope.scaling.original_context_length", orig)) != LLMK_OK ||
         (st = put_f32(w, a, "rope.scaling.yarn_beta_fast", fast)) != LLMK_OK ||
         (st = put_f32(w, a, "rope.scaling.yarn_beta_slow", slow)) != LLMK_OK)
@@ -201,13 +206,8 @@ static int rope_scaling_keys(const cJSON *sc, const char *a, unsigned ok, llmk_g
     double factor = 0;
     if (jreal(sc, "factor", &factor) != LLMK_OK || !(factor > 0))
         return llmk_fail(LLMK_BAD_HYPERPARAMETER, "config.json: rope scaling '%.32s' without a positive factor", t);
-    char key[128];
     int st;
-    if (!strcmp(t, "linear")) {
-        snprintf(key, sizeof key, "%s.rope.scaling.type", a);
-        if ((st = llmk_gguf_writer_set_str(w, key, "linear")) != LLMK_OK) return st;
-        return put_f32(w, a, "rope.scaling.factor", factor);
-    }
+    if (!strcmp(t, "linear")) return put_scaling(w, a, "linear", factor);
     if (!strcmp(t, "yarn") && (ok & ROPE_YARN)) return rope_yarn_keys(sc, a, factor, w);
     if (strcmp(t, "llama3") != 0 || !(ok & ROPE_LLAMA3))
         return llmk_fail(LLMK_UNSUPPORTED_FEATURE, "config.json: rope scaling '%.32s' is not supported (%s)", t,
@@ -218,9 +218,7 @@ static int rope_scaling_keys(const cJSON *sc, const char *a, unsigned ok, llmk_g
         return llmk_fail(LLMK_BAD_HYPERPARAMETER, "config.json: llama3 rope scaling needs original_max_position_embeddings");
     if ((st = jreal(sc, "low_freq_factor", &lo)) != LLMK_OK && st != LLMK_NOT_FOUND) return st;
     if ((st = jreal(sc, "high_freq_factor", &hi)) != LLMK_OK && st != LLMK_NOT_FOUND) return st;
-    snprintf(key, sizeof key, "%s.rope.scaling.type", a);
-    if ((st = llmk_gguf_writer_set_str(w, key, "llama3")) != LLMK_OK ||
-        (st = put_f32(w, a, "rope.scaling.factor", factor)) != LLMK_OK ||
+    if ((st = put_scaling(w, a, "llama3", factor)) != LLMK_OK ||
         (st = put_u32(w, a, "rope.scaling.original_context_length", orig)) != LLMK_OK ||
         (st = put_f32(w, a, "rope.scaling.low_freq_factor", lo)) != LLMK_OK ||
         (st = put_f32(w, a, "rope.scaling.high_freq_factor", hi)) != LLMK_OK)

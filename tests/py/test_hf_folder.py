@@ -459,3 +459,26 @@ def test_gptoss_down_proj_of_another_dtype():
         st_write(path, new_head, b"".join(blobs))
         ids = META["models"]["gptoss_bf16"]["sequences"]["text0"]
         assert logits(d, ids, "ref") == logits(os.path.join(FIX, "gptoss_bf16"), ids, "ref")
+
+
+def test_rope_scaling_keys_of_a_llama_folder(tmp_path):
+    """config.json's rope_scaling becomes the GGUF keys llama.cpp's converter
+    writes: llama3 (factor, original context, low/high frequency factors) and
+    linear (factor)."""
+    for scaling, want in [
+        ({"rope_type": "llama3", "factor": 8.0, "original_max_position_embeddings": 8192,
+          "low_freq_factor": 1.0, "high_freq_factor": 4.0},
+         {"type": "llama3", "factor": 8.0, "original_context_length": 8192, "low_freq_factor": 1.0,
+          "high_freq_factor": 4.0}),
+        ({"type": "linear", "factor": 2.0}, {"type": "linear", "factor": 2.0}),
+    ]:
+        d = os.path.join(tmp_path, want["type"])
+        shutil.copytree(os.path.join(FIX, "llama_f32_sharded"), d)
+        with open(os.path.join(d, "config.json"), encoding="utf-8") as f:
+            cfg = json.load(f)
+        cfg["rope_scaling"] = scaling
+        with open(os.path.join(d, "config.json"), "w", encoding="utf-8") as f:
+            json.dump(cfg, f)
+        kv = metadata(d)
+        got = {k[len("llama.rope.scaling."):]: v["value"] for k, v in kv.items() if k.startswith("llama.rope.scaling.")}
+        assert got == want, got

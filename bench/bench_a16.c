@@ -7,6 +7,8 @@
  * for Q4_1 with AVX2, q4_1_x2 (the executor's repacked kernel with q8_1x
  * activations). Each figure is the minimum over repeated calls (the machine
  * is shared; the minimum measures the kernel). Prints; asserts nothing.
+ * Arguments: type names (default q4_1 q8_0); a type whose blocks are 256
+ * elements (the K-quants) runs at k = 1024 and 3072 instead of 576 and 1536.
  * Levers: LLMK_KERNELS=ref, LLMK_CPU_MASK=none. */
 #include "../app/env_config.h"
 #include "bench_util.h"
@@ -73,10 +75,26 @@ static double best(const struct job *j) {
     return m;
 }
 
-int main(void) {
+static int type_by_name(const char *name, uint32_t *t) {
+    for (uint32_t i = 0; i < LLMK_TYPE_COUNT_; i++)
+        if (llmk_type_name(i) && strcmp(llmk_type_name(i), name) == 0 && llmk_a16_supports(i)) return *t = i, 1;
+    return 0;
+}
+
+int main(int argc, char **argv) {
     if (!env_config_apply("bench_a16")) return 2;
-    static const int64_t shapes[][2] = {{576, 576}, {1536, 576}, {576, 1536}, {49152, 576}};
-    static const uint32_t types[] = {LLMK_TYPE_Q4_1, LLMK_TYPE_Q8_0};
+    static const int64_t shapes32[][2] = {{576, 576}, {1536, 576}, {576, 1536}, {49152, 576}};
+    static const int64_t shapes256[][2] = {{1024, 1024}, {3072, 1024}, {1024, 3072}, {49152, 1024}};
+    uint32_t types[16] = {LLMK_TYPE_Q4_1, LLMK_TYPE_Q8_0};
+    size_t n_types = 2;
+    if (argc > 1) {
+        n_types = 0;
+        for (int i = 1; i < argc && n_types < LLMK_ARRAY_LEN(types); i++)
+            if (!type_by_name(argv[i], &types[n_types++])) {
+                fprintf(stderr, "bench_a16: %s is not a type the a16 kernels take\n", argv[i]);
+                return 2;
+            }
+    }
     int avx2 = (llmk_cpu_detect() & LLMK_CPU_AVX2) != 0;
     const char *q8name;
     printf("a16 kernels: %s; 1 thread; minimum us per matvec (M=1) and per activation row at M=%d\n",
@@ -87,11 +105,12 @@ int main(void) {
     printf("%-6s %-11s %9s %9s %9s   %9s %9s %9s  %s\n", "type", "n x k", "a16 M=1", "q8 M=1", "q4_1_x2",
            "a16 M=8", "q8 M=8", "q4_1_x2", "8-bit kernel");
     srand(7);
-    for (size_t ti = 0; ti < LLMK_ARRAY_LEN(types); ti++) {
+    for (size_t ti = 0; ti < n_types; ti++) {
         uint32_t t = types[ti];
+        const int64_t(*shapes)[2] = llmk_type_block_elems(t) == 256 ? shapes256 : shapes32;
         q8name = llmk_kernels()->type[t].vec_dot_name;
         const struct llmk_codec *c = llmk_codec_get(t), *ac = llmk_codec_get(c->act_type);
-        for (size_t si = 0; si < LLMK_ARRAY_LEN(shapes); si++) {
+        for (size_t si = 0; si < LLMK_ARRAY_LEN(shapes32); si++) {
             int64_t n = shapes[si][0], k = shapes[si][1];
             uint64_t rb, arb;
             llmk_row_bytes(t, (uint64_t)k, &rb);

@@ -18,34 +18,57 @@
 #define R8_HAS_MX4 1 /* 0: the file has no MX4 block code, and its caller never passes MX4 records */
 #endif
 
-static void r8_rows(int layout, int na, const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1,
-                    const unsigned char *const *a, float *y, size_t ys) {
-#define R8_NA(N)                                                           \
-    case N:                                                                \
-        if (layout == LLMK_R8_Q4_1) rows_na(N, LLMK_R8_Q4_1, w, g0, g1, r1, a, y, ys); \
-        else if (layout == LLMK_R8_Q8S) rows_na(N, LLMK_R8_Q8S, w, g0, g1, r1, a, y, ys); \
-        else if (layout == LLMK_R8_Q8S2) rows_na(N, LLMK_R8_Q8S2, w, g0, g1, r1, a, y, ys); \
-        else if (layout == LLMK_R8_Q4S) rows_na(N, LLMK_R8_Q4S, w, g0, g1, r1, a, y, ys); \
-        else if (R8_HAS_MX4 && layout == LLMK_R8_MX4) rows_na(N, LLMK_R8_MX4, w, g0, g1, r1, a, y, ys); \
-        else rows_na(N, LLMK_R8_Q8_0, w, g0, g1, r1, a, y, ys);            \
-        break;
+#if R8_HAS_MX4
+#define R8_CASE_MX4(X) case LLMK_R8_MX4: X(LLMK_R8_MX4); break;
+#else
+#define R8_CASE_MX4(X)
+#endif
+/* X(L) with the record form as a constant (Q8_0 the default). */
+#define R8_SWITCH(layout, X)                           \
+    switch (layout) {                                  \
+    case LLMK_R8_Q4_1: X(LLMK_R8_Q4_1); break;         \
+    case LLMK_R8_Q8S: X(LLMK_R8_Q8S); break;           \
+    case LLMK_R8_Q8S2: X(LLMK_R8_Q8S2); break;         \
+    case LLMK_R8_Q4S: X(LLMK_R8_Q4S); break;           \
+    R8_CASE_MX4(X)                                     \
+    default: X(LLMK_R8_Q8_0); break;                   \
+    }
+
+INLINE void r8_rows_l(int L, int na, const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1,
+                      const unsigned char *const *a, float *y, size_t ys) {
     switch (na) {
 #if R8_NA_MAX >= 8
-        R8_NA(8)
-        R8_NA(7)
+    case 8: rows_na(8, L, w, g0, g1, r1, a, y, ys); break;
+    case 7: rows_na(7, L, w, g0, g1, r1, a, y, ys); break;
 #endif
 #if R8_NA_MAX >= 6
-        R8_NA(6)
-        R8_NA(5)
+    case 6: rows_na(6, L, w, g0, g1, r1, a, y, ys); break;
+    case 5: rows_na(5, L, w, g0, g1, r1, a, y, ys); break;
 #endif
-        R8_NA(4)
-        R8_NA(3)
-        R8_NA(2)
-    default:
-        R8_NA(1)
+    case 4: rows_na(4, L, w, g0, g1, r1, a, y, ys); break;
+    case 3: rows_na(3, L, w, g0, g1, r1, a, y, ys); break;
+    case 2: rows_na(2, L, w, g0, g1, r1, a, y, ys); break;
+    default: rows_na(1, L, w, g0, g1, r1, a, y, ys); break;
     }
-#undef R8_NA
 }
+
+static void r8_rows(int layout, int na, const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1,
+                    const unsigned char *const *a, float *y, size_t ys) {
+#define R8_ROWS(L) r8_rows_l(L, na, w, g0, g1, r1, a, y, ys)
+    R8_SWITCH(layout, R8_ROWS)
+#undef R8_ROWS
+}
+
+#ifdef R8_HAVE_FEW_ROWS
+INLINE void r8_few_l(int L, int m, const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1,
+                     const unsigned char *const *a, float *y, size_t ys) {
+    switch (m) {
+    case 4: rows_few(4, L, w, g0, g1, r1, a, y, ys); break;
+    case 3: rows_few(3, L, w, g0, g1, r1, a, y, ys); break;
+    default: rows_few(2, L, w, g0, g1, r1, a, y, ys); break;
+    }
+}
+#endif
 
 /* llmk_gemm_r8_a16_fn's contract (r8.h): one activation row walks its groups as
  * the file's streams; more go through rows_na R8_NA_MAX at a time. */
@@ -55,33 +78,17 @@ static void r8_mm(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *a
     int64_t g0 = r0 / 8, g1 = (r1 + 7) / 8;
     const unsigned char *ab = act;
     if (m == 1) {
-        if (w->layout == LLMK_R8_Q4_1) rows_streams(LLMK_R8_Q4_1, w, g0, g1, r1, ab, y);
-        else if (w->layout == LLMK_R8_Q8S) rows_streams(LLMK_R8_Q8S, w, g0, g1, r1, ab, y);
-        else if (w->layout == LLMK_R8_Q8S2) rows_streams(LLMK_R8_Q8S2, w, g0, g1, r1, ab, y);
-        else if (w->layout == LLMK_R8_Q4S) rows_streams(LLMK_R8_Q4S, w, g0, g1, r1, ab, y);
-        else if (R8_HAS_MX4 && w->layout == LLMK_R8_MX4) rows_streams(LLMK_R8_MX4, w, g0, g1, r1, ab, y);
-        else rows_streams(LLMK_R8_Q8_0, w, g0, g1, r1, ab, y);
+#define R8_STREAMS(L) rows_streams(L, w, g0, g1, r1, ab, y)
+        R8_SWITCH(w->layout, R8_STREAMS)
+#undef R8_STREAMS
         return;
     }
 #ifdef R8_HAVE_FEW_ROWS
     if (m <= R8_HAVE_FEW_ROWS) {
         const unsigned char *a[R8_HAVE_FEW_ROWS];
         for (int j = 0; j < (int)m; j++) a[j] = ab + (size_t)j * as;
-#define R8_FEW(N)                                                                           \
-    case N:                                                                                 \
-        if (w->layout == LLMK_R8_Q4_1) rows_few(N, LLMK_R8_Q4_1, w, g0, g1, r1, a, y, ys);    \
-        else if (w->layout == LLMK_R8_Q8S) rows_few(N, LLMK_R8_Q8S, w, g0, g1, r1, a, y, ys); \
-        else if (w->layout == LLMK_R8_Q8S2) rows_few(N, LLMK_R8_Q8S2, w, g0, g1, r1, a, y, ys); \
-        else if (w->layout == LLMK_R8_Q4S) rows_few(N, LLMK_R8_Q4S, w, g0, g1, r1, a, y, ys);   \
-        else if (R8_HAS_MX4 && w->layout == LLMK_R8_MX4) rows_few(N, LLMK_R8_MX4, w, g0, g1, r1, a, y, ys); \
-        else rows_few(N, LLMK_R8_Q8_0, w, g0, g1, r1, a, y, ys);                            \
-        break;
-        switch (m) {
-            R8_FEW(4)
-            R8_FEW(3)
-        default:
-            R8_FEW(2)
-        }
+#define R8_FEW(L) r8_few_l(L, (int)m, w, g0, g1, r1, a, y, ys)
+        R8_SWITCH(w->layout, R8_FEW)
 #undef R8_FEW
         return;
     }

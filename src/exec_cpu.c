@@ -965,11 +965,18 @@ static void moe_items(struct llmk_exec *ex, const struct llmk_phase *ph, int ith
         }
         return;
     }
+    /* A worker's consecutive items of one expert go as one call: one long
+     * run of weight rows streams from memory with its prefetches running
+     * ahead, where calls of one unit each started cold (qwen3moe-shaped
+     * Q4_K_M decode, one thread: gate_up 5.5 -> 4.2 ms a token). A row's
+     * products do not depend on the call, so neither do the bits. */
     int64_t lo, hi;
     llmk_split_range(n, ith, nth, &lo, &hi);
-    for (int64_t j = lo; j < hi; j++) {
-        int64_t r0 = (j % nu) * unit;
-        fn(ex, ph, &mp, mp.active[1 + j / nu], r0, r0 + unit < rows ? r0 + unit : rows, ith);
+    for (int64_t j = lo, end; j < hi; j = end) {
+        int64_t e = j / nu;
+        end = (e + 1) * nu < hi ? (e + 1) * nu : hi;
+        int64_t r1 = ((end - 1) % nu + 1) * unit;
+        fn(ex, ph, &mp, mp.active[1 + e], (j % nu) * unit, r1 < rows ? r1 : rows, ith);
     }
 }
 

@@ -13,6 +13,7 @@
 #include "codec/blocks.h"
 
 #include <immintrin.h>
+#include <stdlib.h>
 #include <string.h>
 
 INLINE __m256i bcast32(const int16_t *p) {
@@ -21,11 +22,18 @@ INLINE __m256i bcast32(const int16_t *p) {
     return _mm256_set1_epi32(v);
 }
 
+/* The activation pair (elements e, e + 1) of row q in every 32-bit lane:
+ * broadcast from the a16 row, or (TAB) loaded from the row's table of
+ * pairs already broadcast (pair_table). */
+INLINE __m256i pair(int TAB, const int16_t *q, int64_t e) {
+    return TAB ? _mm256_load_si256((const __m256i *)(const void *)q + e / 2) : bcast32(q + e);
+}
+
 /* n + the products of 4 unpacked registers (8 rows x elements 2j, 2j+1 of
- * pair j) with the activation pairs at qa, qa + 2, qa + 4, qa + 6. */
-INLINE __m256i madd4(__m256i n, __m256i w0, __m256i w1, __m256i w2, __m256i w3, const int16_t *qa) {
-    __m256i s01 = _mm256_add_epi32(_mm256_madd_epi16(w0, bcast32(qa)), _mm256_madd_epi16(w1, bcast32(qa + 2)));
-    __m256i s23 = _mm256_add_epi32(_mm256_madd_epi16(w2, bcast32(qa + 4)), _mm256_madd_epi16(w3, bcast32(qa + 6)));
+ * pair j) with the activation pairs of elements e, e + 2, e + 4, e + 6. */
+INLINE __m256i madd4(__m256i n, __m256i w0, __m256i w1, __m256i w2, __m256i w3, int TAB, const int16_t *q, int64_t e) {
+    __m256i s01 = _mm256_add_epi32(_mm256_madd_epi16(w0, pair(TAB, q, e)), _mm256_madd_epi16(w1, pair(TAB, q, e + 2)));
+    __m256i s23 = _mm256_add_epi32(_mm256_madd_epi16(w2, pair(TAB, q, e + 4)), _mm256_madd_epi16(w3, pair(TAB, q, e + 6)));
     return _mm256_add_epi32(n, _mm256_add_epi32(s01, s23));
 }
 
@@ -33,7 +41,7 @@ INLINE __m256i madd4(__m256i n, __m256i w0, __m256i w1, __m256i w2, __m256i w3, 
  * accumulated into acc[0..NA). Every caller runs each row through exactly
  * these operations in block order, so a row's bits do not depend on NA or
  * on how the groups are walked. */
-INLINE void block_q4_1(int NA, int F32S, const unsigned char *rec, const int16_t *const *q, const float *const *d,
+INLINE void block_q4_1(int NA, int F32S, int TAB, const unsigned char *rec, const int16_t *const *q, const float *const *d,
                        int64_t b, int64_t nb, __m256 *acc) {
     /* Q4S (F32S): f32 scales and offsets before the nibbles, not f16 */
     const unsigned char *nib = rec + (F32S ? 64 : 32);
@@ -48,7 +56,7 @@ INLINE void block_q4_1(int NA, int F32S, const unsigned char *rec, const int16_t
         __m256i p2 = _mm256_and_si256(_mm256_srli_epi16(x, 8), m4), p3 = _mm256_srli_epi16(x, 12);
         _Pragma("GCC unroll 8")
         for (int i = 0; i < NA; i++) {
-            n[i] = madd4(n[i], p0, p1, p2, p3, q[i] + b * LLMK_QK + 8 * c);
+            n[i] = madd4(n[i], p0, p1, p2, p3, TAB, q[i], b * LLMK_QK + 8 * c);
         }
     }
     __m256 dw = F32S ? _mm256_load_ps((const float *)rec) : _mm256_cvtph_ps(_mm_load_si128((const __m128i *)rec));
@@ -61,7 +69,7 @@ INLINE void block_q4_1(int NA, int F32S, const unsigned char *rec, const int16_t
     }
 }
 
-INLINE void block_q8_0(int NA, const unsigned char *rec, const int16_t *const *q, const float *const *d, int64_t b,
+INLINE void block_q8_0(int NA, int TAB, const unsigned char *rec, const int16_t *const *q, const float *const *d, int64_t b,
                        __m256 *acc) {
     __m256i n[4];
     _Pragma("GCC unroll 8")
@@ -72,9 +80,9 @@ INLINE void block_q8_0(int NA, const unsigned char *rec, const int16_t *const *q
         __m256i w1 = _mm256_cvtepi8_epi16(_mm_load_si128((const __m128i *)(rec + 16 * p + 16)));
         _Pragma("GCC unroll 8")
         for (int i = 0; i < NA; i++) {
-            const int16_t *qa = q[i] + b * LLMK_QK + 2 * p;
-            n[i] = _mm256_add_epi32(n[i], _mm256_add_epi32(_mm256_madd_epi16(w0, bcast32(qa)),
-                                                           _mm256_madd_epi16(w1, bcast32(qa + 2))));
+            int64_t e = b * LLMK_QK + 2 * p;
+            n[i] = _mm256_add_epi32(n[i], _mm256_add_epi32(_mm256_madd_epi16(w0, pair(TAB, q[i], e)),
+                                                           _mm256_madd_epi16(w1, pair(TAB, q[i], e + 2))));
         }
     }
     __m256 dw = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(rec + 256)));
@@ -86,7 +94,7 @@ INLINE void block_q8_0(int NA, const unsigned char *rec, const int16_t *const *q
 /* MX4: per chunk of 32 bytes, the low and the high nibbles looked up in
  * MXFP4's grid give 4 of Q8_0's 16-byte pairs; then Q8_0's products with
  * the f32 scales. */
-INLINE void block_mx4(int NA, const unsigned char *rec, const int16_t *const *q, const float *const *d, int64_t b,
+INLINE void block_mx4(int NA, int TAB, const unsigned char *rec, const int16_t *const *q, const float *const *d, int64_t b,
                       __m256 *acc) {
     const __m256i grid = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)llmk_mxfp4_values));
     const __m256i m4 = _mm256_set1_epi8(0x0f);
@@ -103,7 +111,7 @@ INLINE void block_mx4(int NA, const unsigned char *rec, const int16_t *const *q,
                         _mm256_cvtepi8_epi16(_mm256_extracti128_si256(hi, 1))};
         _Pragma("GCC unroll 8")
         for (int i = 0; i < NA; i++) {
-            n[i] = madd4(n[i], w[0], w[1], w[2], w[3], q[i] + b * LLMK_QK + 8 * c);
+            n[i] = madd4(n[i], w[0], w[1], w[2], w[3], TAB, q[i], b * LLMK_QK + 8 * c);
         }
     }
     __m256 dw = _mm256_load_ps((const float *)rec);
@@ -114,7 +122,7 @@ INLINE void block_mx4(int NA, const unsigned char *rec, const int16_t *const *q,
 
 /* Q8S: Q8_0's products summed apart for elements 0..15 and 16..31, each
  * half scaled by its f32 scale, then the f32 offset. */
-INLINE void block_q8s(int NA, int TWO, const unsigned char *rec, const int16_t *const *q, const float *const *d,
+INLINE void block_q8s(int NA, int TWO, int TAB, const unsigned char *rec, const int16_t *const *q, const float *const *d,
                       int64_t b, int64_t nb, __m256 *acc) {
     __m256i n[2][4];
     _Pragma("GCC unroll 8")
@@ -125,9 +133,9 @@ INLINE void block_q8s(int NA, int TWO, const unsigned char *rec, const int16_t *
         __m256i w1 = _mm256_cvtepi8_epi16(_mm_load_si128((const __m128i *)(rec + 16 * p + 16)));
         _Pragma("GCC unroll 8")
         for (int i = 0; i < NA; i++) {
-            const int16_t *qa = q[i] + b * LLMK_QK + 2 * p;
-            n[p / 8][i] = _mm256_add_epi32(n[p / 8][i], _mm256_add_epi32(_mm256_madd_epi16(w0, bcast32(qa)),
-                                                                         _mm256_madd_epi16(w1, bcast32(qa + 2))));
+            int64_t e = b * LLMK_QK + 2 * p;
+            n[p / 8][i] = _mm256_add_epi32(n[p / 8][i], _mm256_add_epi32(_mm256_madd_epi16(w0, pair(TAB, q[i], e)),
+                                                                         _mm256_madd_epi16(w1, pair(TAB, q[i], e + 2))));
         }
     }
     __m256 s0 = _mm256_load_ps((const float *)(rec + 256)), s1 = _mm256_load_ps((const float *)(rec + 288));
@@ -147,15 +155,16 @@ INLINE void block_q8s(int NA, int TWO, const unsigned char *rec, const int16_t *
     }
 }
 
-/* One record of layout L x activation rows, into acc. */
-INLINE void block_any(int NA, int L, const unsigned char *rec, const int16_t *const *q, const float *const *d,
+/* One record of layout L x activation rows, into acc (TAB: q[i] are
+ * pair tables). */
+INLINE void block_any(int NA, int L, int TAB, const unsigned char *rec, const int16_t *const *q, const float *const *d,
                       int64_t b, int64_t nb, __m256 *acc) {
-    if (L == LLMK_R8_Q4_1) block_q4_1(NA, 0, rec, q, d, b, nb, acc);
-    else if (L == LLMK_R8_Q4S) block_q4_1(NA, 1, rec, q, d, b, nb, acc);
-    else if (L == LLMK_R8_MX4) block_mx4(NA, rec, q, d, b, acc);
-    else if (L == LLMK_R8_Q8S) block_q8s(NA, 0, rec, q, d, b, nb, acc);
-    else if (L == LLMK_R8_Q8S2) block_q8s(NA, 1, rec, q, d, b, nb, acc);
-    else block_q8_0(NA, rec, q, d, b, acc);
+    if (L == LLMK_R8_Q4_1) block_q4_1(NA, 0, TAB, rec, q, d, b, nb, acc);
+    else if (L == LLMK_R8_Q4S) block_q4_1(NA, 1, TAB, rec, q, d, b, nb, acc);
+    else if (L == LLMK_R8_MX4) block_mx4(NA, TAB, rec, q, d, b, acc);
+    else if (L == LLMK_R8_Q8S) block_q8s(NA, 0, TAB, rec, q, d, b, nb, acc);
+    else if (L == LLMK_R8_Q8S2) block_q8s(NA, 1, TAB, rec, q, d, b, nb, acc);
+    else block_q8_0(NA, TAB, rec, q, d, b, acc);
 }
 
 /* The eight rows of group g x activation rows a[0..NA): 8 results per row. */
@@ -169,7 +178,7 @@ INLINE void tile(int NA, int L, const unsigned char *rec, int64_t nb, int64_t k,
     for (int i = 0; i < NA; i++) split_act(a[i], k, &q[i], &d[i]);
     for (int64_t b = 0; b < nb; b++, rec += rb) {
         prefetch_rec(rec, rb);
-        block_any(NA, L, rec, q, d, b, nb, acc);
+        block_any(NA, L, 0, rec, q, d, b, nb, acc);
     }
     _Pragma("GCC unroll 8")
     for (int i = 0; i < NA; i++) out[i] = acc[i];
@@ -180,23 +189,36 @@ INLINE void tile(int NA, int L, const unsigned char *rec, int64_t nb, int64_t k,
  * Why: from DRAM, a thread reading 4 distant streams in small steps kept
  * more misses in flight than one sequential stream (2 threads: 21-26 vs
  * 17-19 GB/s). */
-INLINE void streams(int NS, int L, const unsigned char *const *rec, int64_t nb, int64_t k, const unsigned char *a,
-                    __m256 *out) {
+INLINE void streams(int NS, int L, int TAB, const unsigned char *const *rec, int64_t nb, int64_t k,
+                    const unsigned char *a, const __m256i *tab, __m256 *out) {
     const size_t rb = R8_RECORD_BYTES(L);
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     const int16_t *q;
     const float *d;
     split_act(a, k, &q, &d);
+    if (TAB) q = (const int16_t *)(const void *)tab;
     for (int64_t b = 0; b < nb; b++) {
         _Pragma("GCC unroll 4")
         for (int s = 0; s < NS; s++) {
             const unsigned char *r = rec[s] + (size_t)b * rb;
             prefetch_rec(r, (int)rb);
-            block_any(1, L, r, &q, &d, b, nb, &acc[s]);
+            block_any(1, L, TAB, r, &q, &d, b, nb, &acc[s]);
         }
     }
     _Pragma("GCC unroll 4")
     for (int s = 0; s < NS; s++) out[s] = acc[s];
+}
+
+/* The activation row's pairs, each broadcast to a whole register: one
+ * aligned load per multiply-add where a broadcast from the row cost more
+ * (Zen 1, a one-row Q4_1 block: ~51 -> ~46 cycles a record); NULL when
+ * there is no memory for it (the broadcasts then). */
+static __m256i *pair_table(const unsigned char *a, int64_t k) {
+    __m256i *t = aligned_alloc(32, (size_t)(k / 2) * sizeof *t);
+    if (!t) return NULL;
+    const int16_t *q = (const int16_t *)(const void *)a;
+    for (int64_t j = 0; j < k / 2; j++) _mm256_store_si256(t + j, bcast32(q + 2 * j));
+    return t;
 }
 
 /* One activation row x groups [g0, g1), cut into NSTREAM contiguous runs
@@ -204,6 +226,7 @@ INLINE void streams(int NS, int L, const unsigned char *const *rec, int64_t nb, 
 enum { NSTREAM = LLMK_R8_RUNS };
 INLINE void rows_streams(int L, const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1, const unsigned char *a,
                          float *y) {
+    __m256i *tab = pair_table(a, w->k);
     int64_t len = (g1 - g0 + NSTREAM - 1) / NSTREAM;
     size_t gb = (size_t)w->nb * w->block_bytes;
     for (int64_t i = 0; i < len; i++) {
@@ -214,14 +237,20 @@ INLINE void rows_streams(int L, const struct llmk_r8 *w, int64_t g0, int64_t g1,
             ns++;
         }
         __m256 out[NSTREAM];
-        switch (ns) {
-        case 4: streams(4, L, rec, w->nb, w->k, a, out); break;
-        case 3: streams(3, L, rec, w->nb, w->k, a, out); break;
-        case 2: streams(2, L, rec, w->nb, w->k, a, out); break;
-        default: streams(1, L, rec, w->nb, w->k, a, out); break;
+        if (tab) {
+            switch (ns) {
+            case 4: streams(4, L, 1, rec, w->nb, w->k, a, tab, out); break;
+            case 3: streams(3, L, 1, rec, w->nb, w->k, a, tab, out); break;
+            case 2: streams(2, L, 1, rec, w->nb, w->k, a, tab, out); break;
+            default: streams(1, L, 1, rec, w->nb, w->k, a, tab, out); break;
+            }
+        } else {
+            streams(1, L, 0, rec, w->nb, w->k, a, NULL, out);
+            for (int s = 1; s < ns; s++) streams(1, L, 0, rec + s, w->nb, w->k, a, NULL, out + s);
         }
         for (int s = 0; s < ns; s++) store_group(y, g0 + s * len + i, r1, out[s]);
     }
+    free(tab);
 }
 
 /* NA activation rows x groups [g0, g1): full groups stored directly, a

@@ -294,8 +294,10 @@ static bool reply_token(struct reply *r, const float *logits, int32_t *id) {
     if ((r->st = gen_choose(&c->gc, logits, c->n_vocab, id)) != LLMK_OK) return true;
     r->n_gen++;
     if (llmk_tokenizer_is_eog(c->tok, *id)) return r->why = "end of turn", true;
-    llmk_harmony_part part = c->harmony ? llmk_harmony_feed(&c->hs, c->tok, *id) : LLMK_HARMONY_CONTENT;
-    if (llmk_detok_feed(c->tok, &r->ds, *id, false, piece, sizeof piece, &np) != LLMK_OK) np = 0;
+    llmk_harmony_part part = LLMK_HARMONY_CONTENT;
+    int dst = c->harmony ? llmk_harmony_text(&c->hs, c->tok, &r->ds, *id, piece, sizeof piece, &np, &part)
+                         : llmk_detok_feed(c->tok, &r->ds, *id, false, piece, sizeof piece, &np);
+    if (dst != LLMK_OK) np = 0;
     if (part == LLMK_HARMONY_REASONING) {
         /* shown on stderr, not kept: the template renders past turns' final channel only */
         fwrite(piece, 1, np, stderr);

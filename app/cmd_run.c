@@ -330,8 +330,10 @@ static bool emit_token(const struct run_opts *o, struct decode *d, int32_t id, i
     if (d->tok && llmk_tokenizer_is_eog(d->tok, id)) return true;
     if (!o->print_ids) {
         size_t nt = 0;
-        llmk_harmony_part part = d->harmony ? llmk_harmony_feed(&d->hs, d->tok, id) : LLMK_HARMONY_CONTENT;
-        if ((*st = llmk_detok_feed(d->tok, &d->ds, id, false, d->text, d->text_cap, &nt)) != LLMK_OK) return true;
+        llmk_harmony_part part = LLMK_HARMONY_CONTENT;
+        *st = d->harmony ? llmk_harmony_text(&d->hs, d->tok, &d->ds, id, d->text, d->text_cap, &nt, &part)
+                         : llmk_detok_feed(d->tok, &d->ds, id, false, d->text, d->text_cap, &nt);
+        if (*st != LLMK_OK) return true;
         if (part == LLMK_HARMONY_REASONING) {
             fwrite(d->text, 1, nt, stderr); /* as llmk chat: the reasoning beside the answer, not in it */
         } else if (part == LLMK_HARMONY_CONTENT) {

@@ -195,8 +195,10 @@ static void choice_pull(struct server *s, struct serve_choice *c) {
     for (int32_t k = c->n_read; k < n && !c->ended; k++) {
         c->n_used = k + 1;
         if (done && fin == LLMK_FINISH_STOP && k == n - 1 && llmk_tokenizer_is_eog(s->tok, c->tokens[k])) break;
-        llmk_harmony_part part = c->harmony ? llmk_harmony_feed(&c->hs, s->tok, c->tokens[k]) : LLMK_HARMONY_CONTENT;
-        if (llmk_detok_feed(s->tok, &c->ds, c->tokens[k], false, c->scratch, half, &nt) != LLMK_OK) {
+        llmk_harmony_part part = LLMK_HARMONY_CONTENT;
+        int32_t id = c->tokens[k];
+        if ((c->harmony ? llmk_harmony_text(&c->hs, s->tok, &c->ds, id, c->scratch, half, &nt, &part)
+                        : llmk_detok_feed(s->tok, &c->ds, id, false, c->scratch, half, &nt)) != LLMK_OK) {
             c->failed = true;
             break;
         }

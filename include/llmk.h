@@ -1042,9 +1042,18 @@ typedef struct llmk_harmony_state {
     bool analysis;                                   /* the message in progress is on the analysis channel */
     char chan[32];
     size_t chan_len;
+    llmk_harmony_part last; /* the part of the last token that had one (llmk_harmony_text) */
 } llmk_harmony_state;
 LLMK_API int llmk_harmony_init(const llmk_tokenizer *t, llmk_harmony_state *st);
 LLMK_API llmk_harmony_part llmk_harmony_feed(llmk_harmony_state *st, const llmk_tokenizer *t, int32_t id);
+/* llmk_harmony_feed and the token's text in one step, the text streamed
+ * through ds as llmk_detok_feed does (markers and headers give none): a
+ * character whose bytes a marker interrupts ends there, as U+FFFD, in the
+ * part it began in (*part then says which), so no part receives bytes of
+ * another's. On an error (LLMK_BUFFER_TOO_SMALL: *n_out is the size needed)
+ * neither state changes, so the call can be repeated. */
+LLMK_API int llmk_harmony_text(llmk_harmony_state *st, const llmk_tokenizer *t, llmk_detok_state *ds, int32_t id,
+                               char *out, size_t cap, size_t *n_out, llmk_harmony_part *part);
 
 /* Parse an OpenAI-style JSON array [{"role":..,"content":..}, ...] (or an
  * object with a "messages" array). *msgs is one allocation (strings inside),

@@ -468,7 +468,7 @@ int llmk_harmony_init(const llmk_tokenizer *t, llmk_harmony_state *st) {
     memset(st, 0, sizeof *st);
     st->start = marker(t, "<|start|>"), st->channel = marker(t, "<|channel|>"), st->message = marker(t, "<|message|>");
     st->end = marker(t, "<|end|>"), st->ret = marker(t, "<|return|>"), st->call = marker(t, "<|call|>");
-    st->phase = HM_OUTSIDE;
+    st->phase = HM_OUTSIDE, st->last = LLMK_HARMONY_CONTENT;
     if (st->channel < 0 || st->message < 0 || st->end < 0)
         return llmk_fail(LLMK_NOT_FOUND, "harmony_init: the vocabulary has no <|channel|>, <|message|> or <|end|>");
     return LLMK_OK;
@@ -505,6 +505,25 @@ llmk_harmony_part llmk_harmony_feed(llmk_harmony_state *st, const llmk_tokenizer
     }
     if (st->phase == HM_HEADER) return LLMK_HARMONY_NONE;
     return st->phase == HM_BODY && st->analysis ? LLMK_HARMONY_REASONING : LLMK_HARMONY_CONTENT;
+}
+
+int llmk_harmony_text(llmk_harmony_state *st, const llmk_tokenizer *t, llmk_detok_state *ds, int32_t id, char *out,
+                      size_t cap, size_t *n_out, llmk_harmony_part *part) {
+    llmk_error_clear();
+    if (!st || !t || !ds || !n_out || !part) return llmk_fail(LLMK_INVALID_ARGUMENT, "harmony_text: NULL argument");
+    *n_out = 0;
+    llmk_harmony_state before = *st;
+    llmk_harmony_part p = llmk_harmony_feed(st, t, id);
+    int rc = LLMK_OK;
+    if (p != LLMK_HARMONY_NONE) {
+        *part = p;
+        if ((rc = llmk_detok_feed(t, ds, id, false, out, cap, n_out)) == LLMK_OK) st->last = p;
+    } else {
+        *part = st->last; /* a marker or header: only an interrupted character's ending, where it began */
+        if (ds->n_pending) rc = llmk_detok_flush(t, ds, out, cap, n_out);
+    }
+    if (rc != LLMK_OK) *st = before;
+    return rc;
 }
 
 /* ---- messages from JSON ------------------------------------------------ */

@@ -235,6 +235,70 @@ static void split_reply(const llmk_tokenizer *t, const char *reply, char *conten
     }
 }
 
+/* Ids of text (special tokens recognised) appended at ids + *n. */
+static void append_ids(const llmk_tokenizer *t, const char *text, int32_t *ids, size_t *n, size_t cap) {
+    size_t k = 0;
+    CHECK_STATUS(llmk_tokenize(t, text, strlen(text), false, true, ids + *n, cap - *n, &k), LLMK_OK);
+    *n += k;
+}
+
+/* The byte-level token of one byte (GPT-2's byte-to-character map: 0xC3 is
+ * "Ã", 0xA9 is itself). */
+static int32_t byte_token(const llmk_tokenizer *t, const char *piece, unsigned char byte) {
+    int32_t id = llmk_tokenizer_find(t, piece, strlen(piece));
+    char b[8];
+    size_t k = 0;
+    CHECK(id >= 0 && llmk_tokenizer_token_bytes(t, id, b, sizeof b, &k) == LLMK_OK && k == 1 &&
+          (unsigned char)b[0] == byte);
+    return id;
+}
+
+/* A character whose first byte ends the analysis message and whose second
+ * opens the final one: each part ends or starts with U+FFFD, neither gets
+ * the other's byte (fed one part at a time, "é" would land in the answer). */
+static void test_harmony_split_character(const llmk_tokenizer *t) {
+    int32_t ids[128];
+    size_t n = 0;
+    append_ids(t, "<|channel|>analysis<|message|>Think", ids, &n, 128);
+    ids[n++] = byte_token(t, "\xc3\x83", 0xc3);
+    append_ids(t, "<|end|><|start|>assistant<|channel|>final<|message|>", ids, &n, 128);
+    ids[n++] = byte_token(t, "\xc2\xa9", 0xa9);
+    append_ids(t, "ok<|return|>", ids, &n, 128);
+    llmk_harmony_state hs;
+    llmk_detok_state ds = {0};
+    CHECK_STATUS(llmk_harmony_init(t, &hs), LLMK_OK);
+    char text[2][64] = {{0}}, piece[16];
+    size_t len[2] = {0, 0};
+    for (size_t i = 0; i < n; i++) {
+        size_t k = 0;
+        llmk_harmony_part part = LLMK_HARMONY_NONE;
+        CHECK_STATUS(llmk_harmony_text(&hs, t, &ds, ids[i], piece, sizeof piece, &k, &part), LLMK_OK);
+        if (!k) continue;
+        CHECK(part == LLMK_HARMONY_CONTENT || part == LLMK_HARMONY_REASONING);
+        int w = part == LLMK_HARMONY_REASONING;
+        if (len[w] + k < sizeof text[w]) memcpy(text[w] + len[w], piece, k), len[w] += k;
+    }
+    CHECK(!strcmp(text[1], "Think\xef\xbf\xbd"));
+    CHECK(!strcmp(text[0], "\xef\xbf\xbdok"));
+    /* a buffer too small for the ending: the size needed, and neither state changed */
+    size_t m = 0, k = 0;
+    int32_t lead = byte_token(t, "\xc3\x83", 0xc3);
+    while (ids[m] != lead) m++;
+    llmk_harmony_state h2;
+    llmk_detok_state d2 = {0};
+    llmk_harmony_part part;
+    CHECK_STATUS(llmk_harmony_init(t, &h2), LLMK_OK);
+    for (size_t i = 0; i <= m; i++)
+        CHECK_STATUS(llmk_harmony_text(&h2, t, &d2, ids[i], piece, sizeof piece, &k, &part), LLMK_OK);
+    CHECK(k == 0 && d2.n_pending == 1 && h2.phase != 0);
+    int phase = h2.phase; /* in the analysis body; the <|end|> that follows would close it */
+    CHECK_STATUS(llmk_harmony_text(&h2, t, &d2, ids[m + 1], piece, 2, &k, &part), LLMK_BUFFER_TOO_SMALL);
+    CHECK(k == 3 && d2.n_pending == 1 && h2.phase == phase && h2.analysis);
+    CHECK_STATUS(llmk_harmony_text(&h2, t, &d2, ids[m + 1], piece, sizeof piece, &k, &part), LLMK_OK);
+    CHECK(k == 3 && part == LLMK_HARMONY_REASONING && d2.n_pending == 0 && h2.phase != phase);
+    CHECK_STATUS(llmk_harmony_text(NULL, t, &d2, ids[0], piece, sizeof piece, &k, &part), LLMK_INVALID_ARGUMENT);
+}
+
 static void test_harmony_reply(void) {
     llmk_gguf *g = NULL;
     llmk_tokenizer *t = NULL;
@@ -256,6 +320,7 @@ static void test_harmony_reply(void) {
     /* no markers at all (a model that ignores the format): all content */
     split_reply(t, "Just text.", c, r, sizeof c);
     CHECK(!strcmp(c, "Just text.") && !r[0]);
+    test_harmony_split_character(t);
     llmk_harmony_state hs;
     llmk_tokenizer_free(t);
     llmk_gguf_close(g);

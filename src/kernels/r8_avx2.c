@@ -169,25 +169,16 @@ INLINE void block_any(int NA, int L, int TAB, const unsigned char *rec, const in
 
 /* The eight rows of group g x activation rows a[0..NA): 8 results per row. */
 INLINE void tile(int NA, int L, const unsigned char *rec, int64_t nb, int64_t k, const unsigned char *const *a,
-                 __m256i *const *tabs, __m256 *out) {
+                 __m256 *out) {
     const int rb = R8_RECORD_BYTES(L);
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     const int16_t *q[4];
     const float *d[4];
     _Pragma("GCC unroll 8")
     for (int i = 0; i < NA; i++) split_act(a[i], k, &q[i], &d[i]);
-    if (tabs) {
-        _Pragma("GCC unroll 8")
-        for (int i = 0; i < NA; i++) q[i] = (const int16_t *)(const void *)tabs[i];
-        for (int64_t b = 0; b < nb; b++, rec += rb) {
-            prefetch_rec(rec, rb);
-            block_any(NA, L, 1, rec, q, d, b, nb, acc);
-        }
-    } else {
-        for (int64_t b = 0; b < nb; b++, rec += rb) {
-            prefetch_rec(rec, rb);
-            block_any(NA, L, 0, rec, q, d, b, nb, acc);
-        }
+    for (int64_t b = 0; b < nb; b++, rec += rb) {
+        prefetch_rec(rec, rb);
+        block_any(NA, L, 0, rec, q, d, b, nb, acc);
     }
     _Pragma("GCC unroll 8")
     for (int i = 0; i < NA; i++) out[i] = acc[i];
@@ -266,21 +257,13 @@ INLINE void rows_streams(int L, const struct llmk_r8 *w, int64_t g0, int64_t g1,
  * partial last group (rows past r1) through a buffer. */
 INLINE void rows_na(int NA, int L, const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1,
                     const unsigned char *const *a, float *y, size_t ys) {
-    /* Pair tables pay off over a long run of groups: a few rows' whole
-     * range (batched decode, speculative verification: B=2 decode +12%).
-     * Prefill's 64-row chunks rebuilt them for 8 groups at a time, which
-     * cost what the loads saved; they keep the broadcasts. */
-    __m256i *tabs[4] = {0};
-    int ok = g1 - g0 >= 16;
-    for (int i = 0; ok && i < NA; i++) ok &= (tabs[i] = pair_table(a[i], w->k)) != NULL;
     for (int64_t g = g0; g < g1; g++) {
         const unsigned char *rec = w->data + (size_t)(g - w->g0) * (size_t)w->nb * w->block_bytes;
         __m256 out[4];
-        tile(NA, L, rec, w->nb, w->k, a, ok ? tabs : NULL, out);
+        tile(NA, L, rec, w->nb, w->k, a, out);
         _Pragma("GCC unroll 8")
         for (int i = 0; i < NA; i++) store_group(y + (size_t)i * ys, g, r1, out[i]);
     }
-    for (int i = 0; i < NA; i++) free(tabs[i]);
 }
 
 #include "kernels/r8_entry.h"

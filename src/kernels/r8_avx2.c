@@ -13,7 +13,6 @@
 #include "codec/blocks.h"
 
 #include <immintrin.h>
-#include <stdlib.h>
 #include <string.h>
 
 INLINE __m256i bcast32(const int16_t *p) {
@@ -211,14 +210,24 @@ INLINE void streams(int NS, int L, int TAB, const unsigned char *const *rec, int
 
 /* The activation row's pairs, each broadcast to a whole register: one
  * aligned load per multiply-add where a broadcast from the row cost more
- * (Zen 1, a one-row Q4_1 block: ~51 -> ~46 cycles a record); NULL when
- * there is no memory for it (the broadcasts then). */
-static __m256i *pair_table(const unsigned char *a, int64_t k) {
-    __m256i *t = aligned_alloc(32, (size_t)(k / 2) * sizeof *t);
-    if (!t) return NULL;
+ * (Zen 1, a one-row Q4_1 block: ~51 -> ~46 cycles a record). On the stack,
+ * so a decode step allocates nothing: rows of at most PAIR_TABLE_K elements
+ * (32 KB); longer ones broadcast. */
+enum { PAIR_TABLE_K = 2048 };
+static void pair_table(const unsigned char *a, int64_t k, __m256i *t) {
     const int16_t *q = (const int16_t *)(const void *)a;
     for (int64_t j = 0; j < k / 2; j++) _mm256_store_si256(t + j, bcast32(q + 2 * j));
-    return t;
+}
+
+/* streams() with its stream count as a constant. */
+INLINE void streams_ns(int ns, int L, int TAB, const unsigned char *const *rec, int64_t nb, int64_t k,
+                       const unsigned char *a, const __m256i *tab, __m256 *out) {
+    switch (ns) {
+    case 4: streams(4, L, TAB, rec, nb, k, a, tab, out); break;
+    case 3: streams(3, L, TAB, rec, nb, k, a, tab, out); break;
+    case 2: streams(2, L, TAB, rec, nb, k, a, tab, out); break;
+    default: streams(1, L, TAB, rec, nb, k, a, tab, out); break;
+    }
 }
 
 /* One activation row x groups [g0, g1), cut into NSTREAM contiguous runs
@@ -226,7 +235,9 @@ static __m256i *pair_table(const unsigned char *a, int64_t k) {
 enum { NSTREAM = LLMK_R8_RUNS };
 INLINE void rows_streams(int L, const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1, const unsigned char *a,
                          float *y) {
-    __m256i *tab = pair_table(a, w->k);
+    _Alignas(32) __m256i table[PAIR_TABLE_K / 2];
+    const __m256i *tab = w->k <= PAIR_TABLE_K ? table : NULL;
+    if (tab) pair_table(a, w->k, table);
     int64_t len = (g1 - g0 + NSTREAM - 1) / NSTREAM;
     size_t gb = (size_t)w->nb * w->block_bytes;
     for (int64_t i = 0; i < len; i++) {
@@ -237,20 +248,10 @@ INLINE void rows_streams(int L, const struct llmk_r8 *w, int64_t g0, int64_t g1,
             ns++;
         }
         __m256 out[NSTREAM];
-        if (tab) {
-            switch (ns) {
-            case 4: streams(4, L, 1, rec, w->nb, w->k, a, tab, out); break;
-            case 3: streams(3, L, 1, rec, w->nb, w->k, a, tab, out); break;
-            case 2: streams(2, L, 1, rec, w->nb, w->k, a, tab, out); break;
-            default: streams(1, L, 1, rec, w->nb, w->k, a, tab, out); break;
-            }
-        } else {
-            streams(1, L, 0, rec, w->nb, w->k, a, NULL, out);
-            for (int s = 1; s < ns; s++) streams(1, L, 0, rec + s, w->nb, w->k, a, NULL, out + s);
-        }
+        if (tab) streams_ns(ns, L, 1, rec, w->nb, w->k, a, tab, out);
+        else streams_ns(ns, L, 0, rec, w->nb, w->k, a, NULL, out);
         for (int s = 0; s < ns; s++) store_group(y, g0 + s * len + i, r1, out[s]);
     }
-    free(tab);
 }
 
 /* NA activation rows x groups [g0, g1): full groups stored directly, a

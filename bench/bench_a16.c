@@ -37,6 +37,8 @@ struct job {
     const struct llmk_q4_1_x2 *xw;
     const struct llmk_r8 *rw;
     float *y;
+    void *scratch; /* the r8 kernel's tables (r8.h) */
+    size_t scratch_bytes;
 };
 
 static void run(const struct job *j) {
@@ -46,7 +48,7 @@ static void run(const struct job *j) {
     }
     if (j->kind == 0) {
         llmk_gemm_r8_a16_fn f = llmk_kernels()->gemm_r8_a16;
-        if (f && j->rw->data) f(j->rw, 0, j->n, j->act, j->as, j->m, j->y, (size_t)j->n);
+        if (f && j->rw->data) f(j->rw, 0, j->n, j->act, j->as, j->m, j->y, (size_t)j->n, j->scratch, j->scratch_bytes);
         else llmk_r8_ref(j->t, j->k, j->w, j->ws, 0, j->n, j->act, j->as, j->m, j->y, (size_t)j->n);
         return;
     }
@@ -138,12 +140,14 @@ int main(int argc, char **argv) {
                                     .n_elements = (uint64_t)k * (uint64_t)n, .n_bytes = rb * (uint64_t)n, .data = w};
             if (t == LLMK_TYPE_Q4_1 && avx2) have_x = llmk_q4_1_x2_repack(&ti_, &xw) == LLMK_OK;
             if (llmk_kernels()->gemm_r8_a16 && llmk_r8_repack(&ti_, &rw) != LLMK_OK) return 1;
+            size_t sb = (llmk_r8_scratch_bytes(k, LLMK_R8_TABLE_ROWS) + 63) / 64 * 64;
+            void *scratch = aligned_alloc(64, sb);
             double us[2][3] = {{0}};
             for (int mi = 0; mi < 2; mi++) {
                 int64_t m = mi ? M_ROWS : 1;
-                struct job a = {0, t, n, k, m, w, (size_t)rb, a16, as16, NULL, &rw, y};
-                struct job b = {1, t, n, k, m, w, (size_t)rb, a8, (size_t)arb, NULL, NULL, y};
-                struct job xj = {2, t, n, k, m, w, (size_t)rb, ax, asx, &xw, NULL, y};
+                struct job a = {0, t, n, k, m, w, (size_t)rb, a16, as16, NULL, &rw, y, scratch, sb};
+                struct job b = {1, t, n, k, m, w, (size_t)rb, a8, (size_t)arb, NULL, NULL, y, NULL, 0};
+                struct job xj = {2, t, n, k, m, w, (size_t)rb, ax, asx, &xw, NULL, y, NULL, 0};
                 us[mi][0] = best(&a) * 1e6 / (double)m;
                 us[mi][1] = best(&b) * 1e6 / (double)m;
                 us[mi][2] = have_x ? best(&xj) * 1e6 / (double)m : 0;
@@ -158,7 +162,7 @@ int main(int argc, char **argv) {
             fflush(stdout);
             if (have_x) llmk_q4_1_x2_free(&xw);
             llmk_r8_free(&rw);
-            free(w), free(x), free(y), free(a16), free(a8), free(ax);
+            free(w), free(x), free(y), free(a16), free(a8), free(ax), free(scratch);
         }
     }
     return 0;

@@ -96,6 +96,8 @@ struct llmk_exec {
     float *wparts, *wscores;  /* per worker: [ATTN_MQ][max_chunks][hd + 2], [ATTN_MQ][LLMK_ATTN_CHUNK] */
     unsigned char *dup_rows;  /* per worker: a private normed row (f32) and DUP_ROWS a16 rows, see dup_norm */
     size_t dup_rows_bytes;
+    unsigned char *r8_scratch; /* per worker: the r8 kernel's tables for a few activation rows (r8.h) */
+    size_t r8_scratch_bytes;
     float *argmax_val;        /* per worker argmax partials [nth][rows_cap] */
     int32_t *argmax_idx;
     int32_t *argmax;          /* [rows_cap] */
@@ -337,6 +339,10 @@ static void mm_f32_check(struct llmk_exec *ex, const struct llmk_phase *ph, cons
     }
 }
 
+static void *r8_scratch(struct llmk_exec *ex, int ith) {
+    return ex->r8_scratch ? ex->r8_scratch + (size_t)ith * ex->r8_scratch_bytes : NULL;
+}
+
 /* The A16 routes: chunks of R8_CHUNK weight rows (L2-resident) against every
  * activation row, 4 at a time (L1); one activation row reuses nothing, so
  * the kernel streams the whole range. */
@@ -352,7 +358,9 @@ static void mm_a16(struct llmk_exec *ex, const struct llmk_phase *ph, int wi, in
     int64_t chunk = t1 - t0 <= 4 ? r1 - r0 : R8_CHUNK;
     for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
         int64_t c1 = c0 + chunk < r1 ? c0 + chunk : r1;
-        if (packed) ex->K->gemm_r8_a16(rw, c0, c1, act, as, t1 - t0, out, (size_t)out_stride);
+        if (packed)
+            ex->K->gemm_r8_a16(rw, c0, c1, act, as, t1 - t0, out, (size_t)out_stride, r8_scratch(ex, ith),
+                               ex->r8_scratch_bytes);
         else ex->K->gemm_rows_a16(w->type, ph->k, w->data, ws, c0, c1, act, as, t1 - t0, out, (size_t)out_stride);
     }
 }
@@ -985,7 +993,7 @@ static void moe_items(struct llmk_exec *ex, const struct llmk_phase *ph, int ith
  * activation row ys further): the r8 kernels on the repacked stack, or the
  * codec's dot on the GGUF rows, by the plan's route. */
 static void moe_matvec(struct llmk_exec *ex, const struct llmk_phase *ph, int wi, int64_t e, int64_t rows, int64_t r0,
-                       int64_t r1, const unsigned char *act, size_t as, int64_t m, float *y, size_t ys) {
+                       int64_t r1, const unsigned char *act, size_t as, int64_t m, float *y, size_t ys, int ith) {
     if (plan_of(ex, ph)->w[wi].route != LLMK_ROUTE_R8_A16) {
         llmk_moe_expert_matvec(&ex->K->type[ph->w[wi]->type], ph->w[wi], e, r0, r1, act, as, m, y + r0, ys);
     } else {
@@ -993,7 +1001,7 @@ static void moe_matvec(struct llmk_exec *ex, const struct llmk_phase *ph, int wi
         int64_t groups = rows / LLMK_R8_ROWS;
         v.data += (size_t)(e * groups) * (size_t)v.nb * v.block_bytes;
         v.n = rows, v.g0 = 0, v.g1 = groups;
-        ex->K->gemm_r8_a16(&v, r0, r1, act, as, m, y, ys);
+        ex->K->gemm_r8_a16(&v, r0, r1, act, as, m, y, ys, r8_scratch(ex, ith), ex->r8_scratch_bytes);
     }
     if (ph->wscale[wi] != 1.0f)
         for (int64_t i = 0; i < m; i++) llmk_scale_f32(y + (size_t)i * ys + r0, r1 - r0, ph->wscale[wi]);
@@ -1009,8 +1017,8 @@ static void moe_gate_up_item(struct llmk_exec *ex, const struct llmk_phase *ph, 
     size_t as;
     const unsigned char *act = moe_act(ex, ph, ph->in, &as) + (size_t)a * as;
     float *g = ex->buf[ph->out[0]] + (int64_t)a * F, *u = ex->buf[ph->out[1]] + (int64_t)a * F;
-    moe_matvec(ex, ph, 0, e, F, r0, r1, act, as, cnt, g, (size_t)F);
-    moe_matvec(ex, ph, 1, e, F, r0, r1, act, as, cnt, u, (size_t)F);
+    moe_matvec(ex, ph, 0, e, F, r0, r1, act, as, cnt, g, (size_t)F, ith);
+    moe_matvec(ex, ph, 1, e, F, r0, r1, act, as, cnt, u, (size_t)F, ith);
     unsigned qmask = plan_of(ex, ph)->qmask;
     const struct llmk_moe_hp *mo = &ex->m->moe;
     for (int32_t i = 0; i < cnt; i++) {
@@ -1033,13 +1041,12 @@ static void moe_gate_up_item(struct llmk_exec *ex, const struct llmk_phase *ph, 
 
 static void moe_down_item(struct llmk_exec *ex, const struct llmk_phase *ph, const struct moe_map *mp, int32_t e,
                           int64_t r0, int64_t r1, int ith) {
-    (void)ith;
     int64_t E = ph->rows[0];
     int32_t a = mp->off[e], cnt = mp->off[e + 1] - a;
     size_t as;
     const unsigned char *act = moe_act(ex, ph, ph->in, &as) + (size_t)a * as;
     float *y = ex->buf[ph->out[0]] + (int64_t)a * E;
-    moe_matvec(ex, ph, 0, e, E, r0, r1, act, as, cnt, y, (size_t)E);
+    moe_matvec(ex, ph, 0, e, E, r0, r1, act, as, cnt, y, (size_t)E, ith);
     for (int32_t i = 0; ph->vec[0] && i < cnt; i++) ex->VK->add(y + i * E + r0, ph->vec[0] + e * E + r0, r1 - r0);
 }
 
@@ -1446,6 +1453,11 @@ static int exec_alloc_scratch(struct llmk_exec *ex) {
         ex->dup_rows_bytes = ((size_t)hp->n_embd * sizeof(float) + DUP_ROWS * llmk_a16_row_bytes(hp->n_embd) + 63) / 64 * 64;
         ex->dup_rows = xalloc((uint64_t)ex->nth, ex->dup_rows_bytes, &st);
     }
+    int64_t kmax = 0;
+    for (int i = 0; i < ex->prog.n_phases; i++) kmax = ex->prog.ph[i].k > kmax ? ex->prog.ph[i].k : kmax;
+    ex->r8_scratch_bytes = (llmk_r8_scratch_bytes(kmax, LLMK_R8_TABLE_ROWS) + 63) / 64 * 64;
+    if (ex->plan.r8_bytes) ex->r8_scratch = xalloc((uint64_t)ex->nth, ex->r8_scratch_bytes, &st);
+    else ex->r8_scratch_bytes = 0;
     ex->argmax_val = xalloc((uint64_t)ex->nth * rc, sizeof(float), &st);
     ex->argmax_idx = xalloc((uint64_t)ex->nth * rc, sizeof(int32_t), &st);
     ex->argmax = xalloc(rc, sizeof(int32_t), &st);
@@ -1537,6 +1549,7 @@ void llmk_exec_free(struct llmk_exec *ex) {
         for (int f = 0; f < LLMK_ACT_FORMS; f++) free(ex->act[b][f]);
     }
     free(ex->parts), free(ex->units), free(ex->wparts), free(ex->wscores), free(ex->dup_rows), free(ex->claims);
+    free(ex->r8_scratch);
     free(ex->argmax_val), free(ex->argmax_idx), free(ex->argmax), free(ex->nf);
     free(ex->row_id), free(ex->row_seq), free(ex->row_pos), free(ex->phase_ns), free(ex->f32_rows);
     free(ex->gen_row), free(ex->gen_next), free(ex->gen_count);

@@ -301,7 +301,8 @@ static void test_dots(struct wtype *t, int have_avx2, float outlier) {
         int64_t k = ks[ki], nb = k / 32;
         for (int extreme = 0; extreme < 2; extreme++) {
             /* up to 17 groups: one activation row reads them as 4 streams of uneven length */
-            int64_t nrows = 1 + rnd() % 133, m = 1 + rnd() % 9;
+            /* and up to 33 groups: a few activation rows read pair tables over 16 or more */
+            int64_t nrows = 1 + rnd() % 263, m = 1 + rnd() % 9;
             if (k % (int64_t)llmk_type_block_elems(t->type)) continue; /* rows of whole blocks only */
             size_t ws = (size_t)(k / (int64_t)llmk_type_block_elems(t->type)) * t->bs, rb = llmk_a16_row_bytes(k), as = rb + 8 * (rnd() % 3);
             unsigned char *w = malloc(ws * (size_t)nrows), *a = malloc(as * (size_t)m);
@@ -327,12 +328,22 @@ static void test_dots(struct wtype *t, int have_avx2, float outlier) {
                 ti.n_bytes = ws * (size_t)nrows;
                 struct llmk_r8 rw;
                 CHECK_EQ_INT(llmk_r8_repack(&ti, &rw), LLMK_OK);
-                kern(&rw, 0, nrows, a, as, m, y_fast, (size_t)nrows);
+                size_t sb = llmk_r8_scratch_bytes(k, m);
+                void *scratch = sb ? aligned_alloc(32, (sb + 31) / 32 * 32) : NULL;
+                kern(&rw, 0, nrows, a, as, m, y_fast, (size_t)nrows, scratch, sb);
                 CHECK(bits_equal(y_ref, y_fast, nrows * m));
-                /* an 8-aligned sub-range, activation rows one at a time */
+                /* without scratch (no tables): the same bits */
+                memset(y_fast, 0, (size_t)nrows * m * sizeof(float));
+                kern(&rw, 0, nrows, a, as, m, y_fast, (size_t)nrows, NULL, 0);
+                CHECK(bits_equal(y_ref, y_fast, nrows * m));
+                free(scratch);
+                /* an 8-aligned sub-range, activation rows one at a time, with tables */
+                sb = llmk_r8_scratch_bytes(k, 1);
+                scratch = aligned_alloc(32, (sb + 31) / 32 * 32);
                 int64_t r0 = 8 * (int64_t)(rnd() % (uint32_t)((nrows + 7) / 8)), r1 = r0 + 1 + rnd() % (nrows - r0);
                 memset(y_fast, 0, (size_t)nrows * m * sizeof(float));
-                for (int64_t i = 0; i < m; i++) kern(&rw, r0, r1, a + i * as, as, 1, y_fast + i * nrows, 0);
+                for (int64_t i = 0; i < m; i++) kern(&rw, r0, r1, a + i * as, as, 1, y_fast + i * nrows, 0, scratch, sb);
+                free(scratch);
                 int ok = 1;
                 for (int64_t i = 0; i < m; i++)
                     for (int64_t r = 0; r < nrows; r++) {
@@ -426,9 +437,10 @@ static void test_largest_sums(void) {
             ti.n_bytes = ws * N;
             struct llmk_r8 rw;
             CHECK_EQ_INT(llmk_r8_repack(&ti, &rw), LLMK_OK);
-            kernels[kn](&rw, 0, N, a, as, M, y_k, N);
+            _Alignas(32) unsigned char scratch[M * (K / 2) * 32];
+            kernels[kn](&rw, 0, N, a, as, M, y_k, N, scratch, sizeof scratch);
             CHECK(bits_equal(y_ref, y_k, M * N));
-            for (int i = 0; i < M; i++) kernels[kn](&rw, 0, N, a + i * as, as, 1, y_k + i * N, 0);
+            for (int i = 0; i < M; i++) kernels[kn](&rw, 0, N, a + i * as, as, 1, y_k + i * N, 0, scratch, sizeof scratch);
             CHECK(bits_equal(y_ref, y_k, M * N));
             llmk_r8_free(&rw);
         }

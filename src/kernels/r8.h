@@ -106,9 +106,20 @@ void llmk_r8_pack_rows(const llmk_tensor_info *t, const void *rows, struct llmk_
 
 /* y[i * y_stride + r] = dot(weight row r, activation row i) for r in
  * [r0, r1) and i in [0, m); activation rows (a16 format) a_stride bytes
- * apart. r0 must be a multiple of 8, and [r0, r1) inside w's groups. */
+ * apart. r0 must be a multiple of 8, and [r0, r1) inside w's groups.
+ * scratch (32-byte aligned, scratch_bytes long) is the kernel's to write:
+ * with llmk_r8_scratch_bytes(w->k, m) bytes, a kernel may keep tables
+ * there; with fewer (NULL, 0) it computes the same bits without them. */
 typedef void (*llmk_gemm_r8_a16_fn)(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *act, size_t a_stride,
-                              int64_t m, float *y, size_t y_stride);
+                                    int64_t m, float *y, size_t y_stride, void *scratch, size_t scratch_bytes);
+
+/* The scratch that lets a call of m activation rows of k elements read each
+ * row's pairs from a table of broadcast registers (AVX2: one 32-byte entry
+ * per pair); calls of more rows than LLMK_R8_TABLE_ROWS use none. */
+enum { LLMK_R8_TABLE_ROWS = 4 };
+static inline size_t llmk_r8_scratch_bytes(int64_t k, int64_t m) {
+    return m <= LLMK_R8_TABLE_ROWS ? (size_t)m * (size_t)(k / 2) * 32 : 0;
+}
 
 /* With one activation row the AVX2 kernel reads rows [r0, r1) as this many
  * contiguous runs side by side (groups r0/8 + s*len + i, len the groups
@@ -125,11 +136,11 @@ void llmk_r8_ref(uint32_t type, int64_t k, const void *w, size_t w_stride, int64
 /* AVX2 + FMA + F16C (src/kernels/r8_avx2.c); only when llmk_cpu_detect()
  * reports LLMK_CPU_AVX2. */
 void llmk_gemm_r8_a16_avx2(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *act, size_t a_stride, int64_t m,
-                     float *y, size_t y_stride);
+                           float *y, size_t y_stride, void *scratch, size_t scratch_bytes);
 
 /* AVX-512 F/BW/VL + VNNI (src/kernels/r8_avx512.c), the same bits as the
  * AVX2 kernel; only when llmk_cpu_detect() reports LLMK_CPU_AVX512_VNNI. */
 void llmk_gemm_r8_a16_avx512(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *act, size_t a_stride, int64_t m,
-                       float *y, size_t y_stride);
+                             float *y, size_t y_stride, void *scratch, size_t scratch_bytes);
 
 #endif

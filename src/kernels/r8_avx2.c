@@ -166,18 +166,22 @@ INLINE void block_any(int NA, int L, int TAB, const unsigned char *rec, const in
     else block_q8_0(NA, TAB, rec, q, d, b, acc);
 }
 
-/* The eight rows of group g x activation rows a[0..NA): 8 results per row. */
-INLINE void tile(int NA, int L, const unsigned char *rec, int64_t nb, int64_t k, const unsigned char *const *a,
-                 __m256 *out) {
+/* The eight rows of group g x activation rows a[0..NA): 8 results per row
+ * (TAB: row i's pairs from its table, tab + i * k / 2). */
+INLINE void tile(int NA, int L, int TAB, const unsigned char *rec, int64_t nb, int64_t k, const unsigned char *const *a,
+                 const __m256i *tab, __m256 *out) {
     const int rb = R8_RECORD_BYTES(L);
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     const int16_t *q[4];
     const float *d[4];
     _Pragma("GCC unroll 8")
-    for (int i = 0; i < NA; i++) split_act(a[i], k, &q[i], &d[i]);
+    for (int i = 0; i < NA; i++) {
+        split_act(a[i], k, &q[i], &d[i]);
+        if (TAB) q[i] = (const int16_t *)(const void *)(tab + i * (k / 2));
+    }
     for (int64_t b = 0; b < nb; b++, rec += rb) {
         prefetch_rec(rec, rb);
-        block_any(NA, L, 0, rec, q, d, b, nb, acc);
+        block_any(NA, L, TAB, rec, q, d, b, nb, acc);
     }
     _Pragma("GCC unroll 8")
     for (int i = 0; i < NA; i++) out[i] = acc[i];
@@ -210,10 +214,8 @@ INLINE void streams(int NS, int L, int TAB, const unsigned char *const *rec, int
 
 /* The activation row's pairs, each broadcast to a whole register: one
  * aligned load per multiply-add where a broadcast from the row cost more
- * (Zen 1, a one-row Q4_1 block: ~51 -> ~46 cycles a record). On the stack,
- * so a decode step allocates nothing: rows of at most PAIR_TABLE_K elements
- * (32 KB); longer ones broadcast. */
-enum { PAIR_TABLE_K = 2048 };
+ * (Zen 1, a one-row Q4_1 block: ~51 -> ~46 cycles a record). In the
+ * caller's scratch, so a decode step allocates nothing. */
 static void pair_table(const unsigned char *a, int64_t k, __m256i *t) {
     const int16_t *q = (const int16_t *)(const void *)a;
     for (int64_t j = 0; j < k / 2; j++) _mm256_store_si256(t + j, bcast32(q + 2 * j));
@@ -234,10 +236,9 @@ INLINE void streams_ns(int ns, int L, int TAB, const unsigned char *const *rec, 
  * read side by side. */
 enum { NSTREAM = LLMK_R8_RUNS };
 INLINE void rows_streams(int L, const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1, const unsigned char *a,
-                         float *y) {
-    _Alignas(32) __m256i table[PAIR_TABLE_K / 2];
-    const __m256i *tab = w->k <= PAIR_TABLE_K ? table : NULL;
-    if (tab) pair_table(a, w->k, table);
+                         float *y, void *scratch) {
+    __m256i *tab = scratch;
+    if (tab) pair_table(a, w->k, tab);
     int64_t len = (g1 - g0 + NSTREAM - 1) / NSTREAM;
     size_t gb = (size_t)w->nb * w->block_bytes;
     for (int64_t i = 0; i < len; i++) {
@@ -257,11 +258,19 @@ INLINE void rows_streams(int L, const struct llmk_r8 *w, int64_t g0, int64_t g1,
 /* NA activation rows x groups [g0, g1): full groups stored directly, a
  * partial last group (rows past r1) through a buffer. */
 INLINE void rows_na(int NA, int L, const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1,
-                    const unsigned char *const *a, float *y, size_t ys) {
+                    const unsigned char *const *a, float *y, size_t ys, void *scratch) {
+    /* Tables pay off over a long run of groups: a few rows against a
+     * worker's whole range (batched decode, speculative verification:
+     * B=2 decode +12%). Prefill's 64-row chunks (8 groups) would rebuild
+     * them for every chunk, which cost what the loads saved. */
+    __m256i *tab = g1 - g0 >= 16 ? scratch : NULL;
+    _Pragma("GCC unroll 8")
+    for (int i = 0; tab && i < NA; i++) pair_table(a[i], w->k, tab + i * (w->k / 2));
     for (int64_t g = g0; g < g1; g++) {
         const unsigned char *rec = w->data + (size_t)(g - w->g0) * (size_t)w->nb * w->block_bytes;
         __m256 out[4];
-        tile(NA, L, rec, w->nb, w->k, a, out);
+        if (tab) tile(NA, L, 1, rec, w->nb, w->k, a, tab, out);
+        else tile(NA, L, 0, rec, w->nb, w->k, a, NULL, out);
         _Pragma("GCC unroll 8")
         for (int i = 0; i < NA; i++) store_group(y + (size_t)i * ys, g, r1, out[i]);
     }
@@ -270,6 +279,6 @@ INLINE void rows_na(int NA, int L, const struct llmk_r8 *w, int64_t g0, int64_t 
 #include "kernels/r8_entry.h"
 
 void llmk_gemm_r8_a16_avx2(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *act, size_t as, int64_t m, float *y,
-                     size_t ys) {
-    r8_mm(w, r0, r1, act, as, m, y, ys);
+                           size_t ys, void *scratch, size_t scratch_bytes) {
+    r8_mm(w, r0, r1, act, as, m, y, ys, scratch, scratch_bytes);
 }

@@ -198,7 +198,8 @@ INLINE __m256 hi8(__m512 v) { return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm
 enum { NSTREAM = LLMK_R8_RUNS };
 _Static_assert(NSTREAM == 4, "the decode walk pairs runs 0+1 and 2+3");
 INLINE void rows_streams(int L, const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1, const unsigned char *a,
-                         float *y) {
+                         float *y, void *scratch) {
+    (void)scratch; /* vpbroadcastd from memory is a plain load here: no tables */
     int64_t len = (g1 - g0 + NSTREAM - 1) / NSTREAM;
     size_t gb = (size_t)w->nb * w->block_bytes;
     for (int64_t i = 0; i < len; i++) {
@@ -270,7 +271,8 @@ INLINE void rows_few(int NA, int L, const struct llmk_r8 *w, int64_t g0, int64_t
 
 /* NA activation rows x groups [g0, g1), two groups at a time. */
 INLINE void rows_na(int NA, int L, const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1,
-                    const unsigned char *const *a, float *y, size_t ys) {
+                    const unsigned char *const *a, float *y, size_t ys, void *scratch) {
+    (void)scratch;
     size_t gb = (size_t)w->nb * w->block_bytes;
     for (int64_t g = g0; g < g1; g += 2) {
         const unsigned char *ra = w->data + (size_t)(g - w->g0) * gb;
@@ -288,7 +290,7 @@ INLINE void rows_na(int NA, int L, const struct llmk_r8 *w, int64_t g0, int64_t 
 #include "kernels/r8_entry.h"
 
 void llmk_gemm_r8_a16_avx512(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *act, size_t as, int64_t m, float *y,
-                       size_t ys) {
-    if (w->layout == LLMK_R8_MX4) llmk_gemm_r8_a16_avx2(w, r0, r1, act, as, m, y, ys);
-    else r8_mm(w, r0, r1, act, as, m, y, ys);
+                             size_t ys, void *scratch, size_t scratch_bytes) {
+    if (w->layout == LLMK_R8_MX4) llmk_gemm_r8_a16_avx2(w, r0, r1, act, as, m, y, ys, scratch, scratch_bytes);
+    else r8_mm(w, r0, r1, act, as, m, y, ys, scratch, scratch_bytes);
 }

@@ -1,7 +1,8 @@
 /* The entry of the r8 kernel files (r8_avx2.c, r8_avx512.c), compiled into
  * each with that file's ISA flags. Before including, a file defines
- *   rows_streams(L, w, g0, g1, r1, a, y): one activation row x groups [g0, g1)
- *   rows_na(NA, L, w, g0, g1, r1, a, y, ys): NA <= R8_NA_MAX activation rows x groups
+ *   rows_streams(L, w, g0, g1, r1, a, y, tab): one activation row x groups [g0, g1)
+ *   rows_na(NA, L, w, g0, g1, r1, a, y, ys, tab): NA <= R8_NA_MAX activation rows x groups
+ * (tab: NULL, or llmk_r8_scratch_bytes(w->k, NA) bytes of scratch for tables)
  * as always-inline functions (L: the record form, enum llmk_r8_layout), and
  * may set R8_NA_MAX (default 4: the AVX2 file's 16 registers); r8_mm calls
  * them with constant NA and L so that each combination is compiled on its
@@ -35,26 +36,26 @@
     }
 
 INLINE void r8_rows_l(int L, int na, const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1,
-                      const unsigned char *const *a, float *y, size_t ys) {
+                      const unsigned char *const *a, float *y, size_t ys, void *tab) {
     switch (na) {
 #if R8_NA_MAX >= 8
-    case 8: rows_na(8, L, w, g0, g1, r1, a, y, ys); break;
-    case 7: rows_na(7, L, w, g0, g1, r1, a, y, ys); break;
+    case 8: rows_na(8, L, w, g0, g1, r1, a, y, ys, tab); break;
+    case 7: rows_na(7, L, w, g0, g1, r1, a, y, ys, tab); break;
 #endif
 #if R8_NA_MAX >= 6
-    case 6: rows_na(6, L, w, g0, g1, r1, a, y, ys); break;
-    case 5: rows_na(5, L, w, g0, g1, r1, a, y, ys); break;
+    case 6: rows_na(6, L, w, g0, g1, r1, a, y, ys, tab); break;
+    case 5: rows_na(5, L, w, g0, g1, r1, a, y, ys, tab); break;
 #endif
-    case 4: rows_na(4, L, w, g0, g1, r1, a, y, ys); break;
-    case 3: rows_na(3, L, w, g0, g1, r1, a, y, ys); break;
-    case 2: rows_na(2, L, w, g0, g1, r1, a, y, ys); break;
-    default: rows_na(1, L, w, g0, g1, r1, a, y, ys); break;
+    case 4: rows_na(4, L, w, g0, g1, r1, a, y, ys, tab); break;
+    case 3: rows_na(3, L, w, g0, g1, r1, a, y, ys, tab); break;
+    case 2: rows_na(2, L, w, g0, g1, r1, a, y, ys, tab); break;
+    default: rows_na(1, L, w, g0, g1, r1, a, y, ys, tab); break;
     }
 }
 
 static void r8_rows(int layout, int na, const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1,
-                    const unsigned char *const *a, float *y, size_t ys) {
-#define R8_ROWS(L) r8_rows_l(L, na, w, g0, g1, r1, a, y, ys)
+                    const unsigned char *const *a, float *y, size_t ys, void *tab) {
+#define R8_ROWS(L) r8_rows_l(L, na, w, g0, g1, r1, a, y, ys, tab)
     R8_SWITCH(layout, R8_ROWS)
 #undef R8_ROWS
 }
@@ -71,14 +72,18 @@ INLINE void r8_few_l(int L, int m, const struct llmk_r8 *w, int64_t g0, int64_t 
 #endif
 
 /* llmk_gemm_r8_a16_fn's contract (r8.h): one activation row walks its groups as
- * the file's streams; more go through rows_na R8_NA_MAX at a time. */
+ * the file's streams; more go through rows_na R8_NA_MAX at a time. The
+ * scratch goes to the file's functions only where it holds the tables of
+ * every row of the call. */
 static void r8_mm(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *act, size_t as, int64_t m, float *y,
-                  size_t ys) {
+                  size_t ys, void *scratch, size_t scratch_bytes) {
     if (r1 <= r0 || m <= 0) return;
     int64_t g0 = r0 / 8, g1 = (r1 + 7) / 8;
     const unsigned char *ab = act;
+    size_t need = llmk_r8_scratch_bytes(w->k, m);
+    void *tab = scratch && need && scratch_bytes >= need && m <= R8_NA_MAX ? scratch : NULL;
     if (m == 1) {
-#define R8_STREAMS(L) rows_streams(L, w, g0, g1, r1, ab, y)
+#define R8_STREAMS(L) rows_streams(L, w, g0, g1, r1, ab, y, tab)
         R8_SWITCH(w->layout, R8_STREAMS)
 #undef R8_STREAMS
         return;
@@ -97,7 +102,7 @@ static void r8_mm(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *a
         int na = m - i < R8_NA_MAX ? (int)(m - i) : R8_NA_MAX;
         const unsigned char *a[R8_NA_MAX];
         for (int j = 0; j < R8_NA_MAX; j++) a[j] = ab + (size_t)(i + (j < na ? j : 0)) * as;
-        r8_rows(w->layout, na, w, g0, g1, r1, a, y + (size_t)i * ys, ys);
+        r8_rows(w->layout, na, w, g0, g1, r1, a, y + (size_t)i * ys, ys, tab);
     }
 }
 

@@ -12,7 +12,9 @@
  * Checked beyond "no crash, leak or UB": encode ids lie inside the
  * vocabulary, a short id buffer reports the same count as a long one, the
  * detokenizer's buffer-too-small answer is exact and leaves its state
- * unchanged, and the decoded text is always valid UTF-8.
+ * unchanged, and the decoded text is always valid UTF-8. Where the
+ * vocabulary has harmony's markers (gpt-oss), the id sequence also goes
+ * through llmk_harmony_text, with the same checks for each part's text.
  *
  * Built by scripts/fuzz.sh; replayed by tests/test_fuzz_corpus.c. With
  * -DLLMK_FUZZ_REPLAY it gets a main() that runs the target over files. */
@@ -123,6 +125,70 @@ static int ftok_encode(const llmk_tokenizer *t, const char *text, size_t len, bo
     return LLMK_OK;
 }
 
+/* The header's contract for one id, composed of the parts it names: the
+ * token's part (llmk_harmony_feed) and its text (llmk_detok_feed), or for a
+ * marker or header the held-back bytes flushed into the last part. */
+static void ftok_harmony_ref(const llmk_tokenizer *t, llmk_harmony_state *hs, llmk_detok_state *ds,
+                             llmk_harmony_part *last, int32_t id, struct ftok_text *text) {
+    llmk_harmony_part p = llmk_harmony_feed(hs, t, id);
+    if (p == LLMK_HARMONY_NONE) {
+        char tail[3];
+        size_t n = 0;
+        FUZZ_REQUIRE(llmk_detok_flush(t, ds, tail, sizeof tail, &n) == LLMK_OK);
+        ftok_append(&text[*last], tail, n);
+    } else {
+        *last = p;
+        ftok_feed(t, ds, id, false, &text[p]);
+    }
+}
+
+/* Harmony's split of an id sequence (vocabularies with its markers): each
+ * id first into a 2-byte buffer, whose too-small answer must leave both
+ * states as they were; each part's text is valid UTF-8 (a character a
+ * marker interrupts ends in the part it began in) and what the reference
+ * composition gives. */
+static void ftok_harmony(const llmk_tokenizer *t, const int32_t *ids, size_t n) {
+    llmk_harmony_state hs, ref_hs;
+    if (llmk_harmony_init(t, &hs) != LLMK_OK) return;
+    FUZZ_REQUIRE(llmk_harmony_init(t, &ref_hs) == LLMK_OK);
+    llmk_detok_state ds = {0}, ref_ds = {0};
+    llmk_harmony_part ref_last = LLMK_HARMONY_CONTENT;
+    struct ftok_text text[3] = {{0}}, ref[3] = {{0}};
+    for (size_t i = 0; i < n; i++) {
+        ftok_harmony_ref(t, &ref_hs, &ref_ds, &ref_last, ids[i], ref);
+        char small[2], *buf = small;
+        size_t got = 0;
+        llmk_harmony_part part = LLMK_HARMONY_NONE;
+        llmk_harmony_state hs0 = hs;
+        llmk_detok_state ds0 = ds;
+        int rc = llmk_harmony_text(&hs, t, &ds, ids[i], small, sizeof small, &got, &part);
+        if (rc == LLMK_BUFFER_TOO_SMALL) {
+            FUZZ_REQUIRE(got > sizeof small && ftok_same_state(&ds0, &ds));
+            FUZZ_REQUIRE(hs0.phase == hs.phase && hs0.analysis == hs.analysis && hs0.last == hs.last &&
+                         hs0.chan_len == hs.chan_len);
+            FUZZ_REQUIRE((buf = malloc(got)) != NULL);
+            size_t need = got;
+            rc = llmk_harmony_text(&hs, t, &ds, ids[i], buf, need, &got, &part);
+            FUZZ_REQUIRE(got == need);
+        }
+        FUZZ_REQUIRE(rc == LLMK_OK && (part == LLMK_HARMONY_CONTENT || part == LLMK_HARMONY_REASONING));
+        ftok_append(&text[part], buf, got);
+        if (buf != small) free(buf);
+    }
+    char tail[3];
+    size_t got = 0;
+    FUZZ_REQUIRE(llmk_detok_flush(t, &ds, tail, sizeof tail, &got) == LLMK_OK);
+    ftok_append(&text[hs.last], tail, got);
+    FUZZ_REQUIRE(llmk_detok_flush(t, &ref_ds, tail, sizeof tail, &got) == LLMK_OK);
+    ftok_append(&ref[ref_last], tail, got);
+    for (int p = 0; p < 3; p++) {
+        FUZZ_REQUIRE(fuzz_valid_utf8(text[p].p, text[p].len));
+        FUZZ_REQUIRE(text[p].len == ref[p].len && (!ref[p].len || memcmp(text[p].p, ref[p].p, ref[p].len) == 0));
+        free(text[p].p);
+        free(ref[p].p);
+    }
+}
+
 /* 1 when the vocabulary loaded and the text encoded both ways, else 0. */
 static int fuzz_tokenizer_one(const uint8_t *data, size_t size) {
     uint8_t *gbuf;
@@ -158,15 +224,18 @@ static int fuzz_tokenizer_one(const uint8_t *data, size_t size) {
     FUZZ_REQUIRE((rp == LLMK_INVALID_UTF8) == !fuzz_valid_utf8(text, tlen));
     ftok_decode(t, plain, n_plain, false, false);
     ftok_decode(t, special, n_special, true, false);
+    ftok_harmony(t, special, n_special);
 
     /* Arbitrary id sequences, rendering specials on odd-numbered ids. */
     size_t n_raw = tlen / 2;
     if (n_raw > 4096) n_raw = 4096;
     llmk_detok_state st = {0};
     struct ftok_text out = {0};
+    int32_t *raw = malloc((n_raw ? n_raw : 1) * sizeof *raw);
+    FUZZ_REQUIRE(raw != NULL);
     for (size_t i = 0; i < n_raw; i++) {
         uint32_t v = (uint32_t)tbytes[2 * i] | (uint32_t)tbytes[2 * i + 1] << 8;
-        int32_t id = (int32_t)(v % n_vocab);
+        int32_t id = raw[i] = (int32_t)(v % n_vocab);
         size_t plen = 0;
         const char *piece = llmk_tokenizer_piece(t, id, &plen);
         FUZZ_REQUIRE(piece != NULL && piece[plen] == 0);
@@ -186,6 +255,8 @@ static int fuzz_tokenizer_one(const uint8_t *data, size_t size) {
     FUZZ_REQUIRE(ftok_same_state(&before, &st));
     FUZZ_REQUIRE(llmk_tokenizer_piece(t, (int32_t)n_vocab, &n) == NULL && n == 0);
     ftok_finish(t, &st, &out);
+    ftok_harmony(t, raw, n_raw);
+    free(raw);
 
     free(plain);
     free(special);

@@ -120,6 +120,16 @@ def merges_for(words):
     return tokens, merges
 
 
+def ids_as_text(ids, n_vocab):
+    """Printable ASCII whose byte pairs, read as little-endian 16-bit ids modulo n_vocab (the
+    tokenizer target's raw id sequence), are ids."""
+    out = b""
+    for i in ids:
+        out += next(bytes([b0, b1]) for b1 in range(0x20, 0x7F) for b0 in range(0x20, 0x7F)
+                    if (b0 | b1 << 8) % n_vocab == i)
+    return out
+
+
 def tok_fill(model, tokens, types=None, scores=None, merges=None, pre=None, bos=None, eos=None,
              eot=None, unk=None, add_bos=None, add_space_prefix=None):
     def fill(w):
@@ -184,6 +194,25 @@ def write_tokenizer_seeds():
         fill = tok_fill("gpt2", small, merges=small_merges, pre=pre)
         put("tokenizer", f"valid_bpe_small_{pre or 'nopre'}",
             two_part(gguf_bytes("llama", fill), b"abc ab a12 cab  \xc3\xa9 'S 'll 123456"))
+
+    # Harmony's markers (gpt-oss) in a byte-level vocabulary: the fuzz target splits the
+    # encoded reply by channel (llmk_harmony_text); the same bytes read as ids put markers
+    # between the byte tokens of a character.
+    markers = ["<|start|>", "<|channel|>", "<|message|>", "<|end|>", "<|return|>", "<|call|>"]
+    h_words, h_merges = merges_for(["analysis", "final", "assistant"])
+    h_tokens = alpha + h_words + markers
+    h_types = [1] * (len(alpha) + len(h_words)) + [3] * len(markers)
+    fill = tok_fill("gpt2", h_tokens, types=h_types, merges=h_merges, pre="gpt2",
+                    eos=h_tokens.index("<|return|>"))
+    reply = ("<|channel|>analysis<|message|>think \u00e9<|end|><|start|>assistant<|channel|>final"
+             "<|message|>Caf\u00e9 \U0001F600<|return|>").encode()
+    # Read as ids: an analysis message cut by <|end|> after the first byte of "\u00e9", whose
+    # second byte then opens a final message.
+    ids = [h_tokens.index(x) for x in ["<|channel|>", *"analysis", "<|message|>"]] + [0xC3]
+    ids += [h_tokens.index(x) for x in ["<|end|>", "<|channel|>", "f", "<|message|>"]] + [0xA9]
+    ids += [h_tokens.index("<|return|>")]
+    reply += b" " * (len(reply) % 2) + ids_as_text(ids, len(h_tokens))
+    put("tokenizer", "valid_bpe_harmony", two_part(gguf_bytes("llama", fill), reply))
 
     # SentencePiece: byte fallback, scores, unknown, control and user-defined tokens.
     spm = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]

@@ -37,6 +37,14 @@
                         * every token since the last */
 #define PROBE_LEN 4
 #define REFRESH_EVERY 64
+/* Prompt lookup's estimate decays back to the prior, which never pays where
+ * a verified row costs more than about half a plain step (Zen 1: 0.6-0.75):
+ * drafting, once off, stayed off for the rest of a copy. So it probes too,
+ * PROBE_LEN tokens every probe_every plain steps (doubled while probes fail,
+ * up to PROBE_MAX, where it stays), but only where the context repeats its
+ * last NGRAM_PROBE_MATCH tokens: what copying looks like, and rare in free
+ * text, where each failed probe costs its verified rows. */
+#define NGRAM_PROBE_MATCH 4
 
 /* A draft context shared by the drafters of an engine: slot i is sequence i. */
 struct llmk_draft_pool {
@@ -62,7 +70,7 @@ struct llmk_spec {
     double t_plain, t_row, t_draft; /* seconds: a one-row step, each extra row, one drafted token */
     bool have_plain, have_row, have_draft;
     int32_t plain_run; /* steps since the last one that verified drafts */
-    int32_t probe_every; /* draft model: plain steps between probes, doubled while probes find it not worth it */
+    int32_t probe_every; /* plain steps between probes, doubled while probes find drafting not worth it */
     int32_t draft_run; /* steps since the last plain one */
     llmk_spec_stats st;
     /* the verify step's buffers */
@@ -254,13 +262,16 @@ int llmk_spec_init(const llmk_model *target, const llmk_spec_params *p, llmk_spe
 
 /* ---- drafters ---------------------------------------------------------- */
 
+static bool ngram_probing(const llmk_spec *sp);
+
 /* Prompt lookup: the earlier position whose preceding tokens match the
  * longest suffix of hist (at least ngram_min tokens, compared up to
  * ngram_max; ties: the latest), and the tokens that followed it there are
  * the draft. A longer match tells the text being copied from the many
  * places a short n-gram recurs (code repeats "item." everywhere), and the
  * latest occurrence is the likeliest to be copied next. */
-static int32_t draft_ngram(const llmk_spec *sp, const int32_t *hist, size_t n, int32_t max, int32_t *draft) {
+static int32_t draft_ngram(const llmk_spec *sp, const int32_t *hist, size_t n, int32_t max, size_t min_len,
+                           int32_t *draft) {
     size_t cap = (size_t)sp->p.ngram_max, best_len = 0, best_end = 0;
     const int32_t last = hist[n - 1];
     /* a match ending at e (exclusive, e < n) continues with hist[e..n) */
@@ -270,7 +281,7 @@ static int32_t draft_ngram(const llmk_spec *sp, const int32_t *hist, size_t n, i
         while (len < cap && len < e && hist[e - 1 - len] == hist[n - 1 - len]) len++;
         if (len > best_len) best_len = len, best_end = e;
     }
-    if (best_len < (size_t)sp->p.ngram_min) return 0;
+    if (best_len < min_len) return 0;
     int32_t k = 0;
     while (k < max && best_end + (size_t)k < n) draft[k] = hist[best_end + (size_t)k], k++;
     return k;
@@ -401,7 +412,9 @@ int llmk_spec_draft(llmk_spec *sp, const int32_t *hist, size_t n, int32_t max, i
             return llmk_fail(LLMK_INVALID_TOKEN, "llmk_spec_draft: token %d (index %zu) outside the vocabulary",
                              hist[i], i);
     if (sp->p.mode == LLMK_SPEC_NGRAM) {
-        *n_draft = draft_ngram(sp, hist, n, max, draft);
+        size_t min_len = (size_t)sp->p.ngram_min;
+        if (ngram_probing(sp) && min_len < NGRAM_PROBE_MATCH) min_len = NGRAM_PROBE_MATCH;
+        *n_draft = draft_ngram(sp, hist, n, max, min_len, draft);
         return LLMK_OK;
     }
     return draft_model(sp, hist, n, max, draft, n_draft);
@@ -439,15 +452,29 @@ static double draft_cost(const llmk_spec *sp) {
     return sp->have_draft && sp->have_plain ? sp->t_draft / sp->t_plain : 0.5;
 }
 
+static int32_t probe_len(const llmk_spec *sp) {
+    int32_t g = PROBE_LEN < sp->p.draft_min ? sp->p.draft_min : PROBE_LEN;
+    return g < sp->p.draft_max ? g : sp->p.draft_max;
+}
+
+static int32_t estimated_len(const llmk_spec *sp) {
+    return llmk_spec_best_len(accept_rate(sp), draft_cost(sp), row_cost(sp), sp->p.draft_min, sp->p.draft_max);
+}
+
+/* Prompt lookup probes (NGRAM_PROBE_MATCH): its estimate says no, and
+ * probe_every plain steps have passed. */
+static bool ngram_probing(const llmk_spec *sp) {
+    return sp->p.mode == LLMK_SPEC_NGRAM && !sp->p.fixed_len && sp->have_plain && sp->draft_run < REFRESH_EVERY &&
+           sp->plain_run >= sp->probe_every && estimated_len(sp) == 0;
+}
+
 int32_t llmk_spec_draft_len(const llmk_spec *sp) {
     if (!sp || sp->p.mode == LLMK_SPEC_NONE) return 0;
     if (sp->p.fixed_len) return sp->p.draft_max;
     if (!sp->have_plain || sp->draft_run >= REFRESH_EVERY) return 0;
-    if (sp->p.mode == LLMK_SPEC_DRAFT && (!sp->have_draft || sp->plain_run >= sp->probe_every)) {
-        int32_t g = PROBE_LEN < sp->p.draft_min ? sp->p.draft_min : PROBE_LEN;
-        return g < sp->p.draft_max ? g : sp->p.draft_max;
-    }
-    return llmk_spec_best_len(accept_rate(sp), draft_cost(sp), row_cost(sp), sp->p.draft_min, sp->p.draft_max);
+    if (sp->p.mode == LLMK_SPEC_DRAFT && (!sp->have_draft || sp->plain_run >= sp->probe_every)) return probe_len(sp);
+    if (ngram_probing(sp)) return probe_len(sp);
+    return estimated_len(sp);
 }
 
 static void ewma(double *v, bool *have, double x) {
@@ -496,7 +523,9 @@ void llmk_spec_feedback_step(llmk_spec *sp, int32_t n_draft, int32_t n_accepted,
      * could not pay even if every draft held ends probing for good. */
     if (n_draft && (catch_up || sp->st.n_steps <= 2) && !sp->st.draft_len)
         sp->probe_every = llmk_spec_best_len(1.0, draft_cost(sp), row_cost(sp), 1, sp->p.draft_max) == 0 ? INT32_MAX
-                          : sp->probe_every < PROBE_MAX ? 2 * sp->probe_every : INT32_MAX;
+                          : sp->probe_every < PROBE_MAX                                                ? 2 * sp->probe_every
+                          : sp->p.mode == LLMK_SPEC_NGRAM ? PROBE_MAX /* drafting costs nothing: keep probing */
+                                                          : INT32_MAX;
     else if (n_draft && sp->st.draft_len)
         sp->probe_every = PROBE_EVERY;
     sp->st.expected_tokens = llmk_speculative_expected_tokens(sp->st.accept_rate, (double)sp->st.draft_len);

@@ -114,6 +114,38 @@ static void test_adaptive(const llmk_model *m) {
     llmk_spec_free(sp);
 }
 
+/* Where a verified row costs more than half a plain step, the prior (0.5)
+ * never pays: prompt lookup probes after 32 plain steps, but drafts the
+ * probe only where the context repeats its last 4 tokens. */
+static void test_ngram_probe(const llmk_model *m) {
+    llmk_spec_params p = {.mode = LLMK_SPEC_NGRAM, .draft_max = 8};
+    llmk_spec *sp = NULL;
+    CHECK_STATUS(llmk_spec_init(m, &p, &sp), LLMK_OK);
+    llmk_spec_feedback(sp, 0, 0, 0, 1.0);
+    for (int i = 0; i < 10; i++) llmk_spec_feedback(sp, 2, 0, 0, 1.0 + 0.7 * 2); /* rejected, rows 0.7 */
+    CHECK_EQ_INT(llmk_spec_draft_len(sp), 0);
+    int plain = 0;
+    while (llmk_spec_draft_len(sp) == 0 && plain < 100) llmk_spec_feedback(sp, 0, 0, 0, 1.0), plain++;
+    CHECK_EQ_INT(plain, 64); /* 32, doubled: the first drafting step, rejected, was a failed probe */
+    CHECK_EQ_INT(llmk_spec_draft_len(sp), 4);
+    /* 7 8 9 recurs (3 tokens): enough for a drafting step, not for a probe */
+    int32_t three[] = {1, 7, 8, 9, 5, 6, 2, 7, 8, 9}, four[] = {6, 7, 8, 9, 5, 4, 2, 6, 7, 8, 9};
+    int32_t d[8], n = -1;
+    CHECK_STATUS(llmk_spec_draft(sp, three, 10, 4, d, &n), LLMK_OK);
+    CHECK_EQ_INT(n, 0);
+    CHECK_STATUS(llmk_spec_draft(sp, four, 11, 4, d, &n), LLMK_OK);
+    CHECK_EQ_INT(n, 4);
+    CHECK(d[0] == 5 && d[1] == 4 && d[2] == 2 && d[3] == 6);
+    /* a failed probe doubles the wait, up to 128, where probing goes on */
+    for (int want = 128, i = 0; i < 2; i++) {
+        llmk_spec_feedback(sp, 4, 0, 0, 1.0 + 0.7 * 4);
+        plain = 0;
+        while (llmk_spec_draft_len(sp) == 0 && plain < 300) llmk_spec_feedback(sp, 0, 0, 0, 1.0), plain++;
+        CHECK_EQ_INT(plain, want);
+    }
+    llmk_spec_free(sp);
+}
+
 /* ---- the verify step on a model ---------------------------------------------- */
 
 struct chooser {
@@ -396,6 +428,7 @@ int main(void) {
         test_ngram(m);
         test_params(m);
         test_adaptive(m);
+        test_ngram_probe(m);
         test_lossless(m);
         test_distribution(m);
         test_engine(m);

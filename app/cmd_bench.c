@@ -212,6 +212,32 @@ struct bench_facts {
 };
 
 /* The process's peak resident set (Linux /proc/self/status VmHWM), bytes. */
+/* The last-level cache one core shares, in bytes (0: unknown). sysfs
+ * first: glibc's sysconf answers with CPUID's figure, on AMD EPYC the
+ * whole socket's L3 (64 MB on a 7001, whose cores each share 8 MB). */
+static long llc_bytes(void) {
+    long best = 0;
+    for (int i = 0; i < 8; i++) {
+        char path[96], buf[32];
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
+        FILE *f = fopen(path, "r");
+        if (!f) break;
+        int level = fgets(buf, sizeof buf, f) ? atoi(buf) : 0;
+        fclose(f);
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        if (level < 2 || !(f = fopen(path, "r"))) continue;
+        char *end = NULL;
+        long v = fgets(buf, sizeof buf, f) ? strtol(buf, &end, 10) : 0;
+        fclose(f);
+        if (end && (*end == 'K' || *end == 'k')) v *= 1024;
+        else if (end && (*end == 'M' || *end == 'm')) v *= 1024 * 1024;
+        if (v > best) best = v;
+    }
+    if (best > 0) return best;
+    long v = sysconf(_SC_LEVEL3_CACHE_SIZE); /* <= 0 where the OS does not say */
+    return v > 0 ? v : 0;
+}
+
 static uint64_t peak_rss_bytes(void) {
     FILE *f = fopen("/proc/self/status", "r");
     if (!f) return 0;
@@ -448,8 +474,7 @@ int cmd_bench(int argc, char **argv) {
     struct bench_facts f = {.nth = nth, .peak_rss = peak_rss_bytes(), .file_rss = mapping_rss_bytes(t0 ? t0->data : NULL)};
     model_facts(m, &f);
     if (llmk_memory_read_bandwidth(nth, 0, &f.bw) != LLMK_OK) f.bw = 0; /* the report shows 0: not measured */
-    f.llc = sysconf(_SC_LEVEL3_CACHE_SIZE); /* <= 0 where the OS does not say */
-    if (f.llc < 0) f.llc = 0;
+    f.llc = llc_bytes();
     if (n_prompt > 0) stats(pp, (int)reps, &f.ppm, &f.pps);
     if (n_gen > 0) stats(tg, (int)reps, &f.tgm, &f.tgs);
     print_results(&o, &f);

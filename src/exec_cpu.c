@@ -355,7 +355,7 @@ static void mm_a16(struct llmk_exec *ex, const struct llmk_phase *ph, int wi, in
     if (ph > ex->prog.ph && dup_norm(ex, ph - 1)) act = dup_a16_rows(ex, ith), as = llmk_a16_row_bytes(ph->k);
     bool packed = plan_of(ex, ph)->w[wi].route == LLMK_ROUTE_R8_A16;
     const struct llmk_r8 *rw = &ex->r8[((ph - ex->prog.ph) * 3 + wi) * ex->nth + owner];
-    int64_t chunk = t1 - t0 <= 4 ? r1 - r0 : R8_CHUNK;
+    int64_t chunk = t1 - t0 <= LLMK_R8_TABLE_ROWS ? r1 - r0 : R8_CHUNK;
     for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
         int64_t c1 = c0 + chunk < r1 ? c0 + chunk : r1;
         if (packed)

@@ -115,10 +115,12 @@ typedef void (*llmk_gemm_r8_a16_fn)(const struct llmk_r8 *w, int64_t r0, int64_t
 
 /* The scratch that lets a call of m activation rows of k elements read each
  * row's pairs from a table of broadcast registers (AVX2: one 32-byte entry
- * per pair); calls of more rows than LLMK_R8_TABLE_ROWS use none. */
-enum { LLMK_R8_TABLE_ROWS = 4 };
+ * per pair, for the LLMK_R8_TABLE_PASS rows of a pass over the weights);
+ * calls of more rows than LLMK_R8_TABLE_ROWS use none. */
+enum { LLMK_R8_TABLE_ROWS = 8, LLMK_R8_TABLE_PASS = 4 };
 static inline size_t llmk_r8_scratch_bytes(int64_t k, int64_t m) {
-    return m <= LLMK_R8_TABLE_ROWS ? (size_t)m * (size_t)(k / 2) * 32 : 0;
+    int64_t rows = m < LLMK_R8_TABLE_PASS ? m : LLMK_R8_TABLE_PASS;
+    return m <= LLMK_R8_TABLE_ROWS ? (size_t)rows * (size_t)(k / 2) * 32 : 0;
 }
 
 /* With one activation row the AVX2 kernel reads rows [r0, r1) as this many

@@ -2,7 +2,7 @@
  * each with that file's ISA flags. Before including, a file defines
  *   rows_streams(L, w, g0, g1, r1, a, y, tab): one activation row x groups [g0, g1)
  *   rows_na(NA, L, w, g0, g1, r1, a, y, ys, tab): NA <= R8_NA_MAX activation rows x groups
- * (tab: NULL, or llmk_r8_scratch_bytes(w->k, NA) bytes of scratch for tables)
+ * (tab: NULL, or scratch for the tables of min(NA, LLMK_R8_TABLE_PASS) rows)
  * as always-inline functions (L: the record form, enum llmk_r8_layout), and
  * may set R8_NA_MAX (default 4: the AVX2 file's 16 registers); r8_mm calls
  * them with constant NA and L so that each combination is compiled on its
@@ -81,7 +81,7 @@ static void r8_mm(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *a
     int64_t g0 = r0 / 8, g1 = (r1 + 7) / 8;
     const unsigned char *ab = act;
     size_t need = llmk_r8_scratch_bytes(w->k, m);
-    void *tab = scratch && need && scratch_bytes >= need && m <= R8_NA_MAX ? scratch : NULL;
+    void *tab = scratch && need && scratch_bytes >= need ? scratch : NULL; /* each pass rebuilds them */
     if (m == 1) {
 #define R8_STREAMS(L) rows_streams(L, w, g0, g1, r1, ab, y, tab)
         R8_SWITCH(w->layout, R8_STREAMS)

@@ -68,22 +68,28 @@ INLINE void block_q4_1(int NA, int F32S, int TAB, const unsigned char *rec, cons
     }
 }
 
+/* n[i] += the products of an int8 record's (Q8_0, Q8S) register pair p, p + 1
+ * (the unpacked 8 rows x elements 2j, 2j+1 of pair j) with activation row
+ * i's pairs of elements b * 32 + 2p and + 2. */
+INLINE void int8_pair_sums(int NA, int TAB, const unsigned char *rec, const int16_t *const *q, int64_t b, int p,
+                           __m256i *n) {
+    __m256i w0 = _mm256_cvtepi8_epi16(_mm_load_si128((const __m128i *)(rec + 16 * p)));
+    __m256i w1 = _mm256_cvtepi8_epi16(_mm_load_si128((const __m128i *)(rec + 16 * p + 16)));
+    _Pragma("GCC unroll 8")
+    for (int i = 0; i < NA; i++) {
+        int64_t e = b * LLMK_QK + 2 * p;
+        n[i] = _mm256_add_epi32(n[i], _mm256_add_epi32(_mm256_madd_epi16(w0, pair(TAB, q[i], e)),
+                                                       _mm256_madd_epi16(w1, pair(TAB, q[i], e + 2))));
+    }
+}
+
 INLINE void block_q8_0(int NA, int TAB, const unsigned char *rec, const int16_t *const *q, const float *const *d, int64_t b,
                        __m256 *acc) {
     __m256i n[4];
     _Pragma("GCC unroll 8")
     for (int i = 0; i < NA; i++) n[i] = _mm256_setzero_si256();
     _Pragma("GCC unroll 2")
-    for (int p = 0; p < 16; p += 2) {
-        __m256i w0 = _mm256_cvtepi8_epi16(_mm_load_si128((const __m128i *)(rec + 16 * p)));
-        __m256i w1 = _mm256_cvtepi8_epi16(_mm_load_si128((const __m128i *)(rec + 16 * p + 16)));
-        _Pragma("GCC unroll 8")
-        for (int i = 0; i < NA; i++) {
-            int64_t e = b * LLMK_QK + 2 * p;
-            n[i] = _mm256_add_epi32(n[i], _mm256_add_epi32(_mm256_madd_epi16(w0, pair(TAB, q[i], e)),
-                                                           _mm256_madd_epi16(w1, pair(TAB, q[i], e + 2))));
-        }
-    }
+    for (int p = 0; p < 16; p += 2) int8_pair_sums(NA, TAB, rec, q, b, p, n);
     __m256 dw = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(rec + 256)));
     _Pragma("GCC unroll 8")
     for (int i = 0; i < NA; i++)
@@ -133,16 +139,7 @@ INLINE void block_q8s(int NA, int TWO, int TAB, const unsigned char *rec, const 
         _Pragma("GCC unroll 8")
         for (int i = 0; i < NA; i++) n[i] = _mm256_setzero_si256();
         _Pragma("GCC unroll 4")
-        for (int p = 8 * h; p < 8 * h + 8; p += 2) {
-            __m256i w0 = _mm256_cvtepi8_epi16(_mm_load_si128((const __m128i *)(rec + 16 * p)));
-            __m256i w1 = _mm256_cvtepi8_epi16(_mm_load_si128((const __m128i *)(rec + 16 * p + 16)));
-            _Pragma("GCC unroll 8")
-            for (int i = 0; i < NA; i++) {
-                int64_t e = b * LLMK_QK + 2 * p;
-                n[i] = _mm256_add_epi32(n[i], _mm256_add_epi32(_mm256_madd_epi16(w0, pair(TAB, q[i], e)),
-                                                               _mm256_madd_epi16(w1, pair(TAB, q[i], e + 2))));
-            }
-        }
+        for (int p = 8 * h; p < 8 * h + 8; p += 2) int8_pair_sums(NA, TAB, rec, q, b, p, n);
         __m256 s = _mm256_load_ps((const float *)(rec + 256 + 32 * h));
         _Pragma("GCC unroll 8")
         for (int i = 0; i < NA; i++)

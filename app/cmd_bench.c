@@ -211,7 +211,6 @@ struct bench_facts {
     uint64_t file_rss; /* bytes of the model file's mapping resident now (smaps) */
 };
 
-/* The process's peak resident set (Linux /proc/self/status VmHWM), bytes. */
 /* The last-level cache one core shares, in bytes (0: unknown). sysfs
  * first: glibc's sysconf answers with CPUID's figure, on AMD EPYC the
  * whole socket's L3 (64 MB on a 7001, whose cores each share 8 MB). */
@@ -238,6 +237,7 @@ static long llc_bytes(void) {
     return v > 0 ? v : 0;
 }
 
+/* The process's peak resident set (Linux /proc/self/status VmHWM), bytes. */
 static uint64_t peak_rss_bytes(void) {
     FILE *f = fopen("/proc/self/status", "r");
     if (!f) return 0;

@@ -521,12 +521,14 @@ void llmk_spec_feedback_step(llmk_spec *sp, int32_t n_draft, int32_t n_accepted,
     sp->st.draft_len = llmk_spec_draft_len(sp);
     /* A probe that turns drafting off backs off; one that shows drafting
      * could not pay even if every draft held ends probing for good. */
-    if (n_draft && (catch_up || sp->st.n_steps <= 2) && !sp->st.draft_len)
-        sp->probe_every = llmk_spec_best_len(1.0, draft_cost(sp), row_cost(sp), 1, sp->p.draft_max) == 0 ? INT32_MAX
-                          : sp->probe_every < PROBE_MAX                                                ? 2 * sp->probe_every
-                          : sp->p.mode == LLMK_SPEC_NGRAM ? PROBE_MAX /* drafting costs nothing: keep probing */
-                                                          : INT32_MAX;
-    else if (n_draft && sp->st.draft_len)
+    if (n_draft && (catch_up || sp->st.n_steps <= 2) && !sp->st.draft_len) {
+        if (llmk_spec_best_len(1.0, draft_cost(sp), row_cost(sp), 1, sp->p.draft_max) == 0)
+            sp->probe_every = INT32_MAX;
+        else if (sp->probe_every < PROBE_MAX)
+            sp->probe_every = 2 * sp->probe_every;
+        else /* prompt lookup drafts for nothing: it keeps probing */
+            sp->probe_every = sp->p.mode == LLMK_SPEC_NGRAM ? PROBE_MAX : INT32_MAX;
+    } else if (n_draft && sp->st.draft_len)
         sp->probe_every = PROBE_EVERY;
     sp->st.expected_tokens = llmk_speculative_expected_tokens(sp->st.accept_rate, (double)sp->st.draft_len);
     sp->st.draft_cost = draft_cost(sp), sp->st.row_cost = row_cost(sp);

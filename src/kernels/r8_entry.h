@@ -73,15 +73,15 @@ INLINE void r8_few_l(int L, int m, const struct llmk_r8 *w, int64_t g0, int64_t 
 
 /* llmk_gemm_r8_a16_fn's contract (r8.h): one activation row walks its groups as
  * the file's streams; more go through rows_na R8_NA_MAX at a time. The
- * scratch goes to the file's functions only where it holds the tables of
- * every row of the call. */
+ * scratch goes to the file's functions only where it holds the tables of a
+ * pass's rows (llmk_r8_scratch_bytes); each pass builds its own. */
 static void r8_mm(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *act, size_t as, int64_t m, float *y,
                   size_t ys, void *scratch, size_t scratch_bytes) {
     if (r1 <= r0 || m <= 0) return;
     int64_t g0 = r0 / 8, g1 = (r1 + 7) / 8;
     const unsigned char *ab = act;
     size_t need = llmk_r8_scratch_bytes(w->k, m);
-    void *tab = scratch && need && scratch_bytes >= need ? scratch : NULL; /* each pass rebuilds them */
+    void *tab = scratch && need && scratch_bytes >= need ? scratch : NULL;
     if (m == 1) {
 #define R8_STREAMS(L) rows_streams(L, w, g0, g1, r1, ab, y, tab)
         R8_SWITCH(w->layout, R8_STREAMS)

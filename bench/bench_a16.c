@@ -15,6 +15,7 @@
 #include "codec/codec.h"
 #include "internal.h"
 #include "kernels/a16.h"
+#include "kernels/a8.h"
 #include "kernels/kernels.h"
 #include "kernels/r8.h"
 #include "kernels/q4_1_x2.h"
@@ -27,7 +28,7 @@
 enum { M_ROWS = 8 };
 
 struct job {
-    int kind; /* 0 a16, 1 q8 codec, 2 q4_1_x2 */
+    int kind; /* 0 a16, 1 q8 codec, 2 q4_1_x2, 3 r8 with a8 activations */
     uint32_t t;
     int64_t n, k, m;
     const void *w;
@@ -44,6 +45,10 @@ struct job {
 static void run(const struct job *j) {
     if (j->kind == 2) {
         llmk_gemm_q4_1_x2_q8_1x_avx2(j->xw, 0, j->n, j->act, j->as, j->m, j->y, j->n);
+        return;
+    }
+    if (j->kind == 3) {
+        llmk_gemm_r8_a8_avx2(j->rw, 0, j->n, j->act, j->as, j->m, j->y, (size_t)j->n, NULL, 0);
         return;
     }
     if (j->kind == 0) {
@@ -104,8 +109,8 @@ int main(int argc, char **argv) {
            : llmk_kernels()->gemm_r8_a16 == llmk_gemm_r8_a16_avx2 ? "r8_avx2"
                                                              : "r8_avx512",
            M_ROWS);
-    printf("%-6s %-11s %9s %9s %9s   %9s %9s %9s  %s\n", "type", "n x k", "a16 M=1", "q8 M=1", "q4_1_x2",
-           "a16 M=8", "q8 M=8", "q4_1_x2", "8-bit kernel");
+    printf("%-6s %-11s %9s %9s %9s %9s   %9s %9s %9s %9s  %s\n", "type", "n x k", "a16 M=1", "q8 M=1", "q4_1_x2",
+           "r8 a8", "a16 M=8", "q8 M=8", "q4_1_x2", "r8 a8", "8-bit kernel");
     srand(7);
     for (size_t ti = 0; ti < n_types; ti++) {
         uint32_t t = types[ti];
@@ -127,11 +132,14 @@ int main(int argc, char **argv) {
             for (int64_t r = proto; r < n; r++) memcpy(w + (size_t)r * rb, w + (size_t)(r % proto) * rb, rb);
             for (int64_t i = 0; i < k * M_ROWS; i++) x[i] = (float)((rand() % 2001) - 1000) / 1000.0f;
             size_t as16 = llmk_a16_row_bytes(k), asx = llmk_q8_1x_row_bytes(k);
+            size_t asr = llmk_a8_row_bytes(k);
             unsigned char *a16 = malloc(as16 * M_ROWS), *a8 = malloc((size_t)arb * M_ROWS), *ax = malloc(asx * M_ROWS);
+            unsigned char *ar = malloc(asr * M_ROWS);
             for (int i = 0; i < M_ROWS; i++) {
                 llmk_kernels()->act_quant[LLMK_ACT_A16](x + (int64_t)i * k, k, 0, k, a16 + (size_t)i * as16);
                 ac->quantize(x + (int64_t)i * k, a8 + (size_t)i * arb, k);
                 llmk_q8_1x_quantize(x + (int64_t)i * k, k, 0, k, ax + (size_t)i * asx);
+                llmk_a8_quantize_row_ref(x + (int64_t)i * k, k, 0, k, ar + (size_t)i * asr);
             }
             struct llmk_q4_1_x2 xw = {0};
             struct llmk_r8 rw = {0};
@@ -142,7 +150,8 @@ int main(int argc, char **argv) {
             if (llmk_kernels()->gemm_r8_a16 && llmk_r8_repack(&ti_, &rw) != LLMK_OK) return 1;
             size_t sb = (llmk_r8_scratch_bytes(k, LLMK_R8_TABLE_ROWS) + 63) / 64 * 64;
             void *scratch = aligned_alloc(64, sb);
-            double us[2][3] = {{0}};
+            int have_r = avx2 && llmk_a8_supports(t) && rw.data;
+            double us[2][4] = {{0}};
             for (int mi = 0; mi < 2; mi++) {
                 int64_t m = mi ? M_ROWS : 1;
                 struct job a = {0, t, n, k, m, w, (size_t)rb, a16, as16, NULL, &rw, y, scratch, sb};
@@ -150,19 +159,22 @@ int main(int argc, char **argv) {
                 struct job xj = {2, t, n, k, m, w, (size_t)rb, ax, asx, &xw, NULL, y, NULL, 0};
                 us[mi][0] = best(&a) * 1e6 / (double)m;
                 us[mi][1] = best(&b) * 1e6 / (double)m;
+                struct job rj = {3, t, n, k, m, w, (size_t)rb, ar, asr, NULL, &rw, y, NULL, 0};
                 us[mi][2] = have_x ? best(&xj) * 1e6 / (double)m : 0;
+                us[mi][3] = have_r ? best(&rj) * 1e6 / (double)m : 0;
             }
-            char shape[32], xs[2][16];
+            char shape[32], xs[2][2][16];
             snprintf(shape, sizeof shape, "%lldx%lld", (long long)n, (long long)k);
             for (int mi = 0; mi < 2; mi++)
-                if (have_x) snprintf(xs[mi], sizeof xs[mi], "%.1f", us[mi][2]);
-                else snprintf(xs[mi], sizeof xs[mi], "-");
-            printf("%-6s %-11s %9.1f %9.1f %9s   %9.1f %9.1f %9s  %s\n", llmk_type_name(t), shape, us[0][0], us[0][1],
-                   xs[0], us[1][0], us[1][1], xs[1], q8name);
+                for (int col = 0; col < 2; col++)
+                    if (col ? have_r : have_x) snprintf(xs[mi][col], sizeof xs[mi][col], "%.1f", us[mi][2 + col]);
+                    else snprintf(xs[mi][col], sizeof xs[mi][col], "-");
+            printf("%-6s %-11s %9.1f %9.1f %9s %9s   %9.1f %9.1f %9s %9s  %s\n", llmk_type_name(t), shape, us[0][0],
+                   us[0][1], xs[0][0], xs[0][1], us[1][0], us[1][1], xs[1][0], xs[1][1], q8name);
             fflush(stdout);
             if (have_x) llmk_q4_1_x2_free(&xw);
             llmk_r8_free(&rw);
-            free(w), free(x), free(y), free(a16), free(a8), free(ax), free(scratch);
+            free(w), free(x), free(y), free(a16), free(a8), free(ax), free(ar), free(scratch);
         }
     }
     return 0;

@@ -1,0 +1,53 @@
+/* 8-bit activations ("A8") for the r8 kernels: llama.cpp's activation
+ * precision (one int8 and one f32 scale a 32-element block), with the
+ * integer products at twice A16's rate on AVX2: vpmaddubsw multiplies 32
+ * byte pairs where vpmaddwd multiplies 16 int16 pairs, and on Zen 1 both
+ * issue on the one integer-multiply pipe, which bounds prefill and batched
+ * decode (docs/batching.md). A16 (a16.h) stays the default for its ~256x
+ * smaller activation error; this form is the opt-in step towards a faster
+ * mode and not yet an executor route.
+ *
+ * Activation row of k elements (k whole blocks of 32), nb = k / 32:
+ *   int8 q[k]    block b's element 8g + P[i] at byte 32 b + 8 g + i, with
+ *                P = {0, 4, 1, 5, 2, 6, 3, 7}: the order in which the
+ *                kernel's unpacked Q4_1 records hold their weights (r8.h)
+ *   float d[nb]  d = amax / 127 of the block (0 for an all-zero block)
+ *   float s[nb]  s = d * (float)sum(q of the block)  (Q4_1's min term)
+ * (llmk_a8_row_bytes(k) = 40 * nb bytes.) q = round-to-nearest-even(x *
+ * (1 / d)), clamped to [-127, 127].
+ *
+ * Products (weights in the Q4_1 record form: Q4_0, Q4_1), for weight row r
+ * and activation row i: acc = 0; for each block b in order: n_b = sum_j
+ * qw_j * qa_j, exact in int32; acc = fmaf((float)n_b, dw_b * da_b, acc);
+ * acc = fmaf(mw_b, sa_b, acc); y = acc. r8.h's Q4_1 arithmetic with 8-bit
+ * qa, so neither the walk nor the ISA changes a bit. */
+#ifndef LLMK_KERNELS_A8_H
+#define LLMK_KERNELS_A8_H
+
+#include "kernels/r8.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Bytes of one activation row of k elements (k a multiple of 32). */
+size_t llmk_a8_row_bytes(int64_t k);
+
+/* Quantize elements [e0, e1) of the row x (k elements; e0, e1 multiples of
+ * 32) into the row dst, writing only those blocks; nonzero when one of
+ * them is NaN or infinite (llmk_a16_quantize_row_ref's contract). */
+int llmk_a8_quantize_row_ref(const float *x, int64_t k, int64_t e0, int64_t e1, void *dst);
+
+/* Whether weights of this type have A8 products: Q4_0 and Q4_1. */
+int llmk_a8_supports(uint32_t wtype);
+
+/* The products above on the GGUF rows (llmk_r8_ref's arguments), the
+ * scalar reference. */
+void llmk_r8_a8_ref(uint32_t type, int64_t k, const void *w, size_t w_stride, int64_t r0, int64_t r1, const void *act,
+                    size_t a_stride, int64_t m, float *y, size_t y_stride);
+
+/* The same on r8-repacked weights (llmk_gemm_r8_a16_fn's contract; the
+ * scratch is unused), AVX2 + FMA; only with LLMK_CPU_AVX2. */
+void llmk_gemm_r8_a8_avx2(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *act, size_t a_stride, int64_t m,
+                          float *y, size_t y_stride, void *scratch, size_t scratch_bytes);
+
+#endif

@@ -1,0 +1,95 @@
+/* AVX2 products of r8 Q4_1 records (Q4_0, Q4_1 weights) with 8-bit
+ * activation rows (a8.h), the reference's bits.
+ *
+ * Per record (8 rows x 32 weights) and activation row: each 32-byte chunk
+ * of nibbles, masked and shifted once, gives two registers of weight bytes
+ * (row r's elements {0,4,1,5} and {2,6,3,7} of the chunk's 8 in its 32-bit
+ * lane r), and one vpmaddubsw of each with the broadcast activation bytes
+ * in that order leaves pair sums in int16. The record's 8 such products add
+ * up in int16 (each |pair| <= 2 * 15 * 127, eight of them <= 30480: no
+ * overflow) and one vpmaddwd with ones folds the pairs into the row's exact
+ * int32 sum: 9 multiply instructions a record and row where the A16
+ * kernel issues 16. */
+#include "kernels/a8.h"
+#include "kernels/r8.h"
+#include "kernels/r8_x86.h"
+
+#include "codec/blocks.h"
+#include "internal.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+INLINE __m256i bcast4(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return _mm256_set1_epi32(v);
+}
+
+/* Block b of one record x activation rows q/d[0..NA), into acc[0..NA). */
+INLINE void block_a8(int NA, const unsigned char *rec, const int8_t *const *q, const float *const *d, int64_t b,
+                     int64_t nb, __m256 *acc) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    __m256i s[4];
+    _Pragma("GCC unroll 4")
+    for (int i = 0; i < NA; i++) s[i] = _mm256_setzero_si256();
+    _Pragma("GCC unroll 4")
+    for (int c = 0; c < 4; c++) {
+        __m256i x = _mm256_load_si256((const __m256i *)(const void *)(rec + 32 + 32 * c));
+        __m256i lo = _mm256_and_si256(x, m4), hi = _mm256_and_si256(_mm256_srli_epi16(x, 4), m4);
+        _Pragma("GCC unroll 4")
+        for (int i = 0; i < NA; i++) {
+            const int8_t *qa = q[i] + b * LLMK_QK + 8 * c;
+            s[i] = _mm256_add_epi16(s[i], _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast4(qa)),
+                                                           _mm256_maddubs_epi16(hi, bcast4(qa + 4))));
+        }
+    }
+    __m256 dw = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)rec));
+    __m256 mw = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)(rec + 16)));
+    _Pragma("GCC unroll 4")
+    for (int i = 0; i < NA; i++) {
+        __m256 n = _mm256_cvtepi32_ps(_mm256_madd_epi16(s[i], ones));
+        acc[i] = _mm256_fmadd_ps(n, _mm256_mul_ps(dw, _mm256_broadcast_ss(d[i] + b)), acc[i]);
+        acc[i] = _mm256_fmadd_ps(mw, _mm256_broadcast_ss(d[i] + nb + b), acc[i]);
+    }
+}
+
+/* NA activation rows x groups [g0, g1) of w. */
+INLINE void rows_a8(int NA, const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1, const unsigned char *const *a,
+                    float *y, size_t ys) {
+    const int8_t *q[4];
+    const float *d[4];
+    _Pragma("GCC unroll 4")
+    for (int i = 0; i < NA; i++) q[i] = (const int8_t *)a[i], d[i] = (const float *)(const void *)(a[i] + w->k);
+    for (int64_t g = g0; g < g1; g++) {
+        const unsigned char *rec = w->data + (size_t)(g - w->g0) * (size_t)w->nb * w->block_bytes;
+        __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+        for (int64_t b = 0; b < w->nb; b++, rec += 160) {
+            prefetch_rec(rec, 160);
+            block_a8(NA, rec, q, d, b, w->nb, acc);
+        }
+        _Pragma("GCC unroll 4")
+        for (int i = 0; i < NA; i++) store_group(y + (size_t)i * ys, g, r1, acc[i]);
+    }
+}
+
+void llmk_gemm_r8_a8_avx2(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *act, size_t as, int64_t m,
+                          float *y, size_t ys, void *scratch, size_t scratch_bytes) {
+    (void)scratch, (void)scratch_bytes;
+    if (r1 <= r0 || m <= 0) return;
+    LLMK_CHECK(w->layout == LLMK_R8_Q4_1);
+    int64_t g0 = r0 / 8, g1 = (r1 + 7) / 8;
+    const unsigned char *ab = act;
+    for (int64_t i = 0; i < m; i += 4) {
+        int na = m - i < 4 ? (int)(m - i) : 4;
+        const unsigned char *a[4];
+        for (int j = 0; j < 4; j++) a[j] = ab + (size_t)(i + (j < na ? j : 0)) * as;
+        float *yi = y + (size_t)i * ys;
+        switch (na) {
+        case 4: rows_a8(4, w, g0, g1, r1, a, yi, ys); break;
+        case 3: rows_a8(3, w, g0, g1, r1, a, yi, ys); break;
+        case 2: rows_a8(2, w, g0, g1, r1, a, yi, ys); break;
+        default: rows_a8(1, w, g0, g1, r1, a, yi, ys); break;
+        }
+    }
+}

@@ -1,0 +1,224 @@
+/* 8-bit activations (src/kernels/a8.h) and their products with Q4_0 / Q4_1
+ * weights: the quantizer stores each block's bytes in the kernel's order,
+ * with d = amax / 127 and s = d * sum q, the same bytes whether a row is
+ * quantized at once or in parts, and reports a NaN or infinity; the AVX2
+ * kernel on repacked weights equals the scalar reference bit for bit
+ * (random and extreme data, ragged row and activation-row counts, any
+ * 8-aligned row range, the largest int16 partial sums); and the reference
+ * is within the activation rounding bound of an f64 dot of the dequantized
+ * weights with the f32 inputs. */
+#include "check.h"
+#include "codec/blocks.h"
+#include "codec/codec.h"
+#include "codec/half.h"
+#include "internal.h"
+#include "kernels/a8.h"
+#include "kernels/kernels.h"
+#include "kernels/r8.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+static uint32_t rnd(void) {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (uint32_t)(rng >> 16);
+}
+static float unif(void) { return (float)rnd() / 4294967296.0f * 2.0f - 1.0f; }
+
+static const int order[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+static const int64_t ks[] = {32, 64, 96, 256, 576, 1536, 2080};
+
+static int bits_equal(const float *a, const float *b, int64_t n) { return memcmp(a, b, (size_t)n * sizeof *a) == 0; }
+
+/* Activations: per block a scale (sometimes zero or extreme) and one outlier in five. */
+static void fill_x(float *x, int64_t k, int extreme) {
+    static const float ext[] = {0.0f, 1e-37f, 1e-12f, 3e-5f, 1e6f, 1e20f};
+    for (int64_t b = 0; b < k / 32; b++) {
+        float s = rnd() % 7 == 0 ? 0.0f : extreme ? ext[rnd() % 6] : 0.5f + 4.0f * (unif() + 1.0f);
+        for (int j = 0; j < 32; j++) x[b * 32 + j] = s * unif();
+        if (rnd() % 5 == 0) x[b * 32 + rnd() % 32] = s * 20.0f;
+    }
+}
+
+static uint16_t w_scale(int extreme) {
+    if (!extreme) return llmk_fp32_to_fp16(0.001f + 0.02f * (unif() + 1.0f));
+    switch (rnd() % 4) {
+    case 0: return 0;
+    case 1: return (uint16_t)(1 + rnd() % 0x3ff); /* subnormal */
+    case 2: return llmk_fp32_to_fp16(100.0f * unif());
+    default: return (uint16_t)(0x8000u | llmk_fp32_to_fp16(0.01f));
+    }
+}
+
+static void fill_w(uint32_t type, unsigned char *w, int64_t nb, int extreme) {
+    for (int64_t b = 0; b < nb; b++) {
+        if (type == LLMK_TYPE_Q4_0) {
+            llmk_block_q4_0 blk;
+            blk.d = w_scale(extreme);
+            for (int j = 0; j < 16; j++) blk.qs[j] = (uint8_t)rnd();
+            memcpy(w + b * sizeof blk, &blk, sizeof blk);
+        } else {
+            llmk_block_q4_1 blk;
+            blk.d = w_scale(extreme), blk.m = w_scale(extreme);
+            for (int j = 0; j < 16; j++) blk.qs[j] = (uint8_t)rnd();
+            memcpy(w + b * sizeof blk, &blk, sizeof blk);
+        }
+    }
+}
+
+/* Bytes in the kernel's order, d, s, split rows, NaN reporting. */
+static void test_quantize(void) {
+    for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
+        int64_t k = ks[ki], nb = k / 32;
+        size_t rb = llmk_a8_row_bytes(k);
+        CHECK_EQ_INT(rb, (size_t)nb * 40);
+        float *x = malloc((size_t)k * sizeof *x);
+        unsigned char *a = malloc(rb), *a2 = malloc(rb);
+        fill_x(x, k, 0);
+        CHECK_EQ_INT(llmk_a8_quantize_row_ref(x, k, 0, k, a), 0);
+        const int8_t *q = (const int8_t *)a;
+        const float *d = (const float *)(void *)(a + k), *s = d + nb;
+        int ok = 1;
+        for (int64_t b = 0; b < nb; b++) {
+            double amax = 0;
+            int32_t sum = 0;
+            for (int j = 0; j < 32; j++) amax = fmax(amax, fabs((double)x[b * 32 + j]));
+            ok &= d[b] == (float)amax / 127.0f;
+            for (int j = 0; j < 32; j++) {
+                int8_t qj = q[b * 32 + j];
+                float xj = x[b * 32 + (j & ~7) + order[j & 7]];
+                sum += qj;
+                /* within half a step of the element it stands for, never -128 */
+                ok &= qj >= -127 && (d[b] == 0 ? qj == 0 : fabs((double)xj - (double)d[b] * qj) <= 0.5001 * d[b]);
+            }
+            ok &= s[b] == d[b] * (float)sum;
+        }
+        CHECK(ok);
+        /* in two parts: the same bytes */
+        int64_t cut = 32 * (int64_t)(rnd() % (uint32_t)(nb + 1));
+        memset(a2, 0xa5, rb);
+        llmk_a8_quantize_row_ref(x, k, 0, cut, a2);
+        llmk_a8_quantize_row_ref(x, k, cut, k, a2);
+        CHECK(memcmp(a, a2, rb) == 0);
+        /* a NaN or an infinity is reported, in its own block only */
+        x[k - 1] = rnd() % 2 ? NAN : -INFINITY;
+        CHECK_EQ_INT(llmk_a8_quantize_row_ref(x, k, k - 32, k, a2) != 0, 1);
+        CHECK_EQ_INT(llmk_a8_quantize_row_ref(x, k, 0, k - 32, a2), 0);
+        free(x), free(a), free(a2);
+    }
+}
+
+/* The AVX2 kernel against the reference; the reference against f64. */
+static void test_dots(uint32_t type, int have_avx2, int extreme) {
+    size_t bs = type == LLMK_TYPE_Q4_0 ? sizeof(llmk_block_q4_0) : sizeof(llmk_block_q4_1);
+    for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
+        int64_t k = ks[ki], nb = k / 32, nrows = 1 + rnd() % 83, m = 1 + rnd() % 9;
+        size_t ws = (size_t)nb * bs, as = llmk_a8_row_bytes(k) + 4 * (rnd() % 3);
+        unsigned char *w = malloc(ws * (size_t)nrows), *a = malloc(as * (size_t)m);
+        float *x = malloc((size_t)(k * m) * sizeof *x), *y_ref = malloc((size_t)(nrows * m) * sizeof(float));
+        float *y = malloc((size_t)(nrows * m) * sizeof(float));
+        fill_w(type, w, nb * nrows, extreme);
+        for (int64_t i = 0; i < m; i++) {
+            fill_x(x + i * k, k, extreme);
+            llmk_a8_quantize_row_ref(x + i * k, k, 0, k, a + i * as);
+        }
+        llmk_r8_a8_ref(type, k, w, ws, 0, nrows, a, as, m, y_ref, (size_t)nrows);
+#if defined(__x86_64__)
+        if (have_avx2) {
+            llmk_tensor_info ti;
+            memset(&ti, 0, sizeof ti);
+            ti.name = "w", ti.type = type, ti.ne[0] = (uint64_t)k, ti.ne[1] = (uint64_t)nrows, ti.data = w;
+            ti.n_bytes = ws * (size_t)nrows;
+            struct llmk_r8 rw;
+            CHECK_EQ_INT(llmk_r8_repack(&ti, &rw), LLMK_OK);
+            llmk_gemm_r8_a8_avx2(&rw, 0, nrows, a, as, m, y, (size_t)nrows, NULL, 0);
+            CHECK(bits_equal(y_ref, y, nrows * m));
+            /* an 8-aligned sub-range, one activation row at a time */
+            int64_t r0 = 8 * (int64_t)(rnd() % (uint32_t)((nrows + 7) / 8)), r1 = r0 + 1 + rnd() % (nrows - r0);
+            memset(y, 0, (size_t)(nrows * m) * sizeof(float));
+            for (int64_t i = 0; i < m; i++) llmk_gemm_r8_a8_avx2(&rw, r0, r1, a + i * as, as, 1, y + i * nrows, 0, NULL, 0);
+            int ok = 1;
+            for (int64_t i = 0; i < m; i++)
+                for (int64_t r = 0; r < nrows; r++) {
+                    float want = r >= r0 && r < r1 ? y_ref[i * nrows + r] : 0.0f;
+                    ok &= memcmp(&want, &y[i * nrows + r], sizeof want) == 0;
+                }
+            CHECK(ok);
+            llmk_r8_free(&rw);
+        }
+#else
+        (void)have_avx2, (void)y;
+#endif
+        if (!extreme) { /* |error| <= sum |w| d_a / 2 (+ f32 accumulation) */
+            float *wf = malloc((size_t)k * sizeof *wf);
+            int ok = 1;
+            for (int64_t r = 0; r < nrows; r++) {
+                llmk_codec_get(type)->dequantize(w + r * ws, wf, k);
+                for (int64_t i = 0; i < m; i++) {
+                    const float *da = (const float *)(void *)(a + i * as + k);
+                    double dot = 0, mag = 0, bound = 0;
+                    for (int64_t j = 0; j < k; j++) {
+                        dot += (double)wf[j] * x[i * k + j], mag += fabs((double)wf[j] * x[i * k + j]);
+                        bound += fabs((double)wf[j]) * da[j / 32] * 0.5;
+                    }
+                    ok &= fabs(y_ref[i * nrows + r] - dot) <= bound * (1 + 1e-4) + 1e-5 * mag;
+                }
+            }
+            CHECK(ok);
+            free(wf);
+        }
+        free(w), free(a), free(x), free(y_ref), free(y);
+    }
+}
+
+/* Every nibble 15 against activations all +-127: each int16 lane of the
+ * kernel sums 8 pairs of 15 x 127 (30480), the most it ever holds. */
+static void test_largest_sums(int have_avx2) {
+    enum { K = 64, N = 16 };
+    unsigned char w[N * (K / 32) * sizeof(llmk_block_q4_1)];
+    for (int r = 0; r < N * (K / 32); r++) {
+        llmk_block_q4_1 blk = {llmk_fp32_to_fp16(1.0f), llmk_fp32_to_fp16(0.0f), {0}};
+        memset(blk.qs, 0xff, sizeof blk.qs);
+        memcpy(w + r * sizeof blk, &blk, sizeof blk);
+    }
+    float x[2 * K];
+    for (int j = 0; j < K; j++) x[j] = 1.0f, x[K + j] = -3.0f;
+    size_t as = llmk_a8_row_bytes(K);
+    unsigned char a[2 * 40 * (K / 32)];
+    for (int i = 0; i < 2; i++) llmk_a8_quantize_row_ref(x + i * K, K, 0, K, a + i * as);
+    float y_ref[2 * N], y[2 * N];
+    llmk_r8_a8_ref(LLMK_TYPE_Q4_1, K, w, (K / 32) * sizeof(llmk_block_q4_1), 0, N, a, as, 2, y_ref, N);
+    CHECK_EQ_DBL(y_ref[0], 15.0 * K);
+    CHECK_EQ_DBL(y_ref[N], -45.0 * K);
+#if defined(__x86_64__)
+    if (have_avx2) {
+        llmk_tensor_info ti;
+        memset(&ti, 0, sizeof ti);
+        ti.name = "w", ti.type = LLMK_TYPE_Q4_1, ti.ne[0] = K, ti.ne[1] = N, ti.data = w, ti.n_bytes = sizeof w;
+        struct llmk_r8 rw;
+        CHECK_EQ_INT(llmk_r8_repack(&ti, &rw), LLMK_OK);
+        llmk_gemm_r8_a8_avx2(&rw, 0, N, a, as, 2, y, N, NULL, 0);
+        CHECK(bits_equal(y_ref, y, 2 * N));
+        llmk_r8_free(&rw);
+    }
+#else
+    (void)have_avx2, (void)y;
+#endif
+}
+
+int main(void) {
+    int have_avx2 = (llmk_cpu_detect() & LLMK_CPU_AVX2) != 0;
+    if (!have_avx2) fprintf(stderr, "test_a8: no AVX2, reference only\n");
+    CHECK(llmk_a8_supports(LLMK_TYPE_Q4_0) && llmk_a8_supports(LLMK_TYPE_Q4_1) && !llmk_a8_supports(LLMK_TYPE_Q8_0));
+    test_quantize();
+    test_largest_sums(have_avx2);
+    for (int rep = 0; rep < 6; rep++)
+        for (int extreme = 0; extreme < 2; extreme++) {
+            test_dots(LLMK_TYPE_Q4_0, have_avx2, extreme);
+            test_dots(LLMK_TYPE_Q4_1, have_avx2, extreme);
+        }
+    return check_summary("a8");
+}

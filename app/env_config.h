@@ -5,7 +5,7 @@
  *   LLMK_CPU_MASK       none | avx2 | avx512 | neon | all   features kernels may use
  *   LLMK_KERNELS        ref                                  scalar _ref kernels only
  *   LLMK_KV_TYPE        f32 | f16 | q8_0                     KV type when none is chosen
- *   LLMK_ACT            q8 | a16                             fast-path activations
+ *   LLMK_ACT            a16 | q8 | a8                        fast-path activations
  *   LLMK_REPACK         0 | 1                                Q4_1 repack for the q8 route
  *   LLMK_PREFETCH_NEXT  0 | 1                                next matmul's rows into L2
  *   LLMK_PHASE_CLOCK    thread | wall                        phase timing clock
@@ -41,7 +41,7 @@ static inline int env_config_read(llmk_config *c, char *err, size_t cap) {
                                          LLMK_CPU_NEON | LLMK_CPU_NEON_DOTPROD};
     static const char *const kernels[] = {"auto", "ref", NULL}, *const kv[] = {"f32", "f16", "q8_0", NULL};
     static const uint32_t kv_types[] = {LLMK_TYPE_F32, LLMK_TYPE_F16, LLMK_TYPE_Q8_0};
-    static const char *const act[] = {"a16", "q8", NULL}, *const onoff[] = {"0", "1", NULL};
+    static const char *const act[] = {"a16", "q8", "a8", NULL}, *const onoff[] = {"0", "1", NULL};
     static const char *const clock[] = {"wall", "thread", NULL};
     llmk_config_default(c);
     int i;
@@ -52,7 +52,7 @@ static inline int env_config_read(llmk_config *c, char *err, size_t cap) {
     if ((i = env_config_pick("LLMK_KV_TYPE", kv, 0, err, cap)) < 0) return 0;
     c->kv_type = kv_types[i];
     if ((i = env_config_pick("LLMK_ACT", act, 0, err, cap)) < 0) return 0;
-    c->act_q8 = i == 1;
+    c->act_q8 = i == 1, c->act_a8 = i == 2;
     if ((i = env_config_pick("LLMK_REPACK", onoff, 1, err, cap)) < 0) return 0;
     c->repack = i == 1;
     if ((i = env_config_pick("LLMK_PREFETCH_NEXT", onoff, 1, err, cap)) < 0) return 0;

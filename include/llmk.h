@@ -1174,6 +1174,9 @@ typedef struct llmk_config {
     bool ref_kernels;       /* every op on its scalar _ref kernel (false) */
     uint32_t kv_type;       /* KV cache type of an executor asked for type 0 (LLMK_TYPE_F32) */
     bool act_q8;            /* fast path: 8-bit activations for Q4_1/Q8_0 weights (false: 16-bit) */
+    bool act_a8;            /* fast path: 8-bit activations into the repacked Q4_0/Q4_1 kernels, the
+                             * other weights 16-bit: llama.cpp's activation precision at twice the
+                             * products per integer multiply (false; not with act_q8) */
     bool repack;            /* fast path: Q4_1 repacked for the 8-bit AVX2 route (true) */
     bool prefetch_next;     /* fast path: next matmul's first rows into L2 before a barrier (true) */
     bool phase_clock_thread; /* phase timings in thread CPU time, not wall time (false) */

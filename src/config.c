@@ -25,6 +25,7 @@ int llmk_configure(const llmk_config *c) {
     if (!c) return llmk_fail(LLMK_INVALID_ARGUMENT, "llmk_configure: NULL");
     if (c->kv_type != LLMK_TYPE_F32 && c->kv_type != LLMK_TYPE_F16 && c->kv_type != LLMK_TYPE_Q8_0)
         return llmk_fail(LLMK_INVALID_ARGUMENT, "config: kv_type %u is not f32, f16 or q8_0", c->kv_type);
+    if (c->act_q8 && c->act_a8) return llmk_fail(LLMK_INVALID_ARGUMENT, "config: act_q8 and act_a8 are exclusive");
     if (atomic_load(&kernels_fixed) && (c->cpu_mask != cfg.cpu_mask || c->ref_kernels != cfg.ref_kernels))
         return llmk_fail(LLMK_INVALID_ARGUMENT, "config: cpu_mask and ref_kernels are fixed once kernels "
                          "were chosen; set them before the first model, session or kernel call");

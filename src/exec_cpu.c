@@ -15,6 +15,7 @@
 #include "internal.h"
 #include "kvpool.h"
 #include "kernels/a16.h"
+#include "kernels/a8.h"
 #include "kernels/glu.h"
 #include "kernels/kernels.h"
 #include "kernels/norm_fused.h"
@@ -343,25 +344,28 @@ static void *r8_scratch(struct llmk_exec *ex, int ith) {
     return ex->r8_scratch ? ex->r8_scratch + (size_t)ith * ex->r8_scratch_bytes : NULL;
 }
 
-/* The A16 routes: chunks of R8_CHUNK weight rows (L2-resident) against every
- * activation row, 4 at a time (L1); one activation row reuses nothing, so
- * the kernel streams the whole range. */
-static void mm_a16(struct llmk_exec *ex, const struct llmk_phase *ph, int wi, int64_t r0, int64_t r1, int32_t t0,
-                   int32_t t1, float *out, int64_t out_stride, int ith, int owner) {
+/* The A16 and A8 routes: chunks of R8_CHUNK weight rows (L2-resident)
+ * against every activation row, 4 at a time (L1); one activation row
+ * reuses nothing, so the kernel streams the whole range. */
+static void mm_r8(struct llmk_exec *ex, const struct llmk_phase *ph, int wi, int64_t r0, int64_t r1, int32_t t0,
+                  int32_t t1, float *out, int64_t out_stride, int ith, int owner) {
     const llmk_tensor_info *w = ph->w[wi];
-    int in = ph->in;
-    size_t as = ex->act_row_bytes[in][LLMK_ACT_A16], ws = (size_t)(w->n_bytes / w->ne[1]);
-    const unsigned char *act = ex->act[in][LLMK_ACT_A16] + (size_t)t0 * as;
-    if (ph > ex->prog.ph && dup_norm(ex, ph - 1)) act = dup_a16_rows(ex, ith), as = llmk_a16_row_bytes(ph->k);
-    bool packed = plan_of(ex, ph)->w[wi].route == LLMK_ROUTE_R8_A16;
+    int in = ph->in, route = plan_of(ex, ph)->w[wi].route;
+    bool a8 = route == LLMK_ROUTE_R8_A8 || route == LLMK_ROUTE_ROWS_A8;
+    int form = a8 ? LLMK_ACT_A8 : LLMK_ACT_A16;
+    size_t as = ex->act_row_bytes[in][form], ws = (size_t)(w->n_bytes / w->ne[1]);
+    const unsigned char *act = ex->act[in][form] + (size_t)t0 * as;
+    if (!a8 && ph > ex->prog.ph && dup_norm(ex, ph - 1)) act = dup_a16_rows(ex, ith), as = llmk_a16_row_bytes(ph->k);
+    llmk_gemm_r8_a16_fn packed = !llmk_route_r8(route) ? NULL : a8 ? ex->K->gemm_r8_a8 : ex->K->gemm_r8_a16;
     const struct llmk_r8 *rw = &ex->r8[((ph - ex->prog.ph) * 3 + wi) * ex->nth + owner];
     int64_t chunk = t1 - t0 <= LLMK_R8_TABLE_ROWS ? r1 - r0 : R8_CHUNK;
     for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
         int64_t c1 = c0 + chunk < r1 ? c0 + chunk : r1;
         if (packed)
-            ex->K->gemm_r8_a16(rw, c0, c1, act, as, t1 - t0, out, (size_t)out_stride, r8_scratch(ex, ith),
-                               ex->r8_scratch_bytes);
-        else ex->K->gemm_rows_a16(w->type, ph->k, w->data, ws, c0, c1, act, as, t1 - t0, out, (size_t)out_stride);
+            packed(rw, c0, c1, act, as, t1 - t0, out, (size_t)out_stride, r8_scratch(ex, ith), ex->r8_scratch_bytes);
+        else
+            (a8 ? ex->K->gemm_rows_a8 : ex->K->gemm_rows_a16)(w->type, ph->k, w->data, ws, c0, c1, act, as, t1 - t0, out,
+                                                              (size_t)out_stride);
     }
 }
 
@@ -399,7 +403,9 @@ static void mm_rows(struct llmk_exec *ex, const struct llmk_phase *ph, int wi, i
     switch (plan_of(ex, ph)->w[wi].route) {
     case LLMK_ROUTE_F32_CHECK: mm_f32_check(ex, ph, ph->w[wi], r0, r1, t0, t1, out, out_stride, ith); break;
     case LLMK_ROUTE_R8_A16:
-    case LLMK_ROUTE_ROWS_A16: mm_a16(ex, ph, wi, r0, r1, t0, t1, out, out_stride, ith, owner); break;
+    case LLMK_ROUTE_ROWS_A16:
+    case LLMK_ROUTE_R8_A8:
+    case LLMK_ROUTE_ROWS_A8: mm_r8(ex, ph, wi, r0, r1, t0, t1, out, out_stride, ith, owner); break;
     case LLMK_ROUTE_X2_Q8_1X: {
         size_t as = ex->act_row_bytes[ph->in][LLMK_ACT_Q8_1X];
         const unsigned char *act = ex->act[ph->in][LLMK_ACT_Q8_1X] + (size_t)t0 * as;
@@ -1265,7 +1271,7 @@ static void exec_kv_layout(struct llmk_exec *ex, uint32_t kvt) {
 /* The plan, and the kernels of the cache's type from its vector set. */
 static int exec_plan(struct llmk_exec *ex) {
     const llmk_config *cf = llmk_cfg();
-    struct llmk_plan_options o = {.act_q8 = cf->act_q8, .repack = cf->repack, .f32_act = cf->f32_act};
+    struct llmk_plan_options o = {.act_q8 = cf->act_q8, .act_a8 = cf->act_a8, .repack = cf->repack, .f32_act = cf->f32_act};
     int st = llmk_plan_build(&ex->prog, llmk_kernels(), &o, ex->nth, &ex->plan);
     if (st != LLMK_OK) return st;
     ex->K = ex->plan.K, ex->VK = ex->plan.VK;
@@ -1357,7 +1363,7 @@ static bool phase_repacked(const struct llmk_exec *ex, int i, uint64_t *bytes) {
     *bytes = 0;
     for (int w = 0; w < ph->n_w && (ph->op == LLMK_OP_MATMUL || moe_weights(ph)); w++) {
         int route = ex->plan.ph[i].w[w].route;
-        if (route == LLMK_ROUTE_X2_Q8_1X || route == LLMK_ROUTE_R8_A16) *bytes += ph->w[w]->n_bytes;
+        if (route == LLMK_ROUTE_X2_Q8_1X || llmk_route_r8(route)) *bytes += ph->w[w]->n_bytes;
     }
     return *bytes > 0;
 }
@@ -1383,7 +1389,7 @@ static int repack_phase(struct llmk_exec *ex, int i) {
             if ((st = llmk_q4_1_x2_repack(ph->w[w], &ex->x2[i * 3 + w])) != LLMK_OK) return st;
             llmk_gguf_release_range(ex->m->gguf, ph->w[w]->data, ph->w[w]->n_bytes);
         }
-        for (int ith = 0; route == LLMK_ROUTE_R8_A16 && ith < ex->nth; ith++) {
+        for (int ith = 0; llmk_route_r8(route) && ith < ex->nth; ith++) {
             int64_t r0, r1;
             llmk_plan_share(&ex->plan, i, w, ith, &r0, &r1);
             int64_t g0 = r0 / LLMK_R8_ROWS, g1 = r1 > r0 ? (r1 + LLMK_R8_ROWS - 1) / LLMK_R8_ROWS : g0;
@@ -1435,6 +1441,7 @@ static int exec_alloc_scratch(struct llmk_exec *ex) {
                 uint64_t rb;
                 if (f == LLMK_ACT_Q8_1X) rb = llmk_q8_1x_row_bytes(ex->width[b]);
                 else if (f == LLMK_ACT_A16) rb = llmk_a16_row_bytes(ex->width[b]);
+                else if (f == LLMK_ACT_A8) rb = llmk_a8_row_bytes(ex->width[b]);
                 else if ((st = llmk_row_bytes(f == LLMK_ACT_Q8_0 ? LLMK_TYPE_Q8_0 : f == LLMK_ACT_Q8_1 ? LLMK_TYPE_Q8_1
                                               : LLMK_TYPE_Q8_K, (uint64_t)ex->width[b], &rb)) != LLMK_OK)
                     return st;

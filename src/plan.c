@@ -4,19 +4,20 @@
 #include "internal.h"
 #include "codec/blocks.h"
 #include "kernels/a16.h"
+#include "kernels/a8.h"
 #include "kernels/r8.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 const char *llmk_act_form_name(int form) {
-    static const char *const names[LLMK_ACT_FORMS] = {"q8_0", "q8_1", "q8_k", "q8_1x", "a16"};
+    static const char *const names[LLMK_ACT_FORMS] = {"q8_0", "q8_1", "q8_k", "q8_1x", "a16", "a8"};
     return form >= 0 && form < LLMK_ACT_FORMS ? names[form] : "f32";
 }
 
 const char *llmk_mm_route_name(int route) {
-    static const char *const names[] = {"f32_check", "dot", "rows_a16", "r8_a16", "x2_q8_1x"};
-    return route >= 0 && route <= LLMK_ROUTE_X2_Q8_1X ? names[route] : "?";
+    static const char *const names[] = {"f32_check", "dot", "rows_a16", "r8_a16", "x2_q8_1x", "r8_a8", "rows_a8"};
+    return route >= 0 && route <= LLMK_ROUTE_ROWS_A8 ? names[route] : "?";
 }
 
 static int codec_form(uint32_t wtype) {
@@ -37,7 +38,10 @@ static bool f32_checked(const struct llmk_phase *ph, const char *f32_act) {
 static struct llmk_plan_weight plan_weight(const struct llmk_plan *p, const struct llmk_plan_options *o,
                                            const struct llmk_phase *ph, uint32_t wtype) {
     struct llmk_plan_weight w = {.route = LLMK_ROUTE_DOT, .form = (int8_t)codec_form(wtype)};
-    if (!o->act_q8 && llmk_a16_supports(wtype)) {
+    if (o->act_a8 && llmk_a8_supports(wtype)) {
+        w.form = LLMK_ACT_A8;
+        w.route = p->K->gemm_r8_a8 ? LLMK_ROUTE_R8_A8 : LLMK_ROUTE_ROWS_A8;
+    } else if (!o->act_q8 && llmk_a16_supports(wtype)) {
         w.form = LLMK_ACT_A16;
         w.route = p->K->gemm_r8_a16 ? LLMK_ROUTE_R8_A16 : LLMK_ROUTE_ROWS_A16;
     } else if (o->repack && p->K->gemm_q4_1_x2_q8_1x && wtype == LLMK_TYPE_Q4_1) {
@@ -185,7 +189,7 @@ static int plan_r8_arena(struct llmk_plan *p) {
     for (int ith = 0; ith < p->nth; ith++)
         for (int i = 0; i < prog->n_phases; i++)
             for (int w = 0; w < prog->ph[i].n_w; w++) {
-                if (p->ph[i].w[w].route != LLMK_ROUTE_R8_A16) continue;
+                if (!llmk_route_r8(p->ph[i].w[w].route)) continue;
                 const llmk_tensor_info *t = prog->ph[i].w[w];
                 size_t whole;
                 if (prog->ph[i].op == LLMK_OP_MOE_GATE_UP || prog->ph[i].op == LLMK_OP_MOE_DOWN) {

@@ -31,7 +31,12 @@ enum llmk_mm_route {
     LLMK_ROUTE_ROWS_A16,      /* GGUF rows . A16 (the scalar reference; no repacking) */
     LLMK_ROUTE_R8_A16,        /* rows repacked 8 at a time (r8.h) . A16 */
     LLMK_ROUTE_X2_Q8_1X,      /* Q4_1 repacked in block pairs (q4_1_x2.h) . Q8_1X */
+    LLMK_ROUTE_R8_A8,         /* rows repacked 8 at a time (r8.h) . A8 (a8.h) */
+    LLMK_ROUTE_ROWS_A8,       /* GGUF rows . A8 (the scalar reference) */
 };
+
+/* Whether a route reads the r8 repacking (the plan's arena). */
+static inline bool llmk_route_r8(int route) { return route == LLMK_ROUTE_R8_A16 || route == LLMK_ROUTE_R8_A8; }
 
 struct llmk_plan_weight {
     uint8_t route; /* enum llmk_mm_route */
@@ -49,6 +54,7 @@ struct llmk_plan_phase {
 
 struct llmk_plan_options {
     bool act_q8;         /* 8-bit activations for Q4_1/Q8_0 (no A16) */
+    bool act_a8;         /* A8 for the types a8.h takes (the rest as without it) */
     bool repack;         /* Q4_1 in the x2 layout for the 8-bit route */
     const char *f32_act; /* NULL: off; "all"; or phase kinds ("qkv,lm_head") on the f32 check route */
 };

@@ -211,7 +211,7 @@ void llmk_program_free(struct llmk_program *p) {
 }
 
 static void qmask_str(unsigned qm, char *s, size_t cap) {
-    static const char *const nm[LLMK_ACT_FORMS] = {"q8_0", "q8_1", "q8_k", "q8_1x", "a16"};
+    static const char *const nm[LLMK_ACT_FORMS] = {"q8_0", "q8_1", "q8_k", "q8_1x", "a16", "a8"};
     s[0] = 0;
     for (int i = 0; i < LLMK_ACT_FORMS; i++)
         if (qm & (1u << i)) {

@@ -25,14 +25,17 @@
 enum { T_LAYERS = 2, T_EMBD = 64, T_FF = 128, T_HEAD = 4, T_HEAD_KV = 2, T_HD = 16, T_VOCAB = 256 };
 
 /* The executor's check modes are configuration (llmk_configure), not
- * environment: f32_act ("all": f32 activations everywhere) and act_q8. */
-static void set_config(const char *f32_act, bool act_q8) {
+ * environment: f32_act ("all": f32 activations everywhere) and the
+ * activations: ACT_Q8 (act_q8), ACT_A8 (act_a8) or else A16. */
+enum { ACT_A16, ACT_Q8, ACT_A8 };
+static void set_config(const char *f32_act, int act) {
     llmk_config c;
     llmk_config_get(&c);
     c.f32_act = f32_act;
-    c.act_q8 = act_q8;
+    c.act_q8 = act == ACT_Q8, c.act_a8 = act == ACT_A8;
     CHECK_STATUS(llmk_configure(&c), LLMK_OK);
 }
+static const char *act_name(const llmk_config *c) { return c->act_q8 ? "q8" : c->act_a8 ? "a8" : "a16"; }
 
 static uint64_t rng = 1;
 static float frand(void) {
@@ -254,9 +257,11 @@ static void vs_f32(const llmk_model *m, size_t n, double max_rel) {
     /* the same program with f32 activations (LLMK_EXEC_F32ACT=1: dequantized
      * weight rows, the f32 path's dot) must match the f32 path to rounding:
      * this isolates the executor's logic from the 8-bit activations */
-    set_config("all", false);
+    llmk_config saved;
+    llmk_config_get(&saved);
+    set_config("all", ACT_A16);
     float *exact = run(m, 2, 512, LLMK_TYPE_F32, false, ids, n, n);
-    set_config(NULL, false);
+    CHECK_STATUS(llmk_configure(&saved), LLMK_OK);
     double en = 0, ed = 0;
     for (size_t i = 0; exact && i < n * V; i++) {
         double d = (double)exact[i] - ref[i];
@@ -400,7 +405,7 @@ static int nf_eval(const llmk_model *m, int threads, bool phases, const int32_t 
  * (a16), Q4_0 (codec Q8_0 activations), F16 (f32 activations) and f32 norms. */
 static void nonfinite(const char *name, uint16_t h, const char *where, bool act_q8, int at) {
     corrupt = name, corrupt_h = h;
-    if (act_q8) set_config(NULL, true);
+    if (act_q8) set_config(NULL, ACT_Q8);
     llmk_model *m = tiny_model(0, T_HD);
     corrupt = NULL;
     CHECK(m != NULL);
@@ -453,7 +458,7 @@ static void nonfinite(const char *name, uint16_t h, const char *where, bool act_
     free(hid);
     free(lg);
     llmk_model_free(m);
-    set_config(NULL, false);
+    set_config(NULL, ACT_A16);
 }
 
 /* token_embd is also the LM head (tied): its row 1 corrupt is logit 1, or,
@@ -613,30 +618,32 @@ static void hidden_states(const llmk_model *m, size_t n) {
     double e_fast = head_err(m, fast, fast_lg, n);
     double f32_vs = rel_l2(f32, ref, n * E), fast_vs = rel_l2(fast, ref, n * E);
     fprintf(stderr, "  hidden x LM head vs logits: ref %.3g, f32 %.3g, fast %.3g; vs ref: f32 %.3g, fast %.3g (%s)\n",
-            e_ref, e_f32, e_fast, f32_vs, fast_vs, saved.act_q8 ? "q8" : "a16");
+            e_ref, e_f32, e_fast, f32_vs, fast_vs, act_name(&saved));
     /* f32 rounding of the hidden state and of the LM head's sums: measured
      * 4e-8 (ref), 8e-8 (f32, fast) */
     CHECK(e_ref < 1e-6 && e_f32 < 1e-5 && e_fast < 1e-5);
     /* measured: f32 4-6e-7; fast 8e-5..1e-4 on a16 activations, 0.025 on q8 */
-    CHECK(f32_vs < 1e-5 && fast_vs < (saved.act_q8 ? 0.05 : 1e-3) && fast_vs > 0);
+    CHECK(f32_vs < 1e-5 && fast_vs < (saved.act_q8 || saved.act_a8 ? 0.05 : 1e-3) && fast_vs > 0);
     hidden_determinism(m, ids, n, fast);
     free(ids), free(ref), free(f32), free(fast), free(ref_lg), free(f32_lg), free(fast_lg);
 }
 
 int main(void) {
-    /* every promise for both activation paths: int16 (default) and 8-bit
-     * (LLMK_ACT=q8, with the repacked Q4_1 kernel) */
-    for (int qk = 0; qk < 4; qk++) {
-        if (qk == 3) set_config(NULL, true);
+    /* every promise for each activation path: int16 (default), 8-bit
+     * (LLMK_ACT=q8, with the repacked Q4_1 kernel) and A8 (LLMK_ACT=a8) */
+    for (int qk = 0; qk < 5; qk++) {
+        int act = qk < 3 ? ACT_A16 : qk == 3 ? ACT_Q8 : ACT_A8;
+        static const char *const names[] = {"a16", "q8", "a8"};
+        set_config(NULL, act);
         llmk_model *m = tiny_model(qk % 3, T_HD);
         CHECK(m != NULL);
         if (!m) continue;
-        fprintf(stderr, "tiny %s model, %s activations\n", llmk_model_hparams(m)->arch, qk == 3 ? "q8" : "a16");
+        fprintf(stderr, "tiny %s model, %s activations\n", llmk_model_hparams(m)->arch, names[act]);
         determinism(m, 300, LLMK_TYPE_F32, "tiny"); /* crosses key chunks at 128, 256 */
         determinism(m, 150, LLMK_TYPE_F16, "tiny");
         batch(m, 2, 6, LLMK_TYPE_F32);
         batch(m, 1, 3, LLMK_TYPE_F32);
-        hidden_states(m, 40); /* before vs_f32, which ends on the a16 configuration */
+        hidden_states(m, 40);
         vs_f32(m, 200, 0.05);
         if (!qk) refusals(m), no_alloc(m), hidden_refusals(m);
         llmk_model_free(m);
@@ -645,8 +652,7 @@ int main(void) {
         m = tiny_model(qk % 3, 32);
         CHECK(m != NULL);
         if (!m) continue;
-        fprintf(stderr, "tiny %s model, head_dim 32, %s activations\n", llmk_model_hparams(m)->arch,
-                qk == 3 ? "q8" : "a16");
+        fprintf(stderr, "tiny %s model, head_dim 32, %s activations\n", llmk_model_hparams(m)->arch, names[act]);
         determinism(m, 300, LLMK_TYPE_Q8_0, "tiny hd32");
         batch(m, 2, 6, LLMK_TYPE_Q8_0);
         batch(m, 1, 3, LLMK_TYPE_Q8_0);
@@ -654,16 +660,19 @@ int main(void) {
         kv_vs_f32(m, 200, LLMK_TYPE_Q8_0, 5e-3, 0.9);
         llmk_model_free(m);
     }
-    set_config(NULL, false);
+    set_config(NULL, ACT_A16);
     nonfinite_cases();
     llmk_model *m = NULL;
     const char *path = check_default_model("test_exec", 1);
     if (path && access(path, R_OK) == 0 && llmk_model_load(path, &m) == LLMK_OK) {
         fprintf(stderr, "default model\n");
         determinism(m, 20, LLMK_TYPE_F32, "smollm2");
-        set_config(NULL, true);
+        set_config(NULL, ACT_Q8);
         determinism(m, 12, LLMK_TYPE_F32, "smollm2 q8");
-        set_config(NULL, false);
+        set_config(NULL, ACT_A8);
+        determinism(m, 12, LLMK_TYPE_F32, "smollm2 a8");
+        batch(m, 2, 2, LLMK_TYPE_F32);
+        set_config(NULL, ACT_A16);
         determinism(m, 20, LLMK_TYPE_Q8_0, "smollm2");
         batch(m, 2, 2, LLMK_TYPE_F32);
         batch(m, 2, 2, LLMK_TYPE_Q8_0);

@@ -5,6 +5,7 @@
 #include "codec/blocks.h"
 #include "internal.h"
 #include "kernels/a16.h"
+#include "kernels/a8.h"
 #include "kernels/ops_f32.h"
 #include "kernels/readbw.h"
 
@@ -43,7 +44,9 @@ static void ref_table(struct llmk_kernels *k) {
     k->act_quant[LLMK_ACT_Q8_K] = act_q8_k, k->act_block[LLMK_ACT_Q8_K] = LLMK_QK_K;
     k->act_quant[LLMK_ACT_Q8_1X] = llmk_q8_1x_quantize, k->act_block[LLMK_ACT_Q8_1X] = 2 * LLMK_QK;
     k->act_quant[LLMK_ACT_A16] = llmk_a16_quantize_row_ref, k->act_block[LLMK_ACT_A16] = LLMK_QK;
+    k->act_quant[LLMK_ACT_A8] = llmk_a8_quantize_row_ref, k->act_block[LLMK_ACT_A8] = LLMK_QK;
     k->gemm_rows_a16 = llmk_r8_ref;
+    k->gemm_rows_a8 = llmk_r8_a8_ref;
     k->f32_dot = llmk_f32_dot;
     k->rmsnorm = llmk_f32_rmsnorm_ref;
     k->rope = llmk_f32_rope_ref;
@@ -67,6 +70,7 @@ static void x86_table(struct llmk_kernels *k, unsigned f) {
     llmk_kernels_dot_nvfp4_avx2(k->type);
     k->act_quant[LLMK_ACT_A16] = llmk_a16_quantize_row_avx2;
     k->gemm_r8_a16 = (f & LLMK_CPU_AVX512_VNNI) ? llmk_gemm_r8_a16_avx512 : llmk_gemm_r8_a16_avx2;
+    k->gemm_r8_a8 = llmk_gemm_r8_a8_avx2;
     k->gemm_q4_1_x2_q8_1x = llmk_gemm_q4_1_x2_q8_1x_avx2;
     k->f32_dot = llmk_f32_dot_avx2;
     k->f32_rowdot = llmk_f32_rowdot_avx2;

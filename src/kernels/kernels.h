@@ -35,13 +35,15 @@
 
 /* Activation formats a quantized matmul reads (a bit each in a plan's
  * qmask): the codecs' own Q8_0 / Q8_1 / Q8_K, Q8_1X (Q8_1 rearranged for
- * the x2 Q4_1 layout) and A16 (int16, src/kernels/a16.h). */
+ * the x2 Q4_1 layout), A16 (int16, src/kernels/a16.h) and A8 (int8 in the
+ * r8 kernels' order, src/kernels/a8.h). */
 enum llmk_act_form {
     LLMK_ACT_Q8_0 = 0,
     LLMK_ACT_Q8_1,
     LLMK_ACT_Q8_K,
     LLMK_ACT_Q8_1X,
     LLMK_ACT_A16,
+    LLMK_ACT_A8,
     LLMK_ACT_FORMS
 };
 
@@ -80,11 +82,15 @@ struct llmk_kernels {
 
     /* matmuls on repacked weights; NULL: the layout is not available here */
     llmk_gemm_r8_a16_fn gemm_r8_a16;        /* Q4_1 and Q8_0 in the r8 layout x A16 */
+    llmk_gemm_r8_a16_fn gemm_r8_a8;         /* Q4_0 and Q4_1 in the r8 layout x A8 */
     llmk_gemm_q4_1_x2_fn gemm_q4_1_x2_q8_1x; /* Q4_1 in the x2 layout x Q8_1X */
     /* A16 products on the GGUF rows (no repacking) of any type r8.h knows:
      * the reference of gemm_r8_a16, and the route where that is NULL */
     void (*gemm_rows_a16)(uint32_t type, int64_t k, const void *w, size_t w_stride, int64_t r0, int64_t r1,
                           const void *act, size_t a_stride, int64_t m, float *y, size_t y_stride);
+    /* the same for A8 (a8.h) */
+    void (*gemm_rows_a8)(uint32_t type, int64_t k, const void *w, size_t w_stride, int64_t r0, int64_t r1,
+                         const void *act, size_t a_stride, int64_t m, float *y, size_t y_stride);
 
     /* f32 vector ops (the executor's and the f32 path's) */
     float (*f32_dot)(const float *a, const float *b, int64_t n);

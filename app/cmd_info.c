@@ -368,7 +368,8 @@ static int print_system(void) {
     llmk_config_get(&c);
     printf("config: cpu_mask 0x%x, kernels %s, kv_type %s, activations %s, repack %s, prefetch_next %s, "
            "phase clock %s, f32_act %s\n",
-           c.cpu_mask, c.ref_kernels ? "ref" : "auto", llmk_type_name(c.kv_type), c.act_q8 ? "q8" : "a16",
+           c.cpu_mask, c.ref_kernels ? "ref" : "auto", llmk_type_name(c.kv_type),
+           c.act_q8 ? "q8" : c.act_a8 ? "a8" : "a16",
            c.repack ? "on" : "off", c.prefetch_next ? "on" : "off", c.phase_clock_thread ? "thread" : "wall",
            c.f32_act ? c.f32_act : "off");
     if (fflush(stdout) == 0) return CLI_EXIT_OK;

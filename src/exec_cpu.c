@@ -1000,14 +1000,16 @@ static void moe_items(struct llmk_exec *ex, const struct llmk_phase *ph, int ith
  * codec's dot on the GGUF rows, by the plan's route. */
 static void moe_matvec(struct llmk_exec *ex, const struct llmk_phase *ph, int wi, int64_t e, int64_t rows, int64_t r0,
                        int64_t r1, const unsigned char *act, size_t as, int64_t m, float *y, size_t ys, int ith) {
-    if (plan_of(ex, ph)->w[wi].route != LLMK_ROUTE_R8_A16) {
+    int route = plan_of(ex, ph)->w[wi].route;
+    if (!llmk_route_r8(route)) {
         llmk_moe_expert_matvec(&ex->K->type[ph->w[wi]->type], ph->w[wi], e, r0, r1, act, as, m, y + r0, ys);
     } else {
         struct llmk_r8 v = ex->r8[((ph - ex->prog.ph) * 3 + wi) * ex->nth]; /* the whole stack */
         int64_t groups = rows / LLMK_R8_ROWS;
         v.data += (size_t)(e * groups) * (size_t)v.nb * v.block_bytes;
         v.n = rows, v.g0 = 0, v.g1 = groups;
-        ex->K->gemm_r8_a16(&v, r0, r1, act, as, m, y, ys, r8_scratch(ex, ith), ex->r8_scratch_bytes);
+        (route == LLMK_ROUTE_R8_A8 ? ex->K->gemm_r8_a8 : ex->K->gemm_r8_a16)(&v, r0, r1, act, as, m, y, ys,
+                                                                           r8_scratch(ex, ith), ex->r8_scratch_bytes);
     }
     if (ph->wscale[wi] != 1.0f)
         for (int64_t i = 0; i < m; i++) llmk_scale_f32(y + (size_t)i * ys + r0, r1 - r0, ph->wscale[wi]);
@@ -1374,7 +1376,7 @@ static int repack_phase(struct llmk_exec *ex, int i) {
     const struct llmk_phase *ph = &ex->prog.ph[i];
     bool r8 = false;
     for (int w = 0; w < ph->n_w && moe_weights(ph); w++) { /* a whole stack, packed here */
-        if (ex->plan.ph[i].w[w].route != LLMK_ROUTE_R8_A16) continue;
+        if (!llmk_route_r8(ex->plan.ph[i].w[w].route)) continue;
         llmk_tensor_info f = llmk_plan_flat_experts(ph->w[w]);
         struct llmk_r8 *v = &ex->r8[(size_t)(i * 3 + w) * (size_t)ex->nth];
         int64_t groups = (int64_t)f.ne[1] / LLMK_R8_ROWS;

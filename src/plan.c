@@ -90,19 +90,29 @@ static bool moe_r8(const struct llmk_plan *p, const struct llmk_plan_options *o,
     return true;
 }
 
+/* Whether an r8 MoE phase reads A8: every stack of a type a8.h takes. */
+static bool moe_a8(const struct llmk_plan *p, const struct llmk_plan_options *o, const struct llmk_phase *ph) {
+    if (!o->act_a8 || !p->K->gemm_r8_a8) return false;
+    for (int w = 0; w < ph->n_w; w++)
+        if (!llmk_a8_supports(ph->w[w]->type)) return false;
+    return true;
+}
+
 /* The MoE phases of one layer (norm, route, gather, gate_up, down at i-2 ..
  * i+2 from the gather): their routes, and the forms the norm and gate_up
- * quantize for the gather and for down. */
+ * quantize for the gather and for down (the gather copies gate_up's). */
 static void plan_moe(struct llmk_plan *p, const struct llmk_plan_options *o, int i) {
     const struct llmk_phase *ph = &p->prog->ph[i];
     LLMK_CHECK(i >= 2 && i + 2 < p->prog->n_phases && ph[-2].op == LLMK_OP_NORM_QUANT &&
                ph[1].op == LLMK_OP_MOE_GATE_UP && ph[2].op == LLMK_OP_MOE_DOWN);
     bool r8 = moe_r8(p, o, &ph[1]) && moe_r8(p, o, &ph[2]);
+    bool a8[3] = {r8 && moe_a8(p, o, &ph[1]), r8 && moe_a8(p, o, &ph[1]), r8 && moe_a8(p, o, &ph[2])};
     for (int j = 0; j <= 2; j++) {
         struct llmk_plan_phase *pp = &p->ph[i + j];
         for (int w = 0; w < ph[j].n_w; w++) {
-            int f = r8 ? LLMK_ACT_A16 : codec_form(ph[j].w[w]->type);
-            pp->w[w] = (struct llmk_plan_weight){.route = r8 ? LLMK_ROUTE_R8_A16 : LLMK_ROUTE_DOT, .form = (int8_t)f};
+            int f = !r8 ? codec_form(ph[j].w[w]->type) : a8[j] ? LLMK_ACT_A8 : LLMK_ACT_A16;
+            int route = !r8 ? LLMK_ROUTE_DOT : a8[j] ? LLMK_ROUTE_R8_A8 : LLMK_ROUTE_R8_A16;
+            pp->w[w] = (struct llmk_plan_weight){.route = (uint8_t)route, .form = (int8_t)f};
             if (f >= 0) p->need[ph[j].in] |= 1u << f;
             if (f >= 0 && j == 0) p->need[ph[j].out[0]] |= 1u << f;
         }

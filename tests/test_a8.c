@@ -1,5 +1,5 @@
-/* 8-bit activations (src/kernels/a8.h) and their products with Q4_0 / Q4_1
- * weights: the quantizer stores each block's bytes in the kernel's order,
+/* 8-bit activations (src/kernels/a8.h) and their products with Q4_0, Q4_1
+ * and Q4_K weights: the quantizer stores each block's bytes in the kernel's order,
  * with d = amax / 127 and s = d * sum q, the same bytes whether a row is
  * quantized at once or in parts, and reports a NaN or infinity; the AVX2
  * kernel on repacked weights equals the scalar reference bit for bit
@@ -17,6 +17,7 @@
 #include "kernels/r8.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,7 +54,20 @@ static uint16_t w_scale(int extreme) {
     }
 }
 
+/* nb blocks of 32 weights (Q4_K: nb / 8 super-blocks, random bytes under
+ * its f16 d and dmin) */
 static void fill_w(uint32_t type, unsigned char *w, int64_t nb, int extreme) {
+    if (type == LLMK_TYPE_Q4_K) {
+        for (int64_t i = 0; i < nb / 8; i++) {
+            llmk_block_q4_k blk;
+            unsigned char *p = (unsigned char *)&blk;
+            for (size_t j = 0; j < sizeof blk; j++) p[j] = (unsigned char)rnd();
+            uint16_t d = w_scale(extreme), dmin = w_scale(extreme);
+            memcpy(p + offsetof(llmk_block_q4_k, d), &d, 2), memcpy(p + offsetof(llmk_block_q4_k, dmin), &dmin, 2);
+            memcpy(w + i * sizeof blk, &blk, sizeof blk);
+        }
+        return;
+    }
     for (int64_t b = 0; b < nb; b++) {
         if (type == LLMK_TYPE_Q4_0) {
             llmk_block_q4_0 blk;
@@ -113,10 +127,11 @@ static void test_quantize(void) {
 
 /* The AVX2 kernel against the reference; the reference against f64. */
 static void test_dots(uint32_t type, int have_avx2, int extreme) {
-    size_t bs = type == LLMK_TYPE_Q4_0 ? sizeof(llmk_block_q4_0) : sizeof(llmk_block_q4_1);
     for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
         int64_t k = ks[ki], nb = k / 32, nrows = 1 + rnd() % 83, m = 1 + rnd() % 9;
-        size_t ws = (size_t)nb * bs, as = llmk_a8_row_bytes(k) + 4 * (rnd() % 3);
+        if (k % (int64_t)llmk_type_block_elems(type)) continue;
+        size_t ws = (size_t)(k / (int64_t)llmk_type_block_elems(type)) * llmk_type_block_bytes(type);
+        size_t as = llmk_a8_row_bytes(k) + 4 * (rnd() % 3);
         unsigned char *w = malloc(ws * (size_t)nrows), *a = malloc(as * (size_t)m);
         float *x = malloc((size_t)(k * m) * sizeof *x), *y_ref = malloc((size_t)(nrows * m) * sizeof(float));
         float *y = malloc((size_t)(nrows * m) * sizeof(float));
@@ -212,13 +227,15 @@ static void test_largest_sums(int have_avx2) {
 int main(void) {
     int have_avx2 = (llmk_cpu_detect() & LLMK_CPU_AVX2) != 0;
     if (!have_avx2) fprintf(stderr, "test_a8: no AVX2, reference only\n");
-    CHECK(llmk_a8_supports(LLMK_TYPE_Q4_0) && llmk_a8_supports(LLMK_TYPE_Q4_1) && !llmk_a8_supports(LLMK_TYPE_Q8_0));
+    CHECK(llmk_a8_supports(LLMK_TYPE_Q4_0) && llmk_a8_supports(LLMK_TYPE_Q4_1) && llmk_a8_supports(LLMK_TYPE_Q4_K));
+    CHECK(!llmk_a8_supports(LLMK_TYPE_Q8_0) && !llmk_a8_supports(LLMK_TYPE_Q6_K));
     test_quantize();
     test_largest_sums(have_avx2);
     for (int rep = 0; rep < 6; rep++)
         for (int extreme = 0; extreme < 2; extreme++) {
             test_dots(LLMK_TYPE_Q4_0, have_avx2, extreme);
             test_dots(LLMK_TYPE_Q4_1, have_avx2, extreme);
+            test_dots(LLMK_TYPE_Q4_K, have_avx2, extreme);
         }
     return check_summary("a8");
 }

@@ -5,6 +5,7 @@
 #include "codec/codec.h"
 #include "codec/half.h"
 #include "internal.h"
+#include "kernels/r8_read.h"
 
 #include <float.h>
 #include <math.h>
@@ -17,7 +18,9 @@ static const int a8_order[8] = {0, 4, 1, 5, 2, 6, 3, 7};
 
 size_t llmk_a8_row_bytes(int64_t k) { return (size_t)(k / LLMK_QK) * (LLMK_QK + 8); }
 
-int llmk_a8_supports(uint32_t wtype) { return wtype == LLMK_TYPE_Q4_0 || wtype == LLMK_TYPE_Q4_1; }
+int llmk_a8_supports(uint32_t wtype) {
+    return wtype == LLMK_TYPE_Q4_0 || wtype == LLMK_TYPE_Q4_1 || wtype == LLMK_TYPE_Q4_K;
+}
 
 /* x rounded to nearest, ties to even, for |x| < 2^22 (as in a16.c). */
 static inline float round_even(float x) { return (x + 12582912.0f) - 12582912.0f; }
@@ -59,7 +62,8 @@ int llmk_a8_quantize_row_ref(const float *x, int64_t k, int64_t e0, int64_t e1, 
 static int nibble(const uint8_t *qs, int j) { return j < 16 ? qs[j] & 0x0f : qs[j - 16] >> 4; }
 
 /* One row's products (a8.h) on its GGUF blocks. Q4_0's offset -8 is the
- * min -8 d rounded to f16, as the r8 record holds it (r8.c). */
+ * min -8 d rounded to f16, as the r8 record holds it (r8.c); Q4_K's
+ * sub-blocks are read as r8.c packs them. */
 static float ref_row(uint32_t type, int64_t k, const unsigned char *w, const unsigned char *a) {
     int64_t nb = k / LLMK_QK;
     const int8_t *q = (const int8_t *)a;
@@ -68,7 +72,11 @@ static float ref_row(uint32_t type, int64_t k, const unsigned char *w, const uns
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *qs;
         float dw, mw;
-        if (type == LLMK_TYPE_Q4_0) {
+        struct llmk_r8_sub sub;
+        if (type == LLMK_TYPE_Q4_K) { /* Q4S: nibbles times d * sc, less dmin * mn (r8_read.h) */
+            llmk_r8_read_sub(type, w + (size_t)(b / 8) * sizeof(llmk_block_q4_k), (int)(b % 8), &sub);
+            dw = sub.s[0], mw = sub.m, qs = NULL;
+        } else if (type == LLMK_TYPE_Q4_0) {
             llmk_block_q4_0 blk;
             memcpy(&blk, w + (size_t)b * sizeof blk, sizeof blk);
             dw = llmk_fp16_to_fp32(llmk_ld_u16(&blk.d));
@@ -81,7 +89,10 @@ static float ref_row(uint32_t type, int64_t k, const unsigned char *w, const uns
             qs = w + (size_t)b * sizeof blk + offsetof(llmk_block_q4_1, qs);
         }
         int32_t n = 0;
-        for (int j = 0; j < LLMK_QK; j++) n += nibble(qs, (j & ~7) + a8_order[j & 7]) * q[b * LLMK_QK + j];
+        for (int j = 0; j < LLMK_QK; j++) {
+            int e = (j & ~7) + a8_order[j & 7];
+            n += (qs ? nibble(qs, e) : sub.v[e]) * q[b * LLMK_QK + j];
+        }
         acc = fmaf((float)n, dw * da[b], acc);
         acc = fmaf(mw, sa[b], acc);
     }

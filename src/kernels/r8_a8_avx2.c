@@ -1,5 +1,5 @@
-/* AVX2 products of r8 Q4_1 records (Q4_0, Q4_1 weights) with 8-bit
- * activation rows (a8.h), the reference's bits.
+/* AVX2 products of r8 Q4_1 and Q4S records (Q4_0, Q4_1, Q4_K weights)
+ * with 8-bit activation rows (a8.h), the reference's bits.
  *
  * Per record (8 rows x 32 weights) and activation row: each 32-byte chunk
  * of nibbles, masked and shifted once, gives two registers of weight bytes
@@ -18,6 +18,7 @@
 #include "internal.h"
 
 #include <immintrin.h>
+#include <stdbool.h>
 #include <string.h>
 
 INLINE __m256i bcast4(const int8_t *p) {
@@ -26,16 +27,18 @@ INLINE __m256i bcast4(const int8_t *p) {
     return _mm256_set1_epi32(v);
 }
 
-/* Block b of one record x activation rows q/d[0..NA), into acc[0..NA). */
-INLINE void block_a8(int NA, const unsigned char *rec, const int8_t *const *q, const float *const *d, int64_t b,
-                     int64_t nb, __m256 *acc) {
+/* Block b of one record x activation rows q/d[0..NA), into acc[0..NA).
+ * F32S: a Q4S record, f32 scales and offsets before the nibbles. */
+INLINE void block_a8(int NA, int F32S, const unsigned char *rec, const int8_t *const *q, const float *const *d,
+                     int64_t b, int64_t nb, __m256 *acc) {
+    const unsigned char *nib = rec + (F32S ? 64 : 32);
     const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
     __m256i s[4];
     _Pragma("GCC unroll 4")
     for (int i = 0; i < NA; i++) s[i] = _mm256_setzero_si256();
     _Pragma("GCC unroll 4")
     for (int c = 0; c < 4; c++) {
-        __m256i x = _mm256_load_si256((const __m256i *)(const void *)(rec + 32 + 32 * c));
+        __m256i x = _mm256_load_si256((const __m256i *)(const void *)(nib + 32 * c));
         __m256i lo = _mm256_and_si256(x, m4), hi = _mm256_and_si256(_mm256_srli_epi16(x, 4), m4);
         _Pragma("GCC unroll 4")
         for (int i = 0; i < NA; i++) {
@@ -44,8 +47,10 @@ INLINE void block_a8(int NA, const unsigned char *rec, const int8_t *const *q, c
                                                            _mm256_maddubs_epi16(hi, bcast4(qa + 4))));
         }
     }
-    __m256 dw = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)rec));
-    __m256 mw = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)(rec + 16)));
+    __m256 dw = F32S ? _mm256_load_ps((const float *)(const void *)rec)
+                     : _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)rec));
+    __m256 mw = F32S ? _mm256_load_ps((const float *)(const void *)(rec + 32))
+                     : _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)(rec + 16)));
     _Pragma("GCC unroll 4")
     for (int i = 0; i < NA; i++) {
         __m256 n = _mm256_cvtepi32_ps(_mm256_madd_epi16(s[i], ones));
@@ -55,8 +60,9 @@ INLINE void block_a8(int NA, const unsigned char *rec, const int8_t *const *q, c
 }
 
 /* NA activation rows x groups [g0, g1) of w. */
-INLINE void rows_a8(int NA, const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1, const unsigned char *const *a,
-                    float *y, size_t ys) {
+INLINE void rows_a8(int NA, int F32S, const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1,
+                    const unsigned char *const *a, float *y, size_t ys) {
+    const int rb = F32S ? 192 : 160;
     const int8_t *q[4];
     const float *d[4];
     _Pragma("GCC unroll 4")
@@ -64,9 +70,9 @@ INLINE void rows_a8(int NA, const struct llmk_r8 *w, int64_t g0, int64_t g1, int
     for (int64_t g = g0; g < g1; g++) {
         const unsigned char *rec = w->data + (size_t)(g - w->g0) * (size_t)w->nb * w->block_bytes;
         __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-        for (int64_t b = 0; b < w->nb; b++, rec += 160) {
-            prefetch_rec(rec, 160);
-            block_a8(NA, rec, q, d, b, w->nb, acc);
+        for (int64_t b = 0; b < w->nb; b++, rec += rb) {
+            prefetch_rec(rec, rb);
+            block_a8(NA, F32S, rec, q, d, b, w->nb, acc);
         }
         _Pragma("GCC unroll 4")
         for (int i = 0; i < NA; i++) store_group(y + (size_t)i * ys, g, r1, acc[i]);
@@ -77,7 +83,8 @@ void llmk_gemm_r8_a8_avx2(const struct llmk_r8 *w, int64_t r0, int64_t r1, const
                           float *y, size_t ys, void *scratch, size_t scratch_bytes) {
     (void)scratch, (void)scratch_bytes;
     if (r1 <= r0 || m <= 0) return;
-    LLMK_CHECK(w->layout == LLMK_R8_Q4_1);
+    LLMK_CHECK(w->layout == LLMK_R8_Q4_1 || w->layout == LLMK_R8_Q4S);
+    bool f32s = w->layout == LLMK_R8_Q4S;
     int64_t g0 = r0 / 8, g1 = (r1 + 7) / 8;
     const unsigned char *ab = act;
     for (int64_t i = 0; i < m; i += 4) {
@@ -85,11 +92,15 @@ void llmk_gemm_r8_a8_avx2(const struct llmk_r8 *w, int64_t r0, int64_t r1, const
         const unsigned char *a[4];
         for (int j = 0; j < 4; j++) a[j] = ab + (size_t)(i + (j < na ? j : 0)) * as;
         float *yi = y + (size_t)i * ys;
-        switch (na) {
-        case 4: rows_a8(4, w, g0, g1, r1, a, yi, ys); break;
-        case 3: rows_a8(3, w, g0, g1, r1, a, yi, ys); break;
-        case 2: rows_a8(2, w, g0, g1, r1, a, yi, ys); break;
-        default: rows_a8(1, w, g0, g1, r1, a, yi, ys); break;
+        switch (na * 2 + f32s) {
+        case 8: rows_a8(4, 0, w, g0, g1, r1, a, yi, ys); break;
+        case 9: rows_a8(4, 1, w, g0, g1, r1, a, yi, ys); break;
+        case 6: rows_a8(3, 0, w, g0, g1, r1, a, yi, ys); break;
+        case 7: rows_a8(3, 1, w, g0, g1, r1, a, yi, ys); break;
+        case 4: rows_a8(2, 0, w, g0, g1, r1, a, yi, ys); break;
+        case 5: rows_a8(2, 1, w, g0, g1, r1, a, yi, ys); break;
+        case 3: rows_a8(1, 1, w, g0, g1, r1, a, yi, ys); break;
+        default: rows_a8(1, 0, w, g0, g1, r1, a, yi, ys); break;
         }
     }
 }

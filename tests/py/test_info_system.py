@@ -92,6 +92,7 @@ def test_config_line_shows_the_levers():
                        "LLMK_CPU_MASK": "none"})
     for want in ("activations q8", "kernels ref", "kv_type q8_0", "repack off", "cpu_mask 0x0,"):
         assert want in got, (want, got)
+    assert "activations a8" in config_line({"LLMK_ACT": "a8"})
 
 
 @pytest.mark.parametrize("var,value", [("LLMK_ACT", "q4"), ("LLMK_KERNELS", "fast"), ("LLMK_CPU_MASK", "sse"),

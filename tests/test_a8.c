@@ -1,5 +1,5 @@
-/* 8-bit activations (src/kernels/a8.h) and their products with Q4_0, Q4_1
- * and Q4_K weights: the quantizer stores each block's bytes in the kernel's order,
+/* 8-bit activations (src/kernels/a8.h) and their products with the weight
+ * types a8.h takes (4-bit records, and int8 records within +-32): the quantizer stores each block's bytes in the kernel's order,
  * with d = amax / 127 and s = d * sum q, the same bytes whether a row is
  * quantized at once or in parts, and reports a NaN or infinity; the AVX2
  * kernel on repacked weights equals the scalar reference bit for bit
@@ -54,32 +54,19 @@ static uint16_t w_scale(int extreme) {
     }
 }
 
-/* nb blocks of 32 weights (Q4_K: nb / 8 super-blocks, random bytes under
- * its f16 d and dmin) */
+/* A row of nb blocks of 32 weights: random bytes under finite f16 scales
+ * (d, and the Q4_1 / Q5_1 min or the K-quants' dmin where they have one). */
 static void fill_w(uint32_t type, unsigned char *w, int64_t nb, int extreme) {
-    if (type == LLMK_TYPE_Q4_K) {
-        for (int64_t i = 0; i < nb / 8; i++) {
-            llmk_block_q4_k blk;
-            unsigned char *p = (unsigned char *)&blk;
-            for (size_t j = 0; j < sizeof blk; j++) p[j] = (unsigned char)rnd();
-            uint16_t d = w_scale(extreme), dmin = w_scale(extreme);
-            memcpy(p + offsetof(llmk_block_q4_k, d), &d, 2), memcpy(p + offsetof(llmk_block_q4_k, dmin), &dmin, 2);
-            memcpy(w + i * sizeof blk, &blk, sizeof blk);
-        }
-        return;
-    }
-    for (int64_t b = 0; b < nb; b++) {
-        if (type == LLMK_TYPE_Q4_0) {
-            llmk_block_q4_0 blk;
-            blk.d = w_scale(extreme);
-            for (int j = 0; j < 16; j++) blk.qs[j] = (uint8_t)rnd();
-            memcpy(w + b * sizeof blk, &blk, sizeof blk);
-        } else {
-            llmk_block_q4_1 blk;
-            blk.d = w_scale(extreme), blk.m = w_scale(extreme);
-            for (int j = 0; j < 16; j++) blk.qs[j] = (uint8_t)rnd();
-            memcpy(w + b * sizeof blk, &blk, sizeof blk);
-        }
+    size_t bs = llmk_type_block_bytes(type), n = (size_t)(nb * 32 / (int64_t)llmk_type_block_elems(type));
+    for (size_t i = 0; i < n * bs; i++) w[i] = (unsigned char)rnd();
+    for (size_t i = 0; i < n; i++) {
+        unsigned char *b = w + i * bs;
+        uint16_t d = w_scale(extreme), m = w_scale(extreme);
+        size_t doff = type == LLMK_TYPE_Q3_K ? offsetof(llmk_block_q3_k, d)
+                      : type == LLMK_TYPE_Q6_K ? offsetof(llmk_block_q6_k, d) : 0;
+        memcpy(b + doff, &d, 2);
+        if (type == LLMK_TYPE_Q4_1 || type == LLMK_TYPE_Q5_1 || type == LLMK_TYPE_Q4_K || type == LLMK_TYPE_Q5_K)
+            memcpy(b + 2, &m, 2); /* m, or dmin */
     }
 }
 
@@ -224,18 +211,68 @@ static void test_largest_sums(int have_avx2) {
 #endif
 }
 
+/* The int8 records' largest sums: Q5_0 weights all -16 (a whole block's
+ * eight products in int16, 32512) and Q6_K all -32 (a half's four), against
+ * activations all +-127. */
+static void test_largest_int8_sums(int have_avx2) {
+    enum { K = 256, N = 16 };
+    static const uint32_t types[] = {LLMK_TYPE_Q5_0, LLMK_TYPE_Q6_K};
+    static const double vmin[] = {-16.0, -32.0};
+    for (int t = 0; t < 2; t++) {
+        size_t ws = (size_t)(K / (int64_t)llmk_type_block_elems(types[t])) * llmk_type_block_bytes(types[t]);
+        unsigned char *w = calloc(N, ws);
+        for (size_t i = 0; i < N * ws / llmk_type_block_bytes(types[t]); i++) {
+            unsigned char *b = w + i * llmk_type_block_bytes(types[t]);
+            uint16_t one = llmk_fp32_to_fp16(1.0f);
+            if (types[t] == LLMK_TYPE_Q5_0) {
+                memcpy(b, &one, 2); /* qs and qh zero: every weight 0 - 16 */
+            } else {
+                memcpy(b + offsetof(llmk_block_q6_k, d), &one, 2); /* ql, qh zero: 0 - 32, scales 1 */
+                memset(b + offsetof(llmk_block_q6_k, scales), 1, 16);
+            }
+        }
+        float x[2 * K];
+        for (int j = 0; j < K; j++) x[j] = 1.0f, x[K + j] = -3.0f;
+        size_t as = llmk_a8_row_bytes(K);
+        unsigned char a[2 * 40 * (K / 32)];
+        for (int i = 0; i < 2; i++) llmk_a8_quantize_row_ref(x + i * K, K, 0, K, a + i * as);
+        float y_ref[2 * N], y[2 * N];
+        llmk_r8_a8_ref(types[t], K, w, ws, 0, N, a, as, 2, y_ref, N);
+        CHECK(fabs(y_ref[0] - vmin[t] * K) < 1e-4 * fabs(vmin[t]) * K);
+        CHECK(fabs(y_ref[N] + 3.0 * vmin[t] * K) < 1e-4 * 3.0 * fabs(vmin[t]) * K);
+#if defined(__x86_64__)
+        if (have_avx2) {
+            llmk_tensor_info ti;
+            memset(&ti, 0, sizeof ti);
+            ti.name = "w", ti.type = types[t], ti.ne[0] = K, ti.ne[1] = N, ti.data = w, ti.n_bytes = ws * N;
+            struct llmk_r8 rw;
+            CHECK_EQ_INT(llmk_r8_repack(&ti, &rw), LLMK_OK);
+            llmk_gemm_r8_a8_avx2(&rw, 0, N, a, as, 2, y, N, NULL, 0);
+            CHECK(bits_equal(y_ref, y, 2 * N));
+            llmk_r8_free(&rw);
+        }
+#else
+        (void)have_avx2, (void)y;
+#endif
+        free(w);
+    }
+}
+
 int main(void) {
     int have_avx2 = (llmk_cpu_detect() & LLMK_CPU_AVX2) != 0;
     if (!have_avx2) fprintf(stderr, "test_a8: no AVX2, reference only\n");
-    CHECK(llmk_a8_supports(LLMK_TYPE_Q4_0) && llmk_a8_supports(LLMK_TYPE_Q4_1) && llmk_a8_supports(LLMK_TYPE_Q4_K));
-    CHECK(!llmk_a8_supports(LLMK_TYPE_Q8_0) && !llmk_a8_supports(LLMK_TYPE_Q6_K));
+    static const uint32_t types[] = {LLMK_TYPE_Q4_0, LLMK_TYPE_Q4_1, LLMK_TYPE_Q4_K, LLMK_TYPE_Q5_0,
+                                     LLMK_TYPE_Q5_1, LLMK_TYPE_Q3_K, LLMK_TYPE_Q5_K, LLMK_TYPE_Q6_K};
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) CHECK(llmk_a8_supports(types[t]));
+    /* weights past +-32 would overflow the int16 sums; Q2_K has offsets per 16 */
+    CHECK(!llmk_a8_supports(LLMK_TYPE_Q8_0) && !llmk_a8_supports(LLMK_TYPE_IQ4_NL) &&
+          !llmk_a8_supports(LLMK_TYPE_IQ4_XS) && !llmk_a8_supports(LLMK_TYPE_Q2_K));
     test_quantize();
     test_largest_sums(have_avx2);
+    test_largest_int8_sums(have_avx2);
     for (int rep = 0; rep < 6; rep++)
         for (int extreme = 0; extreme < 2; extreme++) {
-            test_dots(LLMK_TYPE_Q4_0, have_avx2, extreme);
-            test_dots(LLMK_TYPE_Q4_1, have_avx2, extreme);
-            test_dots(LLMK_TYPE_Q4_K, have_avx2, extreme);
+            for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) test_dots(types[t], have_avx2, extreme);
         }
     return check_summary("a8");
 }

@@ -18,8 +18,21 @@ static const int a8_order[8] = {0, 4, 1, 5, 2, 6, 3, 7};
 
 size_t llmk_a8_row_bytes(int64_t k) { return (size_t)(k / LLMK_QK) * (LLMK_QK + 8); }
 
+/* The 4-bit types, and the int8-record types whose weights stay within
+ * +-32 (the kernel's int16 sums, a8.h): not Q8_0, IQ4_NL, IQ4_XS (grids
+ * to +-127), Q2_K (its offsets per 16) or MXFP4 (not yet). */
 int llmk_a8_supports(uint32_t wtype) {
-    return wtype == LLMK_TYPE_Q4_0 || wtype == LLMK_TYPE_Q4_1 || wtype == LLMK_TYPE_Q4_K;
+    switch (wtype) {
+    case LLMK_TYPE_Q4_0:
+    case LLMK_TYPE_Q4_1:
+    case LLMK_TYPE_Q4_K:
+    case LLMK_TYPE_Q5_0:
+    case LLMK_TYPE_Q5_1:
+    case LLMK_TYPE_Q3_K:
+    case LLMK_TYPE_Q5_K:
+    case LLMK_TYPE_Q6_K: return 1;
+    default: return 0;
+    }
 }
 
 /* x rounded to nearest, ties to even, for |x| < 2^22 (as in a16.c). */
@@ -58,43 +71,55 @@ int llmk_a8_quantize_row_ref(const float *x, int64_t k, int64_t e0, int64_t e1, 
     return bad;
 }
 
-/* Element j of a Q4_0 / Q4_1 block: low nibbles are elements 0..15. */
+/* Element j of a 32-element block's 16 nibble bytes: low nibbles are
+ * elements 0..15. */
 static int nibble(const uint8_t *qs, int j) { return j < 16 ? qs[j] & 0x0f : qs[j - 16] >> 4; }
 
-/* One row's products (a8.h) on its GGUF blocks. Q4_0's offset -8 is the
- * min -8 d rounded to f16, as the r8 record holds it (r8.c); Q4_K's
- * sub-blocks are read as r8.c packs them. */
+/* Block b of a row (its GGUF bytes at row) as its r8 record holds it:
+ * integer weights v, scales s (one per 16 elements) and offset m (r8.h).
+ * Q4_0's offset -8 is the min -8 d rounded to f16 (r8.c); the types in
+ * 256-element super-blocks and Q5_1 as r8_read.h reads them. */
+static void read_block(uint32_t type, const unsigned char *row, int64_t b, struct llmk_r8_sub *o) {
+    if (type == LLMK_TYPE_Q4_0 || type == LLMK_TYPE_Q4_1 || type == LLMK_TYPE_Q5_0) {
+        size_t bs = llmk_type_block_bytes(type);
+        const unsigned char *blk = row + (size_t)b * bs;
+        float d = llmk_fp16_to_fp32(llmk_ld_u16(blk)); /* d leads all three blocks */
+        o->s[0] = o->s[1] = d, o->m = 0;
+        if (type == LLMK_TYPE_Q5_0) {
+            const uint8_t *qh = blk + offsetof(llmk_block_q5_0, qh), *qs = blk + offsetof(llmk_block_q5_0, qs);
+            for (int j = 0; j < LLMK_QK; j++) o->v[j] = (int8_t)((nibble(qs, j) | ((qh[j >> 3] >> (j & 7)) & 1) << 4) - 16);
+            return;
+        }
+        const uint8_t *qs = blk + (type == LLMK_TYPE_Q4_0 ? offsetof(llmk_block_q4_0, qs) : offsetof(llmk_block_q4_1, qs));
+        for (int j = 0; j < LLMK_QK; j++) o->v[j] = (int8_t)nibble(qs, j);
+        o->m = type == LLMK_TYPE_Q4_0 ? llmk_fp16_to_fp32(llmk_fp32_to_fp16(-8.0f * d))
+                                      : llmk_fp16_to_fp32(llmk_ld_u16(blk + offsetof(llmk_block_q4_1, m)));
+        return;
+    }
+    int64_t per = llmk_type_block_elems(type) / LLMK_QK;
+    llmk_r8_read_sub(type, row + (size_t)(b / per) * llmk_type_block_bytes(type), (int)(b % per), o);
+}
+
+/* One row's products (a8.h): A16's arithmetic for the record form (r8.h)
+ * on 8-bit activations in their stored order. */
 static float ref_row(uint32_t type, int64_t k, const unsigned char *w, const unsigned char *a) {
     int64_t nb = k / LLMK_QK;
+    int layout = llmk_r8_layout(type);
     const int8_t *q = (const int8_t *)a;
     const float *da = (const float *)(const void *)(a + (size_t)k), *sa = da + nb;
     float acc = 0;
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *qs;
-        float dw, mw;
-        struct llmk_r8_sub sub;
-        if (type == LLMK_TYPE_Q4_K) { /* Q4S: nibbles times d * sc, less dmin * mn (r8_read.h) */
-            llmk_r8_read_sub(type, w + (size_t)(b / 8) * sizeof(llmk_block_q4_k), (int)(b % 8), &sub);
-            dw = sub.s[0], mw = sub.m, qs = NULL;
-        } else if (type == LLMK_TYPE_Q4_0) {
-            llmk_block_q4_0 blk;
-            memcpy(&blk, w + (size_t)b * sizeof blk, sizeof blk);
-            dw = llmk_fp16_to_fp32(llmk_ld_u16(&blk.d));
-            mw = llmk_fp16_to_fp32(llmk_fp32_to_fp16(-8.0f * dw));
-            qs = w + (size_t)b * sizeof blk + offsetof(llmk_block_q4_0, qs);
+        struct llmk_r8_sub o;
+        read_block(type, w, b, &o);
+        int32_t n[2] = {0, 0};
+        for (int j = 0; j < LLMK_QK; j++) n[j / 16] += o.v[(j & ~7) + a8_order[j & 7]] * q[b * LLMK_QK + j];
+        if (layout == LLMK_R8_Q8S) {
+            acc = fmaf((float)n[0], o.s[0] * da[b], acc);
+            acc = fmaf((float)n[1], o.s[1] * da[b], acc);
         } else {
-            llmk_block_q4_1 blk;
-            memcpy(&blk, w + (size_t)b * sizeof blk, sizeof blk);
-            dw = llmk_fp16_to_fp32(llmk_ld_u16(&blk.d)), mw = llmk_fp16_to_fp32(llmk_ld_u16(&blk.m));
-            qs = w + (size_t)b * sizeof blk + offsetof(llmk_block_q4_1, qs);
+            acc = fmaf((float)(n[0] + n[1]), o.s[0] * da[b], acc);
         }
-        int32_t n = 0;
-        for (int j = 0; j < LLMK_QK; j++) {
-            int e = (j & ~7) + a8_order[j & 7];
-            n += (qs ? nibble(qs, e) : sub.v[e]) * q[b * LLMK_QK + j];
-        }
-        acc = fmaf((float)n, dw * da[b], acc);
-        acc = fmaf(mw, sa[b], acc);
+        if (layout != LLMK_R8_Q8_0) acc = fmaf(o.m, sa[b], acc);
     }
     return acc;
 }

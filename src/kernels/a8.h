@@ -16,12 +16,11 @@
  * (llmk_a8_row_bytes(k) = 40 * nb bytes.) q = round-to-nearest-even(x *
  * (1 / d)), clamped to [-127, 127].
  *
- * Products (weights in the Q4_1 and Q4S record forms: Q4_0, Q4_1, Q4_K),
- * for weight row r and activation row i: acc = 0; for each block b in
- * order: n_b = sum_j qw_j * qa_j, exact in int32; acc = fmaf((float)n_b,
- * dw_b * da_b, acc); acc = fmaf(mw_b, sa_b, acc); y = acc. r8.h's Q4_1 and
- * Q4S arithmetic with 8-bit qa, so neither the walk nor the ISA changes a
- * bit. */
+ * Products: r8.h's arithmetic for the weights' record form (Q4_1 for Q4_0
+ * and Q4_1, Q4S for Q4_K, Q8_0 for Q5_0, Q8S for Q5_1, Q3_K, Q5_K, Q6_K)
+ * with 8-bit qa: exact int32 block (or half-block) sums, then the same
+ * fmaf steps with the same scales, so neither the walk nor the ISA changes
+ * a bit. */
 #ifndef LLMK_KERNELS_A8_H
 #define LLMK_KERNELS_A8_H
 
@@ -38,7 +37,9 @@ size_t llmk_a8_row_bytes(int64_t k);
  * them is NaN or infinite (llmk_a16_quantize_row_ref's contract). */
 int llmk_a8_quantize_row_ref(const float *x, int64_t k, int64_t e0, int64_t e1, void *dst);
 
-/* Whether weights of this type have A8 products: Q4_0, Q4_1 and Q4_K. */
+/* Whether weights of this type have A8 products: Q4_0, Q4_1, Q4_K, and
+ * the int8-record types whose weights stay within +-32: Q5_0, Q5_1, Q3_K,
+ * Q5_K, Q6_K. */
 int llmk_a8_supports(uint32_t wtype);
 
 /* The products above on the GGUF rows (llmk_r8_ref's arguments), the

@@ -1,5 +1,6 @@
-/* AVX2 products of r8 Q4_1 and Q4S records (Q4_0, Q4_1, Q4_K weights)
- * with 8-bit activation rows (a8.h), the reference's bits.
+/* AVX2 products of r8 records with 8-bit activation rows (a8.h), the
+ * reference's bits: Q4_1 and Q4S records (Q4_0, Q4_1, Q4_K weights) below,
+ * the int8 records (Q5_0; Q5_1 and the K-quants on Q8S) at int8_group.
  *
  * Per record (8 rows x 32 weights) and activation row: each 32-byte chunk
  * of nibbles, masked and shifted once, gives two registers of weight bytes
@@ -27,9 +28,10 @@ INLINE __m256i bcast4(const int8_t *p) {
     return _mm256_set1_epi32(v);
 }
 
-/* Block b of one record x activation rows q/d[0..NA), into acc[0..NA).
- * F32S: a Q4S record, f32 scales and offsets before the nibbles. */
-INLINE void block_a8(int NA, int F32S, const unsigned char *rec, const int8_t *const *q, const float *const *d,
+/* Block b of one Q4_1 or Q4S record x activation rows q/d[0..NA), into
+ * acc[0..NA). F32S: a Q4S record, f32 scales and offsets before the
+ * nibbles. */
+INLINE void block_q4(int NA, int F32S, const unsigned char *rec, const int8_t *const *q, const float *const *d,
                      int64_t b, int64_t nb, __m256 *acc) {
     const unsigned char *nib = rec + (F32S ? 64 : 32);
     const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
@@ -59,10 +61,65 @@ INLINE void block_a8(int NA, int F32S, const unsigned char *rec, const int8_t *c
     }
 }
 
-/* NA activation rows x groups [g0, g1) of w. */
-INLINE void rows_a8(int NA, int F32S, const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1,
+/* s[i] += an int8 record's (Q8_0, Q8S) elements 8g..8g+7 times activation
+ * row i's. Pairs 4g..4g+3 interleaved by bytes give the A8 order (lane r:
+ * row r's elements {0,4,1,5} and {2,6,3,7}); vpmaddubsw wants unsigned
+ * weights, so it takes |w| and the activations with w's sign (vpsignb: 0
+ * where w is 0). A product pair is at most 2 x 32 x 127 for the Q8S types
+ * a8.h admits (a half, two groups, adds four: 32512) and 2 x 16 x 127 for
+ * Q5_0 (the block, four groups, adds eight: 32512), all within int16. */
+INLINE void int8_group(int NA, const unsigned char *rec, int g, const int8_t *const *q, int64_t b, __m256i *s) {
+    const unsigned char *p = rec + 64 * g;
+    __m128i p0 = _mm_load_si128((const __m128i *)(const void *)p), p1 = _mm_load_si128((const __m128i *)(const void *)(p + 16));
+    __m128i p2 = _mm_load_si128((const __m128i *)(const void *)(p + 32)), p3 = _mm_load_si128((const __m128i *)(const void *)(p + 48));
+    __m256i w0 = _mm256_set_m128i(_mm_unpackhi_epi8(p0, p2), _mm_unpacklo_epi8(p0, p2));
+    __m256i w1 = _mm256_set_m128i(_mm_unpackhi_epi8(p1, p3), _mm_unpacklo_epi8(p1, p3));
+    __m256i u0 = _mm256_abs_epi8(w0), u1 = _mm256_abs_epi8(w1);
+    _Pragma("GCC unroll 4")
+    for (int i = 0; i < NA; i++) {
+        const int8_t *qa = q[i] + b * LLMK_QK + 8 * g;
+        s[i] = _mm256_add_epi16(s[i], _mm256_add_epi16(_mm256_maddubs_epi16(u0, _mm256_sign_epi8(bcast4(qa), w0)),
+                                                       _mm256_maddubs_epi16(u1, _mm256_sign_epi8(bcast4(qa + 4), w1))));
+    }
+}
+
+/* Block b of one Q8_0 record (Q5_0 weights) or Q8S record (two halves,
+ * each with its f32 scales, then the f32 offsets) x activation rows. */
+INLINE void block_i8(int NA, int Q8S, const unsigned char *rec, const int8_t *const *q, const float *const *d,
+                     int64_t b, int64_t nb, __m256 *acc) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i s[4];
+    _Pragma("GCC unroll 2")
+    for (int h = 0; h < 2; h++) {
+        if (h == 0 || Q8S) {
+            _Pragma("GCC unroll 4")
+            for (int i = 0; i < NA; i++) s[i] = _mm256_setzero_si256();
+        }
+        int8_group(NA, rec, 2 * h, q, b, s);
+        int8_group(NA, rec, 2 * h + 1, q, b, s);
+        if (!Q8S && h == 0) continue;
+        __m256 sc = Q8S ? _mm256_load_ps((const float *)(const void *)(rec + 256 + 32 * h))
+                        : _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)(rec + 256)));
+        _Pragma("GCC unroll 4")
+        for (int i = 0; i < NA; i++) {
+            __m256 n = _mm256_cvtepi32_ps(_mm256_madd_epi16(s[i], ones));
+            acc[i] = _mm256_fmadd_ps(n, _mm256_mul_ps(sc, _mm256_broadcast_ss(d[i] + b)), acc[i]);
+        }
+    }
+    if (Q8S) {
+        __m256 mw = _mm256_load_ps((const float *)(const void *)(rec + 320));
+        _Pragma("GCC unroll 4")
+        for (int i = 0; i < NA; i++) acc[i] = _mm256_fmadd_ps(mw, _mm256_broadcast_ss(d[i] + nb + b), acc[i]);
+    }
+}
+
+/* Record bytes of the layouts this file takes. */
+#define A8_RECORD_BYTES(L) ((L) == LLMK_R8_Q4_1 ? 160 : (L) == LLMK_R8_Q4S ? 192 : (L) == LLMK_R8_Q8S ? 352 : 272)
+
+/* NA activation rows x groups [g0, g1) of w (records of layout L). */
+INLINE void rows_a8(int NA, int L, const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1,
                     const unsigned char *const *a, float *y, size_t ys) {
-    const int rb = F32S ? 192 : 160;
+    const int rb = A8_RECORD_BYTES(L);
     const int8_t *q[4];
     const float *d[4];
     _Pragma("GCC unroll 4")
@@ -72,10 +129,21 @@ INLINE void rows_a8(int NA, int F32S, const struct llmk_r8 *w, int64_t g0, int64
         __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
         for (int64_t b = 0; b < w->nb; b++, rec += rb) {
             prefetch_rec(rec, rb);
-            block_a8(NA, F32S, rec, q, d, b, w->nb, acc);
+            if (L == LLMK_R8_Q4_1 || L == LLMK_R8_Q4S) block_q4(NA, L == LLMK_R8_Q4S, rec, q, d, b, w->nb, acc);
+            else block_i8(NA, L == LLMK_R8_Q8S, rec, q, d, b, w->nb, acc);
         }
         _Pragma("GCC unroll 4")
         for (int i = 0; i < NA; i++) store_group(y + (size_t)i * ys, g, r1, acc[i]);
+    }
+}
+
+INLINE void rows_l(int L, int na, const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1,
+                   const unsigned char *const *a, float *y, size_t ys) {
+    switch (na) {
+    case 4: rows_a8(4, L, w, g0, g1, r1, a, y, ys); break;
+    case 3: rows_a8(3, L, w, g0, g1, r1, a, y, ys); break;
+    case 2: rows_a8(2, L, w, g0, g1, r1, a, y, ys); break;
+    default: rows_a8(1, L, w, g0, g1, r1, a, y, ys); break;
     }
 }
 
@@ -83,8 +151,7 @@ void llmk_gemm_r8_a8_avx2(const struct llmk_r8 *w, int64_t r0, int64_t r1, const
                           float *y, size_t ys, void *scratch, size_t scratch_bytes) {
     (void)scratch, (void)scratch_bytes;
     if (r1 <= r0 || m <= 0) return;
-    LLMK_CHECK(w->layout == LLMK_R8_Q4_1 || w->layout == LLMK_R8_Q4S);
-    bool f32s = w->layout == LLMK_R8_Q4S;
+    LLMK_CHECK(llmk_a8_supports(w->type));
     int64_t g0 = r0 / 8, g1 = (r1 + 7) / 8;
     const unsigned char *ab = act;
     for (int64_t i = 0; i < m; i += 4) {
@@ -92,15 +159,11 @@ void llmk_gemm_r8_a8_avx2(const struct llmk_r8 *w, int64_t r0, int64_t r1, const
         const unsigned char *a[4];
         for (int j = 0; j < 4; j++) a[j] = ab + (size_t)(i + (j < na ? j : 0)) * as;
         float *yi = y + (size_t)i * ys;
-        switch (na * 2 + f32s) {
-        case 8: rows_a8(4, 0, w, g0, g1, r1, a, yi, ys); break;
-        case 9: rows_a8(4, 1, w, g0, g1, r1, a, yi, ys); break;
-        case 6: rows_a8(3, 0, w, g0, g1, r1, a, yi, ys); break;
-        case 7: rows_a8(3, 1, w, g0, g1, r1, a, yi, ys); break;
-        case 4: rows_a8(2, 0, w, g0, g1, r1, a, yi, ys); break;
-        case 5: rows_a8(2, 1, w, g0, g1, r1, a, yi, ys); break;
-        case 3: rows_a8(1, 1, w, g0, g1, r1, a, yi, ys); break;
-        default: rows_a8(1, 0, w, g0, g1, r1, a, yi, ys); break;
+        switch (w->layout) {
+        case LLMK_R8_Q4_1: rows_l(LLMK_R8_Q4_1, na, w, g0, g1, r1, a, yi, ys); break;
+        case LLMK_R8_Q4S: rows_l(LLMK_R8_Q4S, na, w, g0, g1, r1, a, yi, ys); break;
+        case LLMK_R8_Q8S: rows_l(LLMK_R8_Q8S, na, w, g0, g1, r1, a, yi, ys); break;
+        default: rows_l(LLMK_R8_Q8_0, na, w, g0, g1, r1, a, yi, ys); break;
         }
     }
 }

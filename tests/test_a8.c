@@ -112,6 +112,35 @@ static void test_quantize(void) {
     }
 }
 
+/* The AVX2 quantizer writes the reference's bytes and reports the same:
+ * ordinary, extreme and all-zero blocks, tiny scales (1 / d overflows),
+ * a NaN or an infinity, rows in parts. */
+static void test_quantize_avx2(int have_avx2) {
+#if defined(__x86_64__)
+    if (!have_avx2) return;
+    static const float tiny[] = {1e-39f, 3e-41f, 1.4e-45f};
+    for (int rep = 0; rep < 40; rep++) {
+        int64_t k = ks[rep % (int)(sizeof ks / sizeof ks[0])], nb = k / 32;
+        float *x = malloc((size_t)k * sizeof *x);
+        fill_x(x, k, rep % 2);
+        if (rep % 5 == 1) x[rnd() % k] = tiny[rnd() % 3], x[0] = tiny[rnd() % 3];
+        if (rep % 5 == 2) for (int j = 0; j < 32; j++) x[j] = tiny[rnd() % 3] * unif();
+        if (rep % 5 == 3) x[rnd() % k] = rnd() % 2 ? NAN : INFINITY;
+        size_t rb = llmk_a8_row_bytes(k);
+        unsigned char *a = malloc(rb), *b = malloc(rb);
+        memset(a, 0x5a, rb), memset(b, 0x5a, rb);
+        int64_t cut = 32 * (int64_t)(rnd() % (uint32_t)(nb + 1));
+        int ra = llmk_a8_quantize_row_ref(x, k, 0, k, a);
+        int rb1 = llmk_a8_quantize_row_avx2(x, k, 0, cut, b), rb2 = llmk_a8_quantize_row_avx2(x, k, cut, k, b);
+        CHECK_EQ_INT(ra != 0, (rb1 | rb2) != 0);
+        CHECK(memcmp(a, b, rb) == 0);
+        free(x), free(a), free(b);
+    }
+#else
+    (void)have_avx2;
+#endif
+}
+
 /* The AVX2 kernel against the reference; the reference against f64. */
 static void test_dots(uint32_t type, int have_avx2, int extreme) {
     for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
@@ -268,6 +297,7 @@ int main(void) {
     CHECK(!llmk_a8_supports(LLMK_TYPE_Q8_0) && !llmk_a8_supports(LLMK_TYPE_IQ4_NL) &&
           !llmk_a8_supports(LLMK_TYPE_IQ4_XS) && !llmk_a8_supports(LLMK_TYPE_Q2_K));
     test_quantize();
+    test_quantize_avx2(have_avx2);
     test_largest_sums(have_avx2);
     test_largest_int8_sums(have_avx2);
     for (int rep = 0; rep < 6; rep++)

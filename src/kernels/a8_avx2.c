@@ -1,0 +1,47 @@
+/* AVX2 quantization of A8 activation rows: the same bytes as
+ * llmk_a8_quantize_row_ref (a8.c), a block of 32 at a time, with
+ * a16_avx2.c's amax, rounding, clamp and NaN rules (act_x86.h). Each 8
+ * elements are permuted into the stored order {0, 4, 1, 5, 2, 6, 3, 7}
+ * before the packing, which keeps lane order once its 128-bit halves are
+ * put back in place. */
+#include "kernels/a8.h"
+
+#include "codec/blocks.h"
+#include "kernels/act_x86.h"
+
+#include <float.h>
+#include <immintrin.h>
+#include <string.h>
+
+int llmk_a8_quantize_row_avx2(const float *x, int64_t k, int64_t e0, int64_t e1, void *dst) {
+    int64_t nb = k / LLMK_QK;
+    int8_t *q = dst;
+    float *dd = (float *)(void *)((unsigned char *)dst + (size_t)k), *ss = dd + nb;
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    int bad = 0;
+    for (int64_t b = e0 / LLMK_QK; b < e1 / LLMK_QK; b++) {
+        __m256 v[4];
+        uint32_t mb = block_amax_bits(x + b * LLMK_QK, v);
+        bad |= mb >= 0x7f800000u; /* exponent all ones: infinity or NaN */
+        float amax;
+        memcpy(&amax, &mb, sizeof amax);
+        float d = amax / 127.0f, id = d == 0 ? 0.0f : 1.0f / d;
+        int tiny = id > FLT_MAX; /* 1 / d overflows: divide instead */
+        __m256 vid = _mm256_set1_ps(id), vd = _mm256_set1_ps(d);
+        __m256i qi[4];
+        for (int j = 0; j < 4; j++) {
+            __m256 t = _mm256_permutevar8x32_ps(v[j], order);
+            qi[j] = round_clamp(tiny ? _mm256_div_ps(t, vd) : _mm256_mul_ps(t, vid), 127.0f);
+        }
+        /* packs works per 128-bit half: the 4-byte groups come out as (qi[0]
+         * lo, qi[1] lo, qi[2] lo, qi[3] lo | qi[0] hi, ...); the permute puts
+         * each register's lo and hi back together */
+        __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(qi[0], qi[1]), _mm256_packs_epi32(qi[2], qi[3]));
+        p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256((__m256i *)(void *)(q + b * LLMK_QK), p);
+        __m256i sum = _mm256_add_epi32(_mm256_add_epi32(qi[0], qi[1]), _mm256_add_epi32(qi[2], qi[3]));
+        dd[b] = d;
+        ss[b] = d * (float)hsum_epi32(sum); /* |sum| <= 32 * 127: exact */
+    }
+    return bad;
+}

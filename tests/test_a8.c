@@ -141,6 +141,27 @@ static void test_quantize_avx2(int have_avx2) {
 #endif
 }
 
+/* The AVX2 kernel on w repacked (n rows of k, ws bytes apart) x m
+ * activation rows gives y_ref's bits. */
+static void check_kernel(uint32_t type, int64_t k, unsigned char *w, size_t ws, int64_t n, const unsigned char *a,
+                         size_t as, int64_t m, const float *y_ref) {
+#if defined(__x86_64__)
+    llmk_tensor_info ti;
+    memset(&ti, 0, sizeof ti);
+    ti.name = "w", ti.type = type, ti.ne[0] = (uint64_t)k, ti.ne[1] = (uint64_t)n, ti.data = w;
+    ti.n_bytes = ws * (size_t)n;
+    struct llmk_r8 rw;
+    float *y = malloc((size_t)(n * m) * sizeof *y);
+    CHECK_EQ_INT(llmk_r8_repack(&ti, &rw), LLMK_OK);
+    llmk_gemm_r8_a8_avx2(&rw, 0, n, a, as, m, y, (size_t)n, NULL, 0);
+    CHECK(bits_equal(y_ref, y, n * m));
+    llmk_r8_free(&rw);
+    free(y);
+#else
+    (void)type, (void)k, (void)w, (void)ws, (void)n, (void)a, (void)as, (void)m, (void)y_ref;
+#endif
+}
+
 /* The AVX2 kernel against the reference; the reference against f64. */
 static void test_dots(uint32_t type, int have_avx2, int extreme) {
     for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
@@ -165,8 +186,7 @@ static void test_dots(uint32_t type, int have_avx2, int extreme) {
             ti.n_bytes = ws * (size_t)nrows;
             struct llmk_r8 rw;
             CHECK_EQ_INT(llmk_r8_repack(&ti, &rw), LLMK_OK);
-            llmk_gemm_r8_a8_avx2(&rw, 0, nrows, a, as, m, y, (size_t)nrows, NULL, 0);
-            CHECK(bits_equal(y_ref, y, nrows * m));
+            check_kernel(type, k, w, ws, nrows, a, as, m, y_ref);
             /* an 8-aligned sub-range, one activation row at a time */
             int64_t r0 = 8 * (int64_t)(rnd() % (uint32_t)((nrows + 7) / 8)), r1 = r0 + 1 + rnd() % (nrows - r0);
             memset(y, 0, (size_t)(nrows * m) * sizeof(float));
@@ -205,59 +225,26 @@ static void test_dots(uint32_t type, int have_avx2, int extreme) {
     }
 }
 
-/* Every nibble 15 against activations all +-127: each int16 lane of the
- * kernel sums 8 pairs of 15 x 127 (30480), the most it ever holds. */
+/* The largest int16 sums the kernel meets, against activations all +-127:
+ * Q4_1 nibbles all 15 (a record's eight products, 30480), Q5_0 weights all
+ * -16 (eight, 32512) and Q6_K all -32 (a half's four, 32512). */
 static void test_largest_sums(int have_avx2) {
-    enum { K = 64, N = 16 };
-    unsigned char w[N * (K / 32) * sizeof(llmk_block_q4_1)];
-    for (int r = 0; r < N * (K / 32); r++) {
-        llmk_block_q4_1 blk = {llmk_fp32_to_fp16(1.0f), llmk_fp32_to_fp16(0.0f), {0}};
-        memset(blk.qs, 0xff, sizeof blk.qs);
-        memcpy(w + r * sizeof blk, &blk, sizeof blk);
-    }
-    float x[2 * K];
-    for (int j = 0; j < K; j++) x[j] = 1.0f, x[K + j] = -3.0f;
-    size_t as = llmk_a8_row_bytes(K);
-    unsigned char a[2 * 40 * (K / 32)];
-    for (int i = 0; i < 2; i++) llmk_a8_quantize_row_ref(x + i * K, K, 0, K, a + i * as);
-    float y_ref[2 * N], y[2 * N];
-    llmk_r8_a8_ref(LLMK_TYPE_Q4_1, K, w, (K / 32) * sizeof(llmk_block_q4_1), 0, N, a, as, 2, y_ref, N);
-    CHECK_EQ_DBL(y_ref[0], 15.0 * K);
-    CHECK_EQ_DBL(y_ref[N], -45.0 * K);
-#if defined(__x86_64__)
-    if (have_avx2) {
-        llmk_tensor_info ti;
-        memset(&ti, 0, sizeof ti);
-        ti.name = "w", ti.type = LLMK_TYPE_Q4_1, ti.ne[0] = K, ti.ne[1] = N, ti.data = w, ti.n_bytes = sizeof w;
-        struct llmk_r8 rw;
-        CHECK_EQ_INT(llmk_r8_repack(&ti, &rw), LLMK_OK);
-        llmk_gemm_r8_a8_avx2(&rw, 0, N, a, as, 2, y, N, NULL, 0);
-        CHECK(bits_equal(y_ref, y, 2 * N));
-        llmk_r8_free(&rw);
-    }
-#else
-    (void)have_avx2, (void)y;
-#endif
-}
-
-/* The int8 records' largest sums: Q5_0 weights all -16 (a whole block's
- * eight products in int16, 32512) and Q6_K all -32 (a half's four), against
- * activations all +-127. */
-static void test_largest_int8_sums(int have_avx2) {
     enum { K = 256, N = 16 };
-    static const uint32_t types[] = {LLMK_TYPE_Q5_0, LLMK_TYPE_Q6_K};
-    static const double vmin[] = {-16.0, -32.0};
-    for (int t = 0; t < 2; t++) {
-        size_t ws = (size_t)(K / (int64_t)llmk_type_block_elems(types[t])) * llmk_type_block_bytes(types[t]);
+    static const uint32_t types[] = {LLMK_TYPE_Q4_1, LLMK_TYPE_Q5_0, LLMK_TYPE_Q6_K};
+    static const double wval[] = {15.0, -16.0, -32.0};
+    for (int t = 0; t < 3; t++) {
+        size_t bs = llmk_type_block_bytes(types[t]), ws = (size_t)(K / (int64_t)llmk_type_block_elems(types[t])) * bs;
         unsigned char *w = calloc(N, ws);
-        for (size_t i = 0; i < N * ws / llmk_type_block_bytes(types[t]); i++) {
-            unsigned char *b = w + i * llmk_type_block_bytes(types[t]);
-            uint16_t one = llmk_fp32_to_fp16(1.0f);
-            if (types[t] == LLMK_TYPE_Q5_0) {
-                memcpy(b, &one, 2); /* qs and qh zero: every weight 0 - 16 */
+        uint16_t one = llmk_fp32_to_fp16(1.0f);
+        for (size_t i = 0; i < N * ws / bs; i++) {
+            unsigned char *blk = w + i * bs;
+            if (types[t] == LLMK_TYPE_Q4_1) {
+                memcpy(blk, &one, 2), memset(blk + offsetof(llmk_block_q4_1, qs), 0xff, 16); /* m 0 */
+            } else if (types[t] == LLMK_TYPE_Q5_0) {
+                memcpy(blk, &one, 2); /* qs and qh zero: every weight 0 - 16 */
             } else {
-                memcpy(b + offsetof(llmk_block_q6_k, d), &one, 2); /* ql, qh zero: 0 - 32, scales 1 */
-                memset(b + offsetof(llmk_block_q6_k, scales), 1, 16);
+                memcpy(blk + offsetof(llmk_block_q6_k, d), &one, 2); /* ql, qh zero: 0 - 32, scales 1 */
+                memset(blk + offsetof(llmk_block_q6_k, scales), 1, 16);
             }
         }
         float x[2 * K];
@@ -265,24 +252,11 @@ static void test_largest_int8_sums(int have_avx2) {
         size_t as = llmk_a8_row_bytes(K);
         unsigned char a[2 * 40 * (K / 32)];
         for (int i = 0; i < 2; i++) llmk_a8_quantize_row_ref(x + i * K, K, 0, K, a + i * as);
-        float y_ref[2 * N], y[2 * N];
+        float y_ref[2 * N];
         llmk_r8_a8_ref(types[t], K, w, ws, 0, N, a, as, 2, y_ref, N);
-        CHECK(fabs(y_ref[0] - vmin[t] * K) < 1e-4 * fabs(vmin[t]) * K);
-        CHECK(fabs(y_ref[N] + 3.0 * vmin[t] * K) < 1e-4 * 3.0 * fabs(vmin[t]) * K);
-#if defined(__x86_64__)
-        if (have_avx2) {
-            llmk_tensor_info ti;
-            memset(&ti, 0, sizeof ti);
-            ti.name = "w", ti.type = types[t], ti.ne[0] = K, ti.ne[1] = N, ti.data = w, ti.n_bytes = ws * N;
-            struct llmk_r8 rw;
-            CHECK_EQ_INT(llmk_r8_repack(&ti, &rw), LLMK_OK);
-            llmk_gemm_r8_a8_avx2(&rw, 0, N, a, as, 2, y, N, NULL, 0);
-            CHECK(bits_equal(y_ref, y, 2 * N));
-            llmk_r8_free(&rw);
-        }
-#else
-        (void)have_avx2, (void)y;
-#endif
+        CHECK(fabs(y_ref[0] - wval[t] * K) < 1e-4 * fabs(wval[t]) * K);
+        CHECK(fabs(y_ref[N] + 3.0 * wval[t] * K) < 1e-4 * 3.0 * fabs(wval[t]) * K);
+        if (have_avx2) check_kernel(types[t], K, w, ws, N, a, as, 2, y_ref);
         free(w);
     }
 }
@@ -299,7 +273,6 @@ int main(void) {
     test_quantize();
     test_quantize_avx2(have_avx2);
     test_largest_sums(have_avx2);
-    test_largest_int8_sums(have_avx2);
     for (int rep = 0; rep < 6; rep++)
         for (int extreme = 0; extreme < 2; extreme++) {
             for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) test_dots(types[t], have_avx2, extreme);

@@ -9,9 +9,7 @@
 #include "codec/blocks.h"
 #include "kernels/act_x86.h"
 
-#include <float.h>
 #include <immintrin.h>
-#include <string.h>
 
 int llmk_a8_quantize_row_avx2(const float *x, int64_t k, int64_t e0, int64_t e1, void *dst) {
     int64_t nb = k / LLMK_QK;
@@ -21,12 +19,9 @@ int llmk_a8_quantize_row_avx2(const float *x, int64_t k, int64_t e0, int64_t e1,
     int bad = 0;
     for (int64_t b = e0 / LLMK_QK; b < e1 / LLMK_QK; b++) {
         __m256 v[4];
-        uint32_t mb = block_amax_bits(x + b * LLMK_QK, v);
-        bad |= mb >= 0x7f800000u; /* exponent all ones: infinity or NaN */
-        float amax;
-        memcpy(&amax, &mb, sizeof amax);
-        float d = amax / 127.0f, id = d == 0 ? 0.0f : 1.0f / d;
-        int tiny = id > FLT_MAX; /* 1 / d overflows: divide instead */
+        float d, id;
+        int tiny;
+        bad |= block_scale(x + b * LLMK_QK, v, 127.0f, &d, &id, &tiny) >= 0x7f800000u;
         __m256 vid = _mm256_set1_ps(id), vd = _mm256_set1_ps(d);
         __m256i qi[4];
         for (int j = 0; j < 4; j++) {

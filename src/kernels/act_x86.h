@@ -3,8 +3,10 @@
 #ifndef LLMK_KERNELS_ACT_X86_H
 #define LLMK_KERNELS_ACT_X86_H
 
+#include <float.h>
 #include <immintrin.h>
 #include <stdint.h>
+#include <string.h>
 
 static inline int32_t hsum_epi32(__m256i v) {
     __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
@@ -27,6 +29,19 @@ static inline uint32_t block_amax_bits(const float *xb, __m256 v[4]) {
     h = _mm_max_epi32(h, _mm_shuffle_epi32(h, 0x4e));
     h = _mm_max_epi32(h, _mm_shuffle_epi32(h, 0xb1));
     return (uint32_t)_mm_cvtsi128_si32(h);
+}
+
+/* A block's scale as the references choose it: d = amax / qmax, id = 1 / d
+ * (0 for an all-zero block), *tiny when 1 / d overflows (d below 2^-128:
+ * divide by d instead). Loads the block into v; returns the amax bits (a
+ * non-finite block's exponent is all ones). */
+static inline uint32_t block_scale(const float *xb, __m256 v[4], float qmax, float *d, float *id, int *tiny) {
+    uint32_t mb = block_amax_bits(xb, v);
+    float amax;
+    memcpy(&amax, &mb, sizeof amax);
+    *d = amax / qmax, *id = *d == 0 ? 0.0f : 1.0f / *d;
+    *tiny = *id > FLT_MAX;
+    return mb;
 }
 
 /* Each lane of t rounded to nearest even (the references' add-and-subtract

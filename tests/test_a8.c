@@ -32,6 +32,8 @@ static float unif(void) { return (float)rnd() / 4294967296.0f * 2.0f - 1.0f; }
 static const int order[8] = {0, 4, 1, 5, 2, 6, 3, 7};
 static const int64_t ks[] = {32, 64, 96, 256, 576, 1536, 2080};
 
+static int avx512_checked; /* kernel checks the AVX-512 VNNI kernel took part in */
+
 static int bits_equal(const float *a, const float *b, int64_t n) { return memcmp(a, b, (size_t)n * sizeof *a) == 0; }
 
 /* Activations: per block a scale (sometimes zero or extreme) and one outlier in five. */
@@ -141,8 +143,9 @@ static void test_quantize_avx2(int have_avx2) {
 #endif
 }
 
-/* The AVX2 kernel on w repacked (n rows of k, ws bytes apart) x m
- * activation rows gives y_ref's bits. */
+/* The AVX2 kernel, and the AVX-512 one where the CPU has VNNI, on w
+ * repacked (n rows of k, ws bytes apart) x m activation rows give y_ref's
+ * bits. */
 static void check_kernel(uint32_t type, int64_t k, unsigned char *w, size_t ws, int64_t n, const unsigned char *a,
                          size_t as, int64_t m, const float *y_ref) {
 #if defined(__x86_64__)
@@ -155,6 +158,12 @@ static void check_kernel(uint32_t type, int64_t k, unsigned char *w, size_t ws, 
     CHECK_EQ_INT(llmk_r8_repack(&ti, &rw), LLMK_OK);
     llmk_gemm_r8_a8_avx2(&rw, 0, n, a, as, m, y, (size_t)n, NULL, 0);
     CHECK(bits_equal(y_ref, y, n * m));
+    if (llmk_cpu_detect() & LLMK_CPU_AVX512_VNNI) {
+        memset(y, 0, (size_t)(n * m) * sizeof *y);
+        llmk_gemm_r8_a8_avx512(&rw, 0, n, a, as, m, y, (size_t)n, NULL, 0);
+        CHECK(bits_equal(y_ref, y, n * m));
+        avx512_checked++;
+    }
     llmk_r8_free(&rw);
     free(y);
 #else
@@ -187,17 +196,21 @@ static void test_dots(uint32_t type, int have_avx2, int extreme) {
             struct llmk_r8 rw;
             CHECK_EQ_INT(llmk_r8_repack(&ti, &rw), LLMK_OK);
             check_kernel(type, k, w, ws, nrows, a, as, m, y_ref);
-            /* an 8-aligned sub-range, one activation row at a time */
+            /* an 8-aligned sub-range, one activation row at a time (the decode walk) */
             int64_t r0 = 8 * (int64_t)(rnd() % (uint32_t)((nrows + 7) / 8)), r1 = r0 + 1 + rnd() % (nrows - r0);
-            memset(y, 0, (size_t)(nrows * m) * sizeof(float));
-            for (int64_t i = 0; i < m; i++) llmk_gemm_r8_a8_avx2(&rw, r0, r1, a + i * as, as, 1, y + i * nrows, 0, NULL, 0);
-            int ok = 1;
-            for (int64_t i = 0; i < m; i++)
-                for (int64_t r = 0; r < nrows; r++) {
-                    float want = r >= r0 && r < r1 ? y_ref[i * nrows + r] : 0.0f;
-                    ok &= memcmp(&want, &y[i * nrows + r], sizeof want) == 0;
-                }
-            CHECK(ok);
+            llmk_gemm_r8_a16_fn fns[2] = {llmk_gemm_r8_a8_avx2, llmk_gemm_r8_a8_avx512};
+            int nfn = llmk_cpu_detect() & LLMK_CPU_AVX512_VNNI ? 2 : 1;
+            for (int f = 0; f < nfn; f++) {
+                memset(y, 0, (size_t)(nrows * m) * sizeof(float));
+                for (int64_t i = 0; i < m; i++) fns[f](&rw, r0, r1, a + i * as, as, 1, y + i * nrows, 0, NULL, 0);
+                int ok = 1;
+                for (int64_t i = 0; i < m; i++)
+                    for (int64_t r = 0; r < nrows; r++) {
+                        float want = r >= r0 && r < r1 ? y_ref[i * nrows + r] : 0.0f;
+                        ok &= memcmp(&want, &y[i * nrows + r], sizeof want) == 0;
+                    }
+                CHECK(ok);
+            }
             llmk_r8_free(&rw);
         }
 #else
@@ -277,5 +290,7 @@ int main(void) {
         for (int extreme = 0; extreme < 2; extreme++) {
             for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) test_dots(types[t], have_avx2, extreme);
         }
+    if (llmk_cpu_detect() & LLMK_CPU_AVX512_VNNI) CHECK(avx512_checked > 0);
+    else fprintf(stderr, "test_a8: no AVX-512 VNNI, its kernel not run\n");
     return check_summary("a8");
 }

@@ -53,5 +53,8 @@ void llmk_r8_a8_ref(uint32_t type, int64_t k, const void *w, size_t w_stride, in
  * scratch is unused), AVX2 + FMA; only with LLMK_CPU_AVX2. */
 void llmk_gemm_r8_a8_avx2(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *act, size_t a_stride, int64_t m,
                           float *y, size_t y_stride, void *scratch, size_t scratch_bytes);
+/* The same bits with AVX-512 VNNI (vpdpbusd); only with LLMK_CPU_AVX512_VNNI. */
+void llmk_gemm_r8_a8_avx512(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *act, size_t a_stride,
+                            int64_t m, float *y, size_t y_stride, void *scratch, size_t scratch_bytes);
 
 #endif

@@ -1,0 +1,156 @@
+/* AVX-512 VNNI products of r8 records with 8-bit activation rows (a8.h):
+ * r8_a8_avx2.c's arithmetic, two 8-row groups per 512-bit register (one in
+ * each 256-bit half, r8_walk_avx512.h's walks), the byte products summed by
+ * vpdpbusd straight into int32: four products per lane and instruction,
+ * where the AVX2 kernel needs vpmaddubsw, an int16 add and a final
+ * vpmaddwd, and no int16 bound on the sums.
+ *
+ * Same bits as the AVX2 kernel and the reference: a block's (or half
+ * block's) integer sum is exact in int32 whatever the order of its adds,
+ * and the f32 steps are the AVX2 kernel's, lane for lane. */
+#include "kernels/a8.h"
+#include "kernels/r8.h"
+#define R8_NA_MAX 8 /* as r8_avx512.c: 8 rows' accumulators fit the 32 registers */
+#define R8_HAS_MX4 0
+#include "kernels/r8_x86.h"
+
+#include "codec/blocks.h"
+#include "internal.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+INLINE __m512i bcast4(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return _mm512_set1_epi32(v);
+}
+
+INLINE __m512i load_pair256(const unsigned char *a, const unsigned char *b) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)a)),
+                              _mm256_loadu_si256((const __m256i *)(const void *)b), 1);
+}
+
+/* Eight f16 scales from each record at byte offset off: lanes 0-7 from a, 8-15 from b. */
+INLINE __m512 f16_pair(const unsigned char *a, const unsigned char *b, int off) {
+    __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(a + off))),
+                                        _mm_loadu_si128((const __m128i *)(const void *)(b + off)), 1);
+    return _mm512_cvtph_ps(h);
+}
+
+/* Eight f32 values from each record at byte offset off. */
+INLINE __m512 f32_pair(const unsigned char *a, const unsigned char *b, int off) {
+    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps((const float *)(const void *)(a + off))),
+                              _mm256_loadu_ps((const float *)(const void *)(b + off)), 1);
+}
+
+/* acc[i] += n[i] x (dw x the activation's scale) and, with mw, mw x its
+ * offset term: the AVX2 kernel's two fmas. */
+INLINE void scale_into(int NA, const __m512i *n, __m512 dw, const __m512 *mw, const float *const *d, int64_t b,
+                       int64_t nb, __m512 *acc) {
+    _Pragma("GCC unroll 8")
+    for (int i = 0; i < NA; i++) {
+        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(n[i]), _mm512_mul_ps(dw, _mm512_set1_ps(d[i][b])), acc[i]);
+        if (mw) acc[i] = _mm512_fmadd_ps(*mw, _mm512_set1_ps(d[i][nb + b]), acc[i]);
+    }
+}
+
+/* Block b of two Q4_1 or Q4S records: each 32-byte chunk of nibbles, masked
+ * and shifted once, gives row r's elements {0,4,1,5} and {2,6,3,7} of the
+ * chunk's 8 in 32-bit lane r, the activation's order. */
+INLINE void block_q4(int NA, int F32S, const unsigned char *ra, const unsigned char *rb, const int8_t *const *q,
+                     const float *const *d, int64_t b, int64_t nb, __m512 *acc) {
+    const int nib = F32S ? 64 : 32;
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    __m512i n[R8_NA_MAX];
+    _Pragma("GCC unroll 8")
+    for (int i = 0; i < NA; i++) n[i] = _mm512_setzero_si512();
+    _Pragma("GCC unroll 4")
+    for (int c = 0; c < 4; c++) {
+        __m512i x = load_pair256(ra + nib + 32 * c, rb + nib + 32 * c);
+        __m512i lo = _mm512_and_si512(x, m4), hi = _mm512_and_si512(_mm512_srli_epi16(x, 4), m4);
+        _Pragma("GCC unroll 8")
+        for (int i = 0; i < NA; i++) {
+            const int8_t *qa = q[i] + b * LLMK_QK + 8 * c;
+            n[i] = _mm512_dpbusd_epi32(n[i], lo, bcast4(qa));
+            n[i] = _mm512_dpbusd_epi32(n[i], hi, bcast4(qa + 4));
+        }
+    }
+    __m512 dw = F32S ? f32_pair(ra, rb, 0) : f16_pair(ra, rb, 0);
+    __m512 mw = F32S ? f32_pair(ra, rb, 32) : f16_pair(ra, rb, 16);
+    scale_into(NA, n, dw, &mw, d, b, nb, acc);
+}
+
+/* n[i] += two int8 records' (Q8_0, Q8S) elements 8g..8g+7 times activation
+ * row i's. A record's 16-byte pairs 4g..4g+3 (rows 0-7, two elements each),
+ * gathered by qword so that each 128-bit lane holds a four-row half of one
+ * record, then interleaved by bytes, give the A8 order. vpdpbusd wants
+ * unsigned weights: it takes |w| and the activations negated where w < 0
+ * (where w is 0 the sign does not matter). */
+INLINE void int8_group(int NA, const unsigned char *ra, const unsigned char *rb, int g, const int8_t *const *q,
+                       int64_t b, __m512i *n) {
+    const __m512i ia = _mm512_set_epi64(11, 9, 10, 8, 3, 1, 2, 0), ib = _mm512_set_epi64(15, 13, 14, 12, 7, 5, 6, 4);
+    __m512i va = _mm512_loadu_si512(ra + 64 * g), vb = _mm512_loadu_si512(rb + 64 * g);
+    __m512i x = _mm512_permutex2var_epi64(va, ia, vb), y = _mm512_permutex2var_epi64(va, ib, vb);
+    __m512i w0 = _mm512_unpacklo_epi8(x, y), w1 = _mm512_unpackhi_epi8(x, y);
+    __mmask64 neg0 = _mm512_movepi8_mask(w0), neg1 = _mm512_movepi8_mask(w1);
+    __m512i u0 = _mm512_abs_epi8(w0), u1 = _mm512_abs_epi8(w1), zero = _mm512_setzero_si512();
+    _Pragma("GCC unroll 8")
+    for (int i = 0; i < NA; i++) {
+        const int8_t *qa = q[i] + b * LLMK_QK + 8 * g;
+        __m512i a0 = bcast4(qa), a1 = bcast4(qa + 4);
+        n[i] = _mm512_dpbusd_epi32(n[i], u0, _mm512_mask_sub_epi8(a0, neg0, zero, a0));
+        n[i] = _mm512_dpbusd_epi32(n[i], u1, _mm512_mask_sub_epi8(a1, neg1, zero, a1));
+    }
+}
+
+/* Block b of two Q8_0 records (Q5_0 weights) or Q8S records (two halves,
+ * each with its f32 scales, then the f32 offsets). */
+INLINE void block_i8(int NA, int Q8S, const unsigned char *ra, const unsigned char *rb, const int8_t *const *q,
+                     const float *const *d, int64_t b, int64_t nb, __m512 *acc) {
+    __m512i n[R8_NA_MAX];
+    _Pragma("GCC unroll 2")
+    for (int h = 0; h < 2; h++) {
+        if (h == 0 || Q8S) {
+            _Pragma("GCC unroll 8")
+            for (int i = 0; i < NA; i++) n[i] = _mm512_setzero_si512();
+        }
+        int8_group(NA, ra, rb, 2 * h, q, b, n);
+        int8_group(NA, ra, rb, 2 * h + 1, q, b, n);
+        if (!Q8S && h == 0) continue;
+        __m512 sc = Q8S ? f32_pair(ra, rb, 256 + 32 * h) : f16_pair(ra, rb, 256);
+        scale_into(NA, n, sc, NULL, d, b, nb, acc);
+    }
+    if (Q8S) {
+        __m512 mw = f32_pair(ra, rb, 320);
+        _Pragma("GCC unroll 8")
+        for (int i = 0; i < NA; i++) acc[i] = _mm512_fmadd_ps(mw, _mm512_set1_ps(d[i][nb + b]), acc[i]);
+    }
+}
+
+/* Only the layouts llmk_a8_supports' types repack to reach here (the entry
+ * checks); the others' case of the entry's switch falls to Q8_0's code,
+ * never run. */
+INLINE void block_any(int NA, int L, const unsigned char *ra, const unsigned char *rb, const int8_t *const *q,
+                      const float *const *d, int64_t b, int64_t nb, __m512 *acc) {
+    if (L == LLMK_R8_Q4_1 || L == LLMK_R8_Q4S) block_q4(NA, L == LLMK_R8_Q4S, ra, rb, q, d, b, nb, acc);
+    else block_i8(NA, L == LLMK_R8_Q8S, ra, rb, q, d, b, nb, acc);
+}
+
+/* An a8 activation row's parts: int8 q[k], then the f32 scales and offsets. */
+INLINE void split_a8(const unsigned char *a, int64_t k, const int8_t **q, const float **d) {
+    *q = (const int8_t *)a;
+    *d = (const float *)(const void *)(a + k);
+}
+
+#define R8_ACT_Q int8_t
+#define R8_SPLIT_ACT split_a8
+#include "kernels/r8_walk_avx512.h"
+
+#include "kernels/r8_entry.h"
+
+void llmk_gemm_r8_a8_avx512(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *act, size_t as, int64_t m,
+                            float *y, size_t ys, void *scratch, size_t scratch_bytes) {
+    LLMK_CHECK(llmk_a8_supports(w->type));
+    r8_mm(w, r0, r1, act, as, m, y, ys, scratch, scratch_bytes);
+}

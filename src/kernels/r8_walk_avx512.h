@@ -1,0 +1,158 @@
+/* The walks of the AVX-512 r8 kernel files (r8_avx512.c: A16, r8_a8_avx512.c:
+ * A8) over their two-group block code, compiled into each with its ISA
+ * flags. Before including, a file defines
+ *   R8_ACT_Q                 the activation element type (int16_t, int8_t)
+ *   R8_SPLIT_ACT(a, k, q, d) an activation row's elements and f32 scales
+ *   block_any(NA, L, ra, rb, q, d, b, nb, acc): block b of the two records
+ *       ra, rb (the same one for a group alone) x NA activation rows, into
+ *       acc[0..NA) (lanes 0-7: ra's rows, 8-15: rb's)
+ * and R8_NA_MAX; it then includes r8_entry.h for the entry. The walks only
+ * order blocks and groups: each lane's arithmetic is block_any's, block
+ * after block, so every walk gives the same bits. */
+#ifndef LLMK_KERNELS_R8_WALK_AVX512_H
+#define LLMK_KERNELS_R8_WALK_AVX512_H
+
+#include "kernels/r8_x86.h"
+
+/* Two groups' records (ra, rb: the same one for a group alone) x activation
+ * rows a[0..NA). */
+INLINE void tile(int NA, int L, const unsigned char *ra, const unsigned char *rb, int64_t nb, int64_t k,
+                 const unsigned char *const *a, __m512 *out) {
+    const int rs = R8_RECORD_BYTES(L);
+    __m512 acc[R8_NA_MAX];
+    _Pragma("GCC unroll 8")
+    for (int i = 0; i < NA; i++) acc[i] = _mm512_setzero_ps();
+    const R8_ACT_Q *q[R8_NA_MAX];
+    const float *d[R8_NA_MAX];
+    _Pragma("GCC unroll 8")
+    for (int i = 0; i < NA; i++) R8_SPLIT_ACT(a[i], k, &q[i], &d[i]);
+    int two = ra != rb;
+    for (int64_t b = 0; b < nb; b++, ra += rs, rb += rs) {
+        prefetch_rec(ra, rs);
+        if (two) prefetch_rec(rb, rs);
+        block_any(NA, L, ra, rb, q, d, b, nb, acc);
+    }
+    _Pragma("GCC unroll 8")
+    for (int i = 0; i < NA; i++) out[i] = acc[i];
+}
+
+/* One activation row against NP pairs of streams (rec[2p], rec[2p + 1]),
+ * interleaved block by block. */
+INLINE void streams(int NP, int L, const unsigned char *const *rec, int64_t nb, int64_t k, const unsigned char *a,
+                    __m512 *out) {
+    const size_t rs = R8_RECORD_BYTES(L);
+    __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+    const R8_ACT_Q *q;
+    const float *d;
+    R8_SPLIT_ACT(a, k, &q, &d);
+    for (int64_t b = 0; b < nb; b++) {
+        _Pragma("GCC unroll 2")
+        for (int p = 0; p < NP; p++) {
+            const unsigned char *ra = rec[2 * p] + (size_t)b * rs, *rb = rec[2 * p + 1] + (size_t)b * rs;
+            prefetch_rec(ra, (int)rs);
+            if (rb != ra) prefetch_rec(rb, (int)rs);
+            block_any(1, L, ra, rb, &q, &d, b, nb, &acc[p]);
+        }
+    }
+    _Pragma("GCC unroll 2")
+    for (int p = 0; p < NP; p++) out[p] = acc[p];
+}
+
+INLINE __m256 lo8(__m512 v) { return _mm512_castps512_ps256(v); }
+INLINE __m256 hi8(__m512 v) { return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)); }
+
+/* One activation row x groups [g0, g1) as the AVX2 kernel walks them:
+ * LLMK_R8_RUNS contiguous runs side by side (r8.h). */
+enum { NSTREAM = LLMK_R8_RUNS };
+_Static_assert(NSTREAM == 4, "the decode walk pairs runs 0+1 and 2+3");
+INLINE void rows_streams(int L, const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1, const unsigned char *a,
+                         float *y, void *scratch) {
+    (void)scratch; /* vpbroadcastd from memory is a plain load here: no tables */
+    int64_t len = (g1 - g0 + NSTREAM - 1) / NSTREAM;
+    size_t gb = (size_t)w->nb * w->block_bytes;
+    for (int64_t i = 0; i < len; i++) {
+        const unsigned char *rec[NSTREAM];
+        int ns = 0;
+        while (ns < NSTREAM && g0 + ns * len + i < g1) {
+            rec[ns] = w->data + (size_t)(g0 + ns * len + i - w->g0) * gb;
+            ns++;
+        }
+        if (ns % 2) rec[ns] = rec[ns - 1];
+        __m512 out[2];
+        if (ns > 2) streams(2, L, rec, w->nb, w->k, a, out);
+        else streams(1, L, rec, w->nb, w->k, a, out);
+        for (int s = 0; s < ns; s++) store_group(y, g0 + s * len + i, r1, s % 2 ? hi8(out[s / 2]) : lo8(out[s / 2]));
+    }
+}
+
+/* A few activation rows (a verify step's drafts, a small batch) walk the
+ * groups as the decode does, LLMK_R8_RUNS runs side by side. Each lane's
+ * arithmetic is tile()'s, block after block: the same bits. */
+#define R8_HAVE_FEW_ROWS 4 /* the most rows rows_few takes: its accumulators stay in registers */
+INLINE void streams_few(int NA, int NP, int L, const unsigned char *const *rec, int64_t nb, int64_t k,
+                        const unsigned char *const *a, __m512 out[][R8_HAVE_FEW_ROWS]) {
+    const size_t rs = R8_RECORD_BYTES(L);
+    __m512 acc[2][R8_HAVE_FEW_ROWS];
+    const R8_ACT_Q *q[R8_HAVE_FEW_ROWS];
+    const float *d[R8_HAVE_FEW_ROWS];
+    _Pragma("GCC unroll 4")
+    for (int i = 0; i < NA; i++) {
+        acc[0][i] = acc[1][i] = _mm512_setzero_ps();
+        R8_SPLIT_ACT(a[i], k, &q[i], &d[i]);
+    }
+    for (int64_t b = 0; b < nb; b++) {
+        _Pragma("GCC unroll 2")
+        for (int p = 0; p < NP; p++) {
+            const unsigned char *ra = rec[2 * p] + (size_t)b * rs, *rb = rec[2 * p + 1] + (size_t)b * rs;
+            prefetch_rec(ra, (int)rs);
+            if (rb != ra) prefetch_rec(rb, (int)rs);
+            block_any(NA, L, ra, rb, q, d, b, nb, acc[p]);
+        }
+    }
+    _Pragma("GCC unroll 2")
+    for (int p = 0; p < NP; p++)
+        _Pragma("GCC unroll 4")
+        for (int i = 0; i < NA; i++) out[p][i] = acc[p][i];
+}
+
+INLINE void rows_few(int NA, int L, const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1,
+                     const unsigned char *const *a, float *y, size_t ys) {
+    int64_t len = (g1 - g0 + NSTREAM - 1) / NSTREAM;
+    size_t gb = (size_t)w->nb * w->block_bytes;
+    for (int64_t i = 0; i < len; i++) {
+        const unsigned char *rec[NSTREAM];
+        int ns = 0;
+        while (ns < NSTREAM && g0 + ns * len + i < g1) {
+            rec[ns] = w->data + (size_t)(g0 + ns * len + i - w->g0) * gb;
+            ns++;
+        }
+        if (ns % 2) rec[ns] = rec[ns - 1];
+        __m512 out[2][R8_HAVE_FEW_ROWS];
+        if (ns > 2) streams_few(NA, 2, L, rec, w->nb, w->k, a, out);
+        else streams_few(NA, 1, L, rec, w->nb, w->k, a, out);
+        for (int s = 0; s < ns; s++)
+            for (int j = 0; j < NA; j++)
+                store_group(y + (size_t)j * ys, g0 + s * len + i, r1,
+                            s % 2 ? hi8(out[s / 2][j]) : lo8(out[s / 2][j]));
+    }
+}
+
+/* NA activation rows x groups [g0, g1), two groups at a time. */
+INLINE void rows_na(int NA, int L, const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1,
+                    const unsigned char *const *a, float *y, size_t ys, void *scratch) {
+    (void)scratch;
+    size_t gb = (size_t)w->nb * w->block_bytes;
+    for (int64_t g = g0; g < g1; g += 2) {
+        const unsigned char *ra = w->data + (size_t)(g - w->g0) * gb;
+        const unsigned char *rb = g + 1 < g1 ? ra + gb : ra;
+        __m512 out[R8_NA_MAX];
+        tile(NA, L, ra, rb, w->nb, w->k, a, out);
+        _Pragma("GCC unroll 8")
+        for (int i = 0; i < NA; i++) {
+            store_group(y + (size_t)i * ys, g, r1, lo8(out[i]));
+            if (g + 1 < g1) store_group(y + (size_t)i * ys, g + 1, r1, hi8(out[i]));
+        }
+    }
+}
+
+#endif

@@ -240,12 +240,13 @@ static void test_dots(uint32_t type, int have_avx2, int extreme) {
 
 /* The largest int16 sums the kernel meets, against activations all +-127:
  * Q4_1 nibbles all 15 (a record's eight products, 30480), Q5_0 weights all
- * -16 (eight, 32512) and Q6_K all -32 (a half's four, 32512). */
+ * -16 (eight, 32512), Q6_K all -32 (a half's four, 32512) and Q8_0 all
+ * -128 (one pair, 32512, widened at once). */
 static void test_largest_sums(int have_avx2) {
     enum { K = 256, N = 16 };
-    static const uint32_t types[] = {LLMK_TYPE_Q4_1, LLMK_TYPE_Q5_0, LLMK_TYPE_Q6_K};
-    static const double wval[] = {15.0, -16.0, -32.0};
-    for (int t = 0; t < 3; t++) {
+    static const uint32_t types[] = {LLMK_TYPE_Q4_1, LLMK_TYPE_Q5_0, LLMK_TYPE_Q6_K, LLMK_TYPE_Q8_0};
+    static const double wval[] = {15.0, -16.0, -32.0, -128.0};
+    for (int t = 0; t < 4; t++) {
         size_t bs = llmk_type_block_bytes(types[t]), ws = (size_t)(K / (int64_t)llmk_type_block_elems(types[t])) * bs;
         unsigned char *w = calloc(N, ws);
         uint16_t one = llmk_fp32_to_fp16(1.0f);
@@ -255,6 +256,8 @@ static void test_largest_sums(int have_avx2) {
                 memcpy(blk, &one, 2), memset(blk + offsetof(llmk_block_q4_1, qs), 0xff, 16); /* m 0 */
             } else if (types[t] == LLMK_TYPE_Q5_0) {
                 memcpy(blk, &one, 2); /* qs and qh zero: every weight 0 - 16 */
+            } else if (types[t] == LLMK_TYPE_Q8_0) {
+                memcpy(blk, &one, 2), memset(blk + offsetof(llmk_block_q8_0, qs), 0x80, 32); /* -128 */
             } else {
                 memcpy(blk + offsetof(llmk_block_q6_k, d), &one, 2); /* ql, qh zero: 0 - 32, scales 1 */
                 memset(blk + offsetof(llmk_block_q6_k, scales), 1, 16);
@@ -277,11 +280,11 @@ static void test_largest_sums(int have_avx2) {
 int main(void) {
     int have_avx2 = (llmk_cpu_detect() & LLMK_CPU_AVX2) != 0;
     if (!have_avx2) fprintf(stderr, "test_a8: no AVX2, reference only\n");
-    static const uint32_t types[] = {LLMK_TYPE_Q4_0, LLMK_TYPE_Q4_1, LLMK_TYPE_Q4_K, LLMK_TYPE_Q5_0,
+    static const uint32_t types[] = {LLMK_TYPE_Q4_0, LLMK_TYPE_Q4_1, LLMK_TYPE_Q4_K, LLMK_TYPE_Q5_0, LLMK_TYPE_Q8_0,
                                      LLMK_TYPE_Q5_1, LLMK_TYPE_Q3_K, LLMK_TYPE_Q5_K, LLMK_TYPE_Q6_K};
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) CHECK(llmk_a8_supports(types[t]));
-    /* weights past +-32 would overflow the int16 sums; Q2_K has offsets per 16 */
-    CHECK(!llmk_a8_supports(LLMK_TYPE_Q8_0) && !llmk_a8_supports(LLMK_TYPE_IQ4_NL) &&
+    /* IQ4's grids (+-127) have no wide form yet; Q2_K has offsets per 16 */
+    CHECK(!llmk_a8_supports(LLMK_TYPE_IQ4_NL) &&
           !llmk_a8_supports(LLMK_TYPE_IQ4_XS) && !llmk_a8_supports(LLMK_TYPE_Q2_K));
     test_quantize();
     test_quantize_avx2(have_avx2);

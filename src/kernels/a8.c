@@ -27,6 +27,7 @@ int llmk_a8_supports(uint32_t wtype) {
     case LLMK_TYPE_Q4_1:
     case LLMK_TYPE_Q4_K:
     case LLMK_TYPE_Q5_0:
+    case LLMK_TYPE_Q8_0:
     case LLMK_TYPE_Q5_1:
     case LLMK_TYPE_Q3_K:
     case LLMK_TYPE_Q5_K:
@@ -80,6 +81,12 @@ static int nibble(const uint8_t *qs, int j) { return j < 16 ? qs[j] & 0x0f : qs[
  * Q4_0's offset -8 is the min -8 d rounded to f16 (r8.c); the types in
  * 256-element super-blocks and Q5_1 as r8_read.h reads them. */
 static void read_block(uint32_t type, const unsigned char *row, int64_t b, struct llmk_r8_sub *o) {
+    if (type == LLMK_TYPE_Q8_0) {
+        const unsigned char *blk = row + (size_t)b * sizeof(llmk_block_q8_0);
+        o->s[0] = o->s[1] = llmk_fp16_to_fp32(llmk_ld_u16(blk)), o->m = 0;
+        memcpy(o->v, blk + offsetof(llmk_block_q8_0, qs), LLMK_QK);
+        return;
+    }
     if (type == LLMK_TYPE_Q4_0 || type == LLMK_TYPE_Q4_1 || type == LLMK_TYPE_Q5_0) {
         size_t bs = llmk_type_block_bytes(type);
         const unsigned char *blk = row + (size_t)b * bs;

@@ -67,8 +67,12 @@ INLINE void block_q4(int NA, int F32S, const unsigned char *rec, const int8_t *c
  * weights, so it takes |w| and the activations with w's sign (vpsignb: 0
  * where w is 0). A product pair is at most 2 x 32 x 127 for the Q8S types
  * a8.h admits (a half, two groups, adds four: 32512) and 2 x 16 x 127 for
- * Q5_0 (the block, four groups, adds eight: 32512), all within int16. */
-INLINE void int8_group(int NA, const unsigned char *rec, int g, const int8_t *const *q, int64_t b, __m256i *s) {
+ * Q5_0 (the block, four groups, adds eight: 32512), all within int16.
+ * WIDE (Q8_0 weights, |w| <= 128): a pair reaches 2 x 128 x 127 = 32512
+ * alone, so each is widened to int32 (vpmaddwd with ones) before adding
+ * and s holds int32 sums. */
+INLINE void int8_group(int NA, int WIDE, const unsigned char *rec, int g, const int8_t *const *q, int64_t b,
+                       __m256i *s) {
     const unsigned char *p = rec + 64 * g;
     __m128i p0 = _mm_load_si128((const __m128i *)(const void *)p), p1 = _mm_load_si128((const __m128i *)(const void *)(p + 16));
     __m128i p2 = _mm_load_si128((const __m128i *)(const void *)(p + 32)), p3 = _mm_load_si128((const __m128i *)(const void *)(p + 48));
@@ -78,14 +82,21 @@ INLINE void int8_group(int NA, const unsigned char *rec, int g, const int8_t *co
     _Pragma("GCC unroll 4")
     for (int i = 0; i < NA; i++) {
         const int8_t *qa = q[i] + b * LLMK_QK + 8 * g;
-        s[i] = _mm256_add_epi16(s[i], _mm256_add_epi16(_mm256_maddubs_epi16(u0, _mm256_sign_epi8(bcast4(qa), w0)),
-                                                       _mm256_maddubs_epi16(u1, _mm256_sign_epi8(bcast4(qa + 4), w1))));
+        __m256i m0 = _mm256_maddubs_epi16(u0, _mm256_sign_epi8(bcast4(qa), w0));
+        __m256i m1 = _mm256_maddubs_epi16(u1, _mm256_sign_epi8(bcast4(qa + 4), w1));
+        if (WIDE) {
+            const __m256i ones = _mm256_set1_epi16(1);
+            s[i] = _mm256_add_epi32(s[i], _mm256_add_epi32(_mm256_madd_epi16(m0, ones), _mm256_madd_epi16(m1, ones)));
+        } else {
+            s[i] = _mm256_add_epi16(s[i], _mm256_add_epi16(m0, m1));
+        }
     }
 }
 
-/* Block b of one Q8_0 record (Q5_0 weights) or Q8S record (two halves,
- * each with its f32 scales, then the f32 offsets) x activation rows. */
-INLINE void block_i8(int NA, int Q8S, const unsigned char *rec, const int8_t *const *q, const float *const *d,
+/* Block b of one Q8_0 record (Q5_0 weights; WIDE: Q8_0's) or Q8S record
+ * (two halves, each with its f32 scales, then the f32 offsets) x activation
+ * rows. */
+INLINE void block_i8(int NA, int Q8S, int WIDE, const unsigned char *rec, const int8_t *const *q, const float *const *d,
                      int64_t b, int64_t nb, __m256 *acc) {
     const __m256i ones = _mm256_set1_epi16(1);
     __m256i s[4];
@@ -95,14 +106,14 @@ INLINE void block_i8(int NA, int Q8S, const unsigned char *rec, const int8_t *co
             _Pragma("GCC unroll 4")
             for (int i = 0; i < NA; i++) s[i] = _mm256_setzero_si256();
         }
-        int8_group(NA, rec, 2 * h, q, b, s);
-        int8_group(NA, rec, 2 * h + 1, q, b, s);
+        int8_group(NA, WIDE, rec, 2 * h, q, b, s);
+        int8_group(NA, WIDE, rec, 2 * h + 1, q, b, s);
         if (!Q8S && h == 0) continue;
         __m256 sc = Q8S ? _mm256_load_ps((const float *)(const void *)(rec + 256 + 32 * h))
                         : _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)(rec + 256)));
         _Pragma("GCC unroll 4")
         for (int i = 0; i < NA; i++) {
-            __m256 n = _mm256_cvtepi32_ps(_mm256_madd_epi16(s[i], ones));
+            __m256 n = _mm256_cvtepi32_ps(WIDE ? s[i] : _mm256_madd_epi16(s[i], ones));
             acc[i] = _mm256_fmadd_ps(n, _mm256_mul_ps(sc, _mm256_broadcast_ss(d[i] + b)), acc[i]);
         }
     }
@@ -113,6 +124,9 @@ INLINE void block_i8(int NA, int Q8S, const unsigned char *rec, const int8_t *co
     }
 }
 
+/* Q8_0 records of Q8_0 weights: LLMK_R8_Q8_0's code with WIDE sums (an
+ * L of this file's own, past the layouts). */
+enum { A8_Q8_0_WIDE = LLMK_R8_Q8_0 + 100 };
 /* Record bytes of the layouts this file takes. */
 #define A8_RECORD_BYTES(L) ((L) == LLMK_R8_Q4_1 ? 160 : (L) == LLMK_R8_Q4S ? 192 : (L) == LLMK_R8_Q8S ? 352 : 272)
 
@@ -130,7 +144,7 @@ INLINE void rows_a8(int NA, int L, const struct llmk_r8 *w, int64_t g0, int64_t 
         for (int64_t b = 0; b < w->nb; b++, rec += rb) {
             prefetch_rec(rec, rb);
             if (L == LLMK_R8_Q4_1 || L == LLMK_R8_Q4S) block_q4(NA, L == LLMK_R8_Q4S, rec, q, d, b, w->nb, acc);
-            else block_i8(NA, L == LLMK_R8_Q8S, rec, q, d, b, w->nb, acc);
+            else block_i8(NA, L == LLMK_R8_Q8S, L == A8_Q8_0_WIDE, rec, q, d, b, w->nb, acc);
         }
         _Pragma("GCC unroll 4")
         for (int i = 0; i < NA; i++) store_group(y + (size_t)i * ys, g, r1, acc[i]);
@@ -163,7 +177,10 @@ void llmk_gemm_r8_a8_avx2(const struct llmk_r8 *w, int64_t r0, int64_t r1, const
         case LLMK_R8_Q4_1: rows_l(LLMK_R8_Q4_1, na, w, g0, g1, r1, a, yi, ys); break;
         case LLMK_R8_Q4S: rows_l(LLMK_R8_Q4S, na, w, g0, g1, r1, a, yi, ys); break;
         case LLMK_R8_Q8S: rows_l(LLMK_R8_Q8S, na, w, g0, g1, r1, a, yi, ys); break;
-        default: rows_l(LLMK_R8_Q8_0, na, w, g0, g1, r1, a, yi, ys); break;
+        default:
+            if (w->type == LLMK_TYPE_Q8_0) rows_l(A8_Q8_0_WIDE, na, w, g0, g1, r1, a, yi, ys);
+            else rows_l(LLMK_R8_Q8_0, na, w, g0, g1, r1, a, yi, ys);
+            break;
         }
     }
 }

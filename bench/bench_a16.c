@@ -48,7 +48,7 @@ static void run(const struct job *j) {
         return;
     }
     if (j->kind == 3) {
-        llmk_gemm_r8_a8_avx2(j->rw, 0, j->n, j->act, j->as, j->m, j->y, (size_t)j->n, NULL, 0);
+        llmk_kernels()->gemm_r8_a8(j->rw, 0, j->n, j->act, j->as, j->m, j->y, (size_t)j->n, NULL, 0);
         return;
     }
     if (j->kind == 0) {
@@ -104,10 +104,13 @@ int main(int argc, char **argv) {
     }
     int avx2 = (llmk_cpu_detect() & LLMK_CPU_AVX2) != 0;
     const char *q8name;
-    printf("a16 kernels: %s; 1 thread; minimum us per matvec (M=1) and per activation row at M=%d\n",
+    printf("a16 kernels: %s, a8: %s; 1 thread; minimum us per matvec (M=1) and per activation row at M=%d\n",
            !llmk_kernels()->gemm_r8_a16                          ? "r8_ref"
            : llmk_kernels()->gemm_r8_a16 == llmk_gemm_r8_a16_avx2 ? "r8_avx2"
                                                              : "r8_avx512",
+           !llmk_kernels()->gemm_r8_a8                          ? "none"
+           : llmk_kernels()->gemm_r8_a8 == llmk_gemm_r8_a8_avx2 ? "r8_a8_avx2"
+                                                           : "r8_a8_avx512",
            M_ROWS);
     printf("%-6s %-11s %9s %9s %9s %9s   %9s %9s %9s %9s  %s\n", "type", "n x k", "a16 M=1", "q8 M=1", "q4_1_x2",
            "r8 a8", "a16 M=8", "q8 M=8", "q4_1_x2", "r8 a8", "8-bit kernel");
@@ -150,7 +153,7 @@ int main(int argc, char **argv) {
             if (llmk_kernels()->gemm_r8_a16 && llmk_r8_repack(&ti_, &rw) != LLMK_OK) return 1;
             size_t sb = (llmk_r8_scratch_bytes(k, LLMK_R8_TABLE_ROWS) + 63) / 64 * 64;
             void *scratch = aligned_alloc(64, sb);
-            int have_r = avx2 && llmk_a8_supports(t) && rw.data;
+            int have_r = avx2 && llmk_kernels()->gemm_r8_a8 && llmk_a8_supports(t) && rw.data;
             double us[2][4] = {{0}};
             for (int mi = 0; mi < 2; mi++) {
                 int64_t m = mi ? M_ROWS : 1;

@@ -77,27 +77,28 @@ static void test_quantize(void) {
     for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
         int64_t k = ks[ki], nb = k / 32;
         size_t rb = llmk_a8_row_bytes(k);
-        CHECK_EQ_INT(rb, (size_t)nb * 40);
+        CHECK_EQ_INT(rb, (size_t)nb * 44);
         float *x = malloc((size_t)k * sizeof *x);
         unsigned char *a = malloc(rb), *a2 = malloc(rb);
         fill_x(x, k, 0);
         CHECK_EQ_INT(llmk_a8_quantize_row_ref(x, k, 0, k, a), 0);
         const int8_t *q = (const int8_t *)a;
         const float *d = (const float *)(void *)(a + k), *s = d + nb;
+        const int16_t *h = (const int16_t *)(const void *)(s + nb);
         int ok = 1;
         for (int64_t b = 0; b < nb; b++) {
             double amax = 0;
-            int32_t sum = 0;
+            int32_t sum = 0, half[2] = {0, 0};
             for (int j = 0; j < 32; j++) amax = fmax(amax, fabs((double)x[b * 32 + j]));
             ok &= d[b] == (float)amax / 127.0f;
             for (int j = 0; j < 32; j++) {
                 int8_t qj = q[b * 32 + j];
                 float xj = x[b * 32 + (j & ~7) + order[j & 7]];
-                sum += qj;
+                sum += qj, half[j / 16] += qj;
                 /* within half a step of the element it stands for, never -128 */
                 ok &= qj >= -127 && (d[b] == 0 ? qj == 0 : fabs((double)xj - (double)d[b] * qj) <= 0.5001 * d[b]);
             }
-            ok &= s[b] == d[b] * (float)sum;
+            ok &= s[b] == d[b] * (float)sum && h[2 * b] == half[0] && h[2 * b + 1] == half[1];
         }
         CHECK(ok);
         /* in two parts: the same bytes */
@@ -266,7 +267,7 @@ static void test_largest_sums(int have_avx2) {
         float x[2 * K];
         for (int j = 0; j < K; j++) x[j] = 1.0f, x[K + j] = -3.0f;
         size_t as = llmk_a8_row_bytes(K);
-        unsigned char a[2 * 40 * (K / 32)];
+        unsigned char a[2 * 44 * (K / 32)];
         for (int i = 0; i < 2; i++) llmk_a8_quantize_row_ref(x + i * K, K, 0, K, a + i * as);
         float y_ref[2 * N];
         llmk_r8_a8_ref(types[t], K, w, ws, 0, N, a, as, 2, y_ref, N);

@@ -16,7 +16,7 @@
 /* Byte i of each group of 8 holds element P[i] of the group (a8.h). */
 static const int a8_order[8] = {0, 4, 1, 5, 2, 6, 3, 7};
 
-size_t llmk_a8_row_bytes(int64_t k) { return (size_t)(k / LLMK_QK) * (LLMK_QK + 8); }
+size_t llmk_a8_row_bytes(int64_t k) { return (size_t)(k / LLMK_QK) * (LLMK_QK + 12); }
 
 /* The 4-bit types, and the int8-record types whose weights stay within
  * +-32 (the kernel's int16 sums, a8.h): not Q8_0, IQ4_NL, IQ4_XS (grids
@@ -43,6 +43,7 @@ int llmk_a8_quantize_row_ref(const float *x, int64_t k, int64_t e0, int64_t e1, 
     int64_t nb = k / LLMK_QK;
     int8_t *q = dst;
     float *dd = (float *)(void *)((unsigned char *)dst + (size_t)k), *ss = dd + nb;
+    int16_t *hh = (int16_t *)(void *)(ss + nb);
     int bad = 0;
     for (int64_t b = e0 / LLMK_QK; b < e1 / LLMK_QK; b++) {
         const float *xb = x + b * LLMK_QK;
@@ -58,16 +59,17 @@ int llmk_a8_quantize_row_ref(const float *x, int64_t k, int64_t e0, int64_t e1, 
         memcpy(&amax, &mb, sizeof amax);
         float d = amax / 127.0f, id = d == 0 ? 0.0f : 1.0f / d;
         bool tiny = id > FLT_MAX; /* 1 / d overflows: divide instead */
-        int32_t sum = 0;
+        int32_t half[2] = {0, 0};
         for (int j = 0; j < LLMK_QK; j++) {
             const float xj = xb[(j & ~7) + a8_order[j & 7]];
             float v = round_even(tiny ? xj / d : xj * id);
             v = v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v;
             q[b * LLMK_QK + j] = v == v ? (int8_t)v : 0;
-            sum += q[b * LLMK_QK + j];
+            half[j / 16] += q[b * LLMK_QK + j]; /* the order stays within groups of 8 */
         }
         dd[b] = d;
-        ss[b] = d * (float)sum; /* |sum| <= 32 * 127: exact */
+        ss[b] = d * (float)(half[0] + half[1]); /* |sum| <= 32 * 127: exact */
+        hh[2 * b] = (int16_t)half[0], hh[2 * b + 1] = (int16_t)half[1];
     }
     return bad;
 }

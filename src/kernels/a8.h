@@ -4,8 +4,7 @@
  * byte pairs where vpmaddwd multiplies 16 int16 pairs, and on Zen 1 both
  * issue on the one integer-multiply pipe, which bounds prefill and batched
  * decode (docs/batching.md). A16 (a16.h) stays the default for its ~256x
- * smaller activation error; this form is the opt-in step towards a faster
- * mode and not yet an executor route.
+ * smaller activation error; this form is the opt-in mode LLMK_ACT=a8.
  *
  * Activation row of k elements (k whole blocks of 32), nb = k / 32:
  *   int8 q[k]    block b's element 8g + P[i] at byte 32 b + 8 g + i, with
@@ -13,7 +12,10 @@
  *                kernel's unpacked Q4_1 records hold their weights (r8.h)
  *   float d[nb]  d = amax / 127 of the block (0 for an all-zero block)
  *   float s[nb]  s = d * (float)sum(q of the block)  (Q4_1's min term)
- * (llmk_a8_row_bytes(k) = 40 * nb bytes.) q = round-to-nearest-even(x *
+ *   int16 h[2nb] h[2b + i] = sum(q of elements 16 i .. 16 i + 15 of block
+ *                b), the VNNI kernel's correction for unsigned int8
+ *                weights (w + 128)
+ * (llmk_a8_row_bytes(k) = 44 * nb bytes.) q = round-to-nearest-even(x *
  * (1 / d)), clamped to [-127, 127].
  *
  * Products: r8.h's arithmetic for the weights' record form (Q4_1 for Q4_0

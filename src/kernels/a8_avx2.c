@@ -15,6 +15,7 @@ int llmk_a8_quantize_row_avx2(const float *x, int64_t k, int64_t e0, int64_t e1,
     int64_t nb = k / LLMK_QK;
     int8_t *q = dst;
     float *dd = (float *)(void *)((unsigned char *)dst + (size_t)k), *ss = dd + nb;
+    int16_t *hh = (int16_t *)(void *)(ss + nb);
     const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     int bad = 0;
     for (int64_t b = e0 / LLMK_QK; b < e1 / LLMK_QK; b++) {
@@ -34,9 +35,10 @@ int llmk_a8_quantize_row_avx2(const float *x, int64_t k, int64_t e0, int64_t e1,
         __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(qi[0], qi[1]), _mm256_packs_epi32(qi[2], qi[3]));
         p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
         _mm256_storeu_si256((__m256i *)(void *)(q + b * LLMK_QK), p);
-        __m256i sum = _mm256_add_epi32(_mm256_add_epi32(qi[0], qi[1]), _mm256_add_epi32(qi[2], qi[3]));
+        int32_t h0 = hsum_epi32(_mm256_add_epi32(qi[0], qi[1])), h1 = hsum_epi32(_mm256_add_epi32(qi[2], qi[3]));
         dd[b] = d;
-        ss[b] = d * (float)hsum_epi32(sum); /* |sum| <= 32 * 127: exact */
+        ss[b] = d * (float)(h0 + h1); /* |sum| <= 32 * 127: exact */
+        hh[2 * b] = (int16_t)h0, hh[2 * b + 1] = (int16_t)h1;
     }
     return bad;
 }

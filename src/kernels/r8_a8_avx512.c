@@ -81,31 +81,44 @@ INLINE void block_q4(int NA, int F32S, const unsigned char *ra, const unsigned c
     scale_into(NA, n, dw, &mw, d, b, nb, acc);
 }
 
-/* n[i] += two int8 records' (Q8_0, Q8S) elements 8g..8g+7 times activation
- * row i's. A record's 16-byte pairs 4g..4g+3 (rows 0-7, two elements each),
- * gathered by qword so that each 128-bit lane holds a four-row half of one
- * record, then interleaved by bytes, give the A8 order. vpdpbusd wants
- * unsigned weights: it takes |w| and the activations negated where w < 0
- * (where w is 0 the sign does not matter). */
+/* n[i] += two int8 records' (Q8_0, Q8S) elements 8g..8g+7, plus 128, times
+ * activation row i's. A record's 16-byte pairs 4g..4g+3 (rows 0-7, two
+ * elements each), gathered by qword so that each 128-bit lane holds a
+ * four-row half of one record, then interleaved by bytes, give the A8
+ * order. vpdpbusd wants unsigned weights: w + 128 (w xor 0x80) is, and the
+ * extra 128 x the activations' sum, the same for every row, comes off once
+ * a half (sub_half). Per row and group that leaves the two vpdpbusd, where
+ * taking |w| and moving w's sign onto the activations cost two more. */
 INLINE void int8_group(int NA, const unsigned char *ra, const unsigned char *rb, int g, const int8_t *const *q,
                        int64_t b, __m512i *n) {
     const __m512i ia = _mm512_set_epi64(11, 9, 10, 8, 3, 1, 2, 0), ib = _mm512_set_epi64(15, 13, 14, 12, 7, 5, 6, 4);
+    const __m512i bias = _mm512_set1_epi8((char)0x80);
     __m512i va = _mm512_loadu_si512(ra + 64 * g), vb = _mm512_loadu_si512(rb + 64 * g);
     __m512i x = _mm512_permutex2var_epi64(va, ia, vb), y = _mm512_permutex2var_epi64(va, ib, vb);
-    __m512i w0 = _mm512_unpacklo_epi8(x, y), w1 = _mm512_unpackhi_epi8(x, y);
-    __mmask64 neg0 = _mm512_movepi8_mask(w0), neg1 = _mm512_movepi8_mask(w1);
-    __m512i u0 = _mm512_abs_epi8(w0), u1 = _mm512_abs_epi8(w1), zero = _mm512_setzero_si512();
+    __m512i u0 = _mm512_xor_si512(_mm512_unpacklo_epi8(x, y), bias);
+    __m512i u1 = _mm512_xor_si512(_mm512_unpackhi_epi8(x, y), bias);
     _Pragma("GCC unroll 8")
     for (int i = 0; i < NA; i++) {
         const int8_t *qa = q[i] + b * LLMK_QK + 8 * g;
-        __m512i a0 = bcast4(qa), a1 = bcast4(qa + 4);
-        n[i] = _mm512_dpbusd_epi32(n[i], u0, _mm512_mask_sub_epi8(a0, neg0, zero, a0));
-        n[i] = _mm512_dpbusd_epi32(n[i], u1, _mm512_mask_sub_epi8(a1, neg1, zero, a1));
+        n[i] = _mm512_dpbusd_epi32(n[i], u0, bcast4(qa));
+        n[i] = _mm512_dpbusd_epi32(n[i], u1, bcast4(qa + 4));
     }
 }
 
-/* Block b of two Q8_0 records (Q5_0 weights) or Q8S records (two halves,
- * each with its f32 scales, then the f32 offsets). */
+/* n[i] -= 128 x row i's activation sum over halves h0..h1 of block b (the
+ * row's int16 half sums follow its scales and offsets, a8.h). */
+INLINE void sub_half(int NA, const float *const *d, int64_t b, int64_t nb, int h0, int h1, __m512i *n) {
+    _Pragma("GCC unroll 8")
+    for (int i = 0; i < NA; i++) {
+        const int16_t *hs = (const int16_t *)(const void *)(d[i] + 2 * nb) + 2 * b;
+        int32_t sum = 0;
+        for (int h = h0; h <= h1; h++) sum += hs[h];
+        n[i] = _mm512_sub_epi32(n[i], _mm512_set1_epi32(128 * sum));
+    }
+}
+
+/* Block b of two Q8_0 records (Q5_0 and Q8_0 weights) or Q8S records (two
+ * halves, each with its f32 scales, then the f32 offsets). */
 INLINE void block_i8(int NA, int Q8S, const unsigned char *ra, const unsigned char *rb, const int8_t *const *q,
                      const float *const *d, int64_t b, int64_t nb, __m512 *acc) {
     __m512i n[R8_NA_MAX];
@@ -118,6 +131,7 @@ INLINE void block_i8(int NA, int Q8S, const unsigned char *ra, const unsigned ch
         int8_group(NA, ra, rb, 2 * h, q, b, n);
         int8_group(NA, ra, rb, 2 * h + 1, q, b, n);
         if (!Q8S && h == 0) continue;
+        sub_half(NA, d, b, nb, Q8S ? h : 0, h, n);
         __m512 sc = Q8S ? f32_pair(ra, rb, 256 + 32 * h) : f16_pair(ra, rb, 256);
         scale_into(NA, n, sc, NULL, d, b, nb, acc);
     }

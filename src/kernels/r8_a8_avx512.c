@@ -20,30 +20,6 @@
 #include <immintrin.h>
 #include <string.h>
 
-INLINE __m512i bcast4(const int8_t *p) {
-    int32_t v;
-    memcpy(&v, p, sizeof v);
-    return _mm512_set1_epi32(v);
-}
-
-INLINE __m512i load_pair256(const unsigned char *a, const unsigned char *b) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)a)),
-                              _mm256_loadu_si256((const __m256i *)(const void *)b), 1);
-}
-
-/* Eight f16 scales from each record at byte offset off: lanes 0-7 from a, 8-15 from b. */
-INLINE __m512 f16_pair(const unsigned char *a, const unsigned char *b, int off) {
-    __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(a + off))),
-                                        _mm_loadu_si128((const __m128i *)(const void *)(b + off)), 1);
-    return _mm512_cvtph_ps(h);
-}
-
-/* Eight f32 values from each record at byte offset off. */
-INLINE __m512 f32_pair(const unsigned char *a, const unsigned char *b, int off) {
-    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps((const float *)(const void *)(a + off))),
-                              _mm256_loadu_ps((const float *)(const void *)(b + off)), 1);
-}
-
 /* acc[i] += n[i] x (dw x the activation's scale) and, with mw, mw x its
  * offset term: the AVX2 kernel's two fmas. */
 INLINE void scale_into(int NA, const __m512i *n, __m512 dw, const __m512 *mw, const float *const *d, int64_t b,
@@ -72,8 +48,8 @@ INLINE void block_q4(int NA, int F32S, const unsigned char *ra, const unsigned c
         _Pragma("GCC unroll 8")
         for (int i = 0; i < NA; i++) {
             const int8_t *qa = q[i] + b * LLMK_QK + 8 * c;
-            n[i] = _mm512_dpbusd_epi32(n[i], lo, bcast4(qa));
-            n[i] = _mm512_dpbusd_epi32(n[i], hi, bcast4(qa + 4));
+            n[i] = _mm512_dpbusd_epi32(n[i], lo, bcast32(qa));
+            n[i] = _mm512_dpbusd_epi32(n[i], hi, bcast32(qa + 4));
         }
     }
     __m512 dw = F32S ? f32_pair(ra, rb, 0) : f16_pair(ra, rb, 0);
@@ -100,8 +76,8 @@ INLINE void int8_group(int NA, const unsigned char *ra, const unsigned char *rb,
     _Pragma("GCC unroll 8")
     for (int i = 0; i < NA; i++) {
         const int8_t *qa = q[i] + b * LLMK_QK + 8 * g;
-        n[i] = _mm512_dpbusd_epi32(n[i], u0, bcast4(qa));
-        n[i] = _mm512_dpbusd_epi32(n[i], u1, bcast4(qa + 4));
+        n[i] = _mm512_dpbusd_epi32(n[i], u0, bcast32(qa));
+        n[i] = _mm512_dpbusd_epi32(n[i], u1, bcast32(qa + 4));
     }
 }
 

@@ -24,30 +24,6 @@
 #include <immintrin.h>
 #include <string.h>
 
-INLINE __m512i bcast32(const int16_t *p) {
-    int32_t v;
-    memcpy(&v, p, sizeof v);
-    return _mm512_set1_epi32(v);
-}
-
-INLINE __m512i load_pair256(const unsigned char *a, const unsigned char *b) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_load_si256((const __m256i *)a)),
-                              _mm256_load_si256((const __m256i *)b), 1);
-}
-
-/* Eight f16 scales from each record, at byte offset off: lanes 0-7 from a, 8-15 from b. */
-INLINE __m512 scales_pair(const unsigned char *a, const unsigned char *b, int off) {
-    __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_load_si128((const __m128i *)(a + off))),
-                                        _mm_load_si128((const __m128i *)(b + off)), 1);
-    return _mm512_cvtph_ps(h);
-}
-
-/* Eight f32 values from each record, at byte offset off: lanes 0-7 from a, 8-15 from b. */
-INLINE __m512 f32_pair(const unsigned char *a, const unsigned char *b, int off) {
-    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_load_ps((const float *)(a + off))),
-                              _mm256_load_ps((const float *)(b + off)), 1);
-}
-
 /* Block b of two 8-row group records ra, rb x activation rows q/d[0..NA),
  * into acc[0..NA) (lanes 0-7: ra's rows, 8-15: rb's). F32S: Q4S's f32
  * scales and offsets before the nibbles, where Q4_1 has f16 ones. */
@@ -77,8 +53,8 @@ INLINE void block_q4_1(int NA, int F32S, const unsigned char *ra, const unsigned
             n23[i] = _mm512_dpwssd_epi32(n23[i], p3, bcast32(qa + 6));
         }
     }
-    __m512 dw = F32S ? f32_pair(ra, rb, 0) : scales_pair(ra, rb, 0);
-    __m512 mw = F32S ? f32_pair(ra, rb, 32) : scales_pair(ra, rb, 16);
+    __m512 dw = F32S ? f32_pair(ra, rb, 0) : f16_pair(ra, rb, 0);
+    __m512 mw = F32S ? f32_pair(ra, rb, 32) : f16_pair(ra, rb, 16);
     _Pragma("GCC unroll 8")
     for (int i = 0; i < NA; i++) {
         __m512i n = _mm512_add_epi32(n01[i], _mm512_srai_epi32(n23[i], 8));
@@ -100,7 +76,7 @@ INLINE void block_q8_0(int NA, const unsigned char *ra, const unsigned char *rb,
         _Pragma("GCC unroll 8")
         for (int i = 0; i < NA; i++) n[i] = _mm512_dpwssd_epi32(n[i], w, bcast32(q[i] + b * LLMK_QK + 2 * p));
     }
-    __m512 dw = scales_pair(ra, rb, 256);
+    __m512 dw = f16_pair(ra, rb, 256);
     _Pragma("GCC unroll 8")
     for (int i = 0; i < NA; i++)
         acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(n[i]), _mm512_mul_ps(dw, _mm512_set1_ps(d[i][b])), acc[i]);

@@ -65,19 +65,28 @@ INLINE __m256 hi8(__m512 v) { return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm
  * LLMK_R8_RUNS contiguous runs side by side (r8.h). */
 enum { NSTREAM = LLMK_R8_RUNS };
 _Static_assert(NSTREAM == 4, "the decode walk pairs runs 0+1 and 2+3");
+/* Step i of the runs (len groups each) over [g0, g1): the records of the
+ * runs that reach it into rec, an odd one out paired with itself; returns
+ * how many runs do. */
+INLINE int run_records(const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t len, int64_t i,
+                       const unsigned char **rec) {
+    size_t gb = (size_t)w->nb * w->block_bytes;
+    int ns = 0;
+    while (ns < NSTREAM && g0 + ns * len + i < g1) {
+        rec[ns] = w->data + (size_t)(g0 + ns * len + i - w->g0) * gb;
+        ns++;
+    }
+    if (ns % 2) rec[ns] = rec[ns - 1];
+    return ns;
+}
+
 INLINE void rows_streams(int L, const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1, const unsigned char *a,
                          float *y, void *scratch) {
     (void)scratch; /* vpbroadcastd from memory is a plain load here: no tables */
     int64_t len = (g1 - g0 + NSTREAM - 1) / NSTREAM;
-    size_t gb = (size_t)w->nb * w->block_bytes;
     for (int64_t i = 0; i < len; i++) {
         const unsigned char *rec[NSTREAM];
-        int ns = 0;
-        while (ns < NSTREAM && g0 + ns * len + i < g1) {
-            rec[ns] = w->data + (size_t)(g0 + ns * len + i - w->g0) * gb;
-            ns++;
-        }
-        if (ns % 2) rec[ns] = rec[ns - 1];
+        int ns = run_records(w, g0, g1, len, i, rec);
         __m512 out[2];
         if (ns > 2) streams(2, L, rec, w->nb, w->k, a, out);
         else streams(1, L, rec, w->nb, w->k, a, out);
@@ -118,15 +127,9 @@ INLINE void streams_few(int NA, int NP, int L, const unsigned char *const *rec, 
 INLINE void rows_few(int NA, int L, const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1,
                      const unsigned char *const *a, float *y, size_t ys) {
     int64_t len = (g1 - g0 + NSTREAM - 1) / NSTREAM;
-    size_t gb = (size_t)w->nb * w->block_bytes;
     for (int64_t i = 0; i < len; i++) {
         const unsigned char *rec[NSTREAM];
-        int ns = 0;
-        while (ns < NSTREAM && g0 + ns * len + i < g1) {
-            rec[ns] = w->data + (size_t)(g0 + ns * len + i - w->g0) * gb;
-            ns++;
-        }
-        if (ns % 2) rec[ns] = rec[ns - 1];
+        int ns = run_records(w, g0, g1, len, i, rec);
         __m512 out[2][R8_HAVE_FEW_ROWS];
         if (ns > 2) streams_few(NA, 2, L, rec, w->nb, w->k, a, out);
         else streams_few(NA, 1, L, rec, w->nb, w->k, a, out);

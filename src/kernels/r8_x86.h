@@ -47,4 +47,34 @@ INLINE void store_group(float *y, int64_t g, int64_t r1, __m256 v) {
     }
 }
 
+#if defined(__AVX512F__)
+/* The AVX-512 files' loads (r8_avx512.c, r8_a8_avx512.c): two 8-row
+ * groups' records side by side, a's in the low 256 bits, b's in the high. */
+
+/* The 32 bits at p in every lane (activation elements: two int16, four int8). */
+INLINE __m512i bcast32(const void *p) {
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return _mm512_set1_epi32(v);
+}
+
+INLINE __m512i load_pair256(const unsigned char *a, const unsigned char *b) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)a)),
+                              _mm256_loadu_si256((const __m256i *)(const void *)b), 1);
+}
+
+/* Eight f16 scales from each record at byte offset off: lanes 0-7 from a, 8-15 from b. */
+INLINE __m512 f16_pair(const unsigned char *a, const unsigned char *b, int off) {
+    __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(a + off))),
+                                        _mm_loadu_si128((const __m128i *)(const void *)(b + off)), 1);
+    return _mm512_cvtph_ps(h);
+}
+
+/* Eight f32 values from each record at byte offset off: lanes 0-7 from a, 8-15 from b. */
+INLINE __m512 f32_pair(const unsigned char *a, const unsigned char *b, int off) {
+    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps((const float *)(const void *)(a + off))),
+                              _mm256_loadu_ps((const float *)(const void *)(b + off)), 1);
+}
+#endif
+
 #endif

@@ -684,6 +684,19 @@ static int64_t unit_queries(const struct llmk_exec *ex, const struct attn_unit *
     return (int64_t)__builtin_popcount(u->rows) * ex->m->hp.n_head;
 }
 
+/* A query's share of the split in unit u: its keys (the unit's longest
+ * row's; a partial last chunk is cheaper) plus a fixed part for the
+ * softmax and the partial's setup. Split by query count, the worker whose
+ * range held the full chunks kept the other waiting at the merge barrier
+ * (depth 512: the two workers' waits summed 5.3-6.1 us a layer, now
+ * 3.7-4.5). */
+static int64_t unit_cost(const struct llmk_exec *ex, const struct attn_unit *u) {
+    int64_t k0 = (int64_t)u->c * LLMK_ATTN_CHUNK, n = 1;
+    for (int32_t t = u->row0; t < ex->n_rows; t++)
+        if (u->rows & (1u << t)) n = (int64_t)ex->row_pos[t] + 1 - k0 > n ? (int64_t)ex->row_pos[t] + 1 - k0 : n;
+    return (n < LLMK_ATTN_CHUNK ? n : LLMK_ATTN_CHUNK) + 16;
+}
+
 /* Queries [j0, j1) of unit u through the chunk kernels, batched per KV group
  * up to ATTN_MQ per K/V pass (the multi-query kernel gives each query the
  * single-query bits). With one chunk per row (most == 1) each query's
@@ -743,14 +756,16 @@ static void attn_few_rows(struct llmk_exec *ex, const struct llmk_phase *ph, int
     int HD = hp->head_dim, H = hp->n_head;
     int64_t ps = HD + 2, total = 0, most = 1;
     for (int32_t t = 0; t < ex->n_rows; t++) most = n_chunks(ex, t) > most ? n_chunks(ex, t) : most;
-    for (int32_t u = 0; u < ex->n_units; u++) total += unit_queries(ex, &ex->units[u]);
+    for (int32_t u = 0; u < ex->n_units; u++) total += unit_queries(ex, &ex->units[u]) * unit_cost(ex, &ex->units[u]);
     int64_t lo, hi, base = 0;
     llmk_split_range(total, ith, nth, &lo, &hi);
     for (int32_t u = 0; u < ex->n_units && base < hi; u++) {
-        int64_t nq = unit_queries(ex, &ex->units[u]);
-        int64_t j0 = lo > base ? lo - base : 0, j1 = hi - base < nq ? hi - base : nq;
+        int64_t nq = unit_queries(ex, &ex->units[u]), c = unit_cost(ex, &ex->units[u]);
+        /* the queries whose cost starts in [lo, hi): neighbours' ranges meet exactly */
+        int64_t j0 = lo > base ? (lo - base + c - 1) / c : 0, j1 = (hi - base + c - 1) / c;
+        j0 = j0 < nq ? j0 : nq, j1 = j1 < nq ? j1 : nq;
         if (j0 < j1) attn_unit(ex, ph, &ex->units[u], j0, j1, ith, most == 1, head_quant, scores);
-        base += nq;
+        base += nq * c;
     }
     if (most == 1) return;
     llmk_pool_barrier(ex->pool);

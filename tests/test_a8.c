@@ -241,13 +241,13 @@ static void test_dots(uint32_t type, int have_avx2, int extreme) {
 
 /* The largest int16 sums the kernel meets, against activations all +-127:
  * Q4_1 nibbles all 15 (a record's eight products, 30480), Q5_0 weights all
- * -16 (eight, 32512), Q6_K all -32 (a half's four, 32512) and Q8_0 all
- * -128 (one pair, 32512, widened at once). */
+ * -16 (eight, 32512), Q6_K all -32 (a half's four, 32512), Q8_0 all -128
+ * and IQ4_NL all -127 (one pair, 32512 and 32258, widened at once). */
 static void test_largest_sums(int have_avx2) {
     enum { K = 256, N = 16 };
-    static const uint32_t types[] = {LLMK_TYPE_Q4_1, LLMK_TYPE_Q5_0, LLMK_TYPE_Q6_K, LLMK_TYPE_Q8_0};
-    static const double wval[] = {15.0, -16.0, -32.0, -128.0};
-    for (int t = 0; t < 4; t++) {
+    static const uint32_t types[] = {LLMK_TYPE_Q4_1, LLMK_TYPE_Q5_0, LLMK_TYPE_Q6_K, LLMK_TYPE_Q8_0, LLMK_TYPE_IQ4_NL};
+    static const double wval[] = {15.0, -16.0, -32.0, -128.0, -127.0};
+    for (int t = 0; t < 5; t++) {
         size_t bs = llmk_type_block_bytes(types[t]), ws = (size_t)(K / (int64_t)llmk_type_block_elems(types[t])) * bs;
         unsigned char *w = calloc(N, ws);
         uint16_t one = llmk_fp32_to_fp16(1.0f);
@@ -257,6 +257,8 @@ static void test_largest_sums(int have_avx2) {
                 memcpy(blk, &one, 2), memset(blk + offsetof(llmk_block_q4_1, qs), 0xff, 16); /* m 0 */
             } else if (types[t] == LLMK_TYPE_Q5_0) {
                 memcpy(blk, &one, 2); /* qs and qh zero: every weight 0 - 16 */
+            } else if (types[t] == LLMK_TYPE_IQ4_NL) {
+                memcpy(blk, &one, 2); /* qs zero: every weight the grid's first, -127 */
             } else if (types[t] == LLMK_TYPE_Q8_0) {
                 memcpy(blk, &one, 2), memset(blk + offsetof(llmk_block_q8_0, qs), 0x80, 32); /* -128 */
             } else {
@@ -281,12 +283,12 @@ static void test_largest_sums(int have_avx2) {
 int main(void) {
     int have_avx2 = (llmk_cpu_detect() & LLMK_CPU_AVX2) != 0;
     if (!have_avx2) fprintf(stderr, "test_a8: no AVX2, reference only\n");
-    static const uint32_t types[] = {LLMK_TYPE_Q4_0, LLMK_TYPE_Q4_1, LLMK_TYPE_Q4_K, LLMK_TYPE_Q5_0, LLMK_TYPE_Q8_0,
-                                     LLMK_TYPE_Q5_1, LLMK_TYPE_Q3_K, LLMK_TYPE_Q5_K, LLMK_TYPE_Q6_K};
+    static const uint32_t types[] = {LLMK_TYPE_Q4_0, LLMK_TYPE_Q4_1, LLMK_TYPE_Q4_K, LLMK_TYPE_Q5_0,
+                                     LLMK_TYPE_Q8_0, LLMK_TYPE_IQ4_NL, LLMK_TYPE_Q5_1, LLMK_TYPE_Q3_K,
+                                     LLMK_TYPE_Q5_K, LLMK_TYPE_Q6_K, LLMK_TYPE_IQ4_XS};
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) CHECK(llmk_a8_supports(types[t]));
-    /* IQ4's grids (+-127) have no wide form yet; Q2_K has offsets per 16 */
-    CHECK(!llmk_a8_supports(LLMK_TYPE_IQ4_NL) &&
-          !llmk_a8_supports(LLMK_TYPE_IQ4_XS) && !llmk_a8_supports(LLMK_TYPE_Q2_K));
+    /* Q2_K has offsets per 16; MXFP4 has no A8 form yet */
+    CHECK(!llmk_a8_supports(LLMK_TYPE_MXFP4) && !llmk_a8_supports(LLMK_TYPE_Q2_K));
     test_quantize();
     test_quantize_avx2(have_avx2);
     test_largest_sums(have_avx2);

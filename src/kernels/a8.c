@@ -18,9 +18,8 @@ static const int a8_order[8] = {0, 4, 1, 5, 2, 6, 3, 7};
 
 size_t llmk_a8_row_bytes(int64_t k) { return (size_t)(k / LLMK_QK) * (LLMK_QK + 12); }
 
-/* The 4-bit types, and the int8-record types whose weights stay within
- * +-32 (the kernel's int16 sums, a8.h): not Q8_0, IQ4_NL, IQ4_XS (grids
- * to +-127), Q2_K (its offsets per 16) or MXFP4 (not yet). */
+/* The 4-bit types and the int8-record types (a8.h): not Q2_K (its offsets
+ * per 16) or MXFP4 (not yet). */
 int llmk_a8_supports(uint32_t wtype) {
     switch (wtype) {
     case LLMK_TYPE_Q4_0:
@@ -28,6 +27,8 @@ int llmk_a8_supports(uint32_t wtype) {
     case LLMK_TYPE_Q4_K:
     case LLMK_TYPE_Q5_0:
     case LLMK_TYPE_Q8_0:
+    case LLMK_TYPE_IQ4_NL:
+    case LLMK_TYPE_IQ4_XS:
     case LLMK_TYPE_Q5_1:
     case LLMK_TYPE_Q3_K:
     case LLMK_TYPE_Q5_K:
@@ -83,6 +84,12 @@ static int nibble(const uint8_t *qs, int j) { return j < 16 ? qs[j] & 0x0f : qs[
  * Q4_0's offset -8 is the min -8 d rounded to f16 (r8.c); the types in
  * 256-element super-blocks and Q5_1 as r8_read.h reads them. */
 static void read_block(uint32_t type, const unsigned char *row, int64_t b, struct llmk_r8_sub *o) {
+    if (type == LLMK_TYPE_IQ4_NL) {
+        const unsigned char *blk = row + (size_t)b * sizeof(llmk_block_iq4_nl);
+        o->s[0] = o->s[1] = llmk_fp16_to_fp32(llmk_ld_u16(blk)), o->m = 0;
+        for (int j = 0; j < LLMK_QK; j++) o->v[j] = llmk_iq4nl_values[nibble(blk + offsetof(llmk_block_iq4_nl, qs), j)];
+        return;
+    }
     if (type == LLMK_TYPE_Q8_0) {
         const unsigned char *blk = row + (size_t)b * sizeof(llmk_block_q8_0);
         o->s[0] = o->s[1] = llmk_fp16_to_fp32(llmk_ld_u16(blk)), o->m = 0;

@@ -19,7 +19,8 @@
  * (1 / d)), clamped to [-127, 127].
  *
  * Products: r8.h's arithmetic for the weights' record form (Q4_1 for Q4_0
- * and Q4_1, Q4S for Q4_K, Q8_0 for Q5_0 and Q8_0, Q8S for Q5_1, Q3_K, Q5_K, Q6_K)
+ * and Q4_1, Q4S for Q4_K, Q8_0 for Q5_0, Q8_0 and IQ4_NL, Q8S for Q5_1, Q3_K,
+ * Q5_K, Q6_K and IQ4_XS)
  * with 8-bit qa: exact int32 block (or half-block) sums, then the same
  * fmaf steps with the same scales, so neither the walk nor the ISA changes
  * a bit. */
@@ -43,7 +44,8 @@ int llmk_a8_quantize_row_avx2(const float *x, int64_t k, int64_t e0, int64_t e1,
 
 /* Whether weights of this type have A8 products: Q4_0, Q4_1, Q4_K, the
  * int8-record types whose weights stay within +-32 (Q5_0, Q5_1, Q3_K,
- * Q5_K, Q6_K), and Q8_0, whose sums the AVX2 kernel widens pair by pair. */
+ * Q5_K, Q6_K), and Q8_0, IQ4_NL and IQ4_XS, whose sums the AVX2 kernel
+ * widens pair by pair. */
 int llmk_a8_supports(uint32_t wtype);
 
 /* The products above on the GGUF rows (llmk_r8_ref's arguments), the

@@ -124,14 +124,12 @@ INLINE void block_i8(int NA, int Q8S, int WIDE, const unsigned char *rec, const 
     }
 }
 
-/* Q8_0 records of Q8_0 weights: LLMK_R8_Q8_0's code with WIDE sums (an
- * L of this file's own, past the layouts). */
-enum { A8_Q8_0_WIDE = LLMK_R8_Q8_0 + 100 };
 /* Record bytes of the layouts this file takes. */
 #define A8_RECORD_BYTES(L) ((L) == LLMK_R8_Q4_1 ? 160 : (L) == LLMK_R8_Q4S ? 192 : (L) == LLMK_R8_Q8S ? 352 : 272)
 
-/* NA activation rows x groups [g0, g1) of w (records of layout L). */
-INLINE void rows_a8(int NA, int L, const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1,
+/* NA activation rows x groups [g0, g1) of w (records of layout L; WIDE:
+ * int8 weights past +-32, sums widened pair by pair). */
+INLINE void rows_a8(int NA, int L, int WIDE, const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1,
                     const unsigned char *const *a, float *y, size_t ys) {
     const int rb = A8_RECORD_BYTES(L);
     const int8_t *q[4];
@@ -144,22 +142,26 @@ INLINE void rows_a8(int NA, int L, const struct llmk_r8 *w, int64_t g0, int64_t 
         for (int64_t b = 0; b < w->nb; b++, rec += rb) {
             prefetch_rec(rec, rb);
             if (L == LLMK_R8_Q4_1 || L == LLMK_R8_Q4S) block_q4(NA, L == LLMK_R8_Q4S, rec, q, d, b, w->nb, acc);
-            else block_i8(NA, L == LLMK_R8_Q8S, L == A8_Q8_0_WIDE, rec, q, d, b, w->nb, acc);
+            else block_i8(NA, L == LLMK_R8_Q8S, WIDE, rec, q, d, b, w->nb, acc);
         }
         _Pragma("GCC unroll 4")
         for (int i = 0; i < NA; i++) store_group(y + (size_t)i * ys, g, r1, acc[i]);
     }
 }
 
-INLINE void rows_l(int L, int na, const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1,
+INLINE void rows_l(int L, int WIDE, int na, const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1,
                    const unsigned char *const *a, float *y, size_t ys) {
     switch (na) {
-    case 4: rows_a8(4, L, w, g0, g1, r1, a, y, ys); break;
-    case 3: rows_a8(3, L, w, g0, g1, r1, a, y, ys); break;
-    case 2: rows_a8(2, L, w, g0, g1, r1, a, y, ys); break;
-    default: rows_a8(1, L, w, g0, g1, r1, a, y, ys); break;
+    case 4: rows_a8(4, L, WIDE, w, g0, g1, r1, a, y, ys); break;
+    case 3: rows_a8(3, L, WIDE, w, g0, g1, r1, a, y, ys); break;
+    case 2: rows_a8(2, L, WIDE, w, g0, g1, r1, a, y, ys); break;
+    default: rows_a8(1, L, WIDE, w, g0, g1, r1, a, y, ys); break;
     }
 }
+
+/* Int8 records whose weights reach past +-32: Q8_0 (+-128) and the IQ4
+ * grid's (+-127). */
+static bool wide_type(uint32_t t) { return t == LLMK_TYPE_Q8_0 || t == LLMK_TYPE_IQ4_NL || t == LLMK_TYPE_IQ4_XS; }
 
 void llmk_gemm_r8_a8_avx2(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *act, size_t as, int64_t m,
                           float *y, size_t ys, void *scratch, size_t scratch_bytes) {
@@ -173,13 +175,17 @@ void llmk_gemm_r8_a8_avx2(const struct llmk_r8 *w, int64_t r0, int64_t r1, const
         const unsigned char *a[4];
         for (int j = 0; j < 4; j++) a[j] = ab + (size_t)(i + (j < na ? j : 0)) * as;
         float *yi = y + (size_t)i * ys;
+        bool wide = wide_type(w->type);
         switch (w->layout) {
-        case LLMK_R8_Q4_1: rows_l(LLMK_R8_Q4_1, na, w, g0, g1, r1, a, yi, ys); break;
-        case LLMK_R8_Q4S: rows_l(LLMK_R8_Q4S, na, w, g0, g1, r1, a, yi, ys); break;
-        case LLMK_R8_Q8S: rows_l(LLMK_R8_Q8S, na, w, g0, g1, r1, a, yi, ys); break;
+        case LLMK_R8_Q4_1: rows_l(LLMK_R8_Q4_1, 0, na, w, g0, g1, r1, a, yi, ys); break;
+        case LLMK_R8_Q4S: rows_l(LLMK_R8_Q4S, 0, na, w, g0, g1, r1, a, yi, ys); break;
+        case LLMK_R8_Q8S:
+            if (wide) rows_l(LLMK_R8_Q8S, 1, na, w, g0, g1, r1, a, yi, ys);
+            else rows_l(LLMK_R8_Q8S, 0, na, w, g0, g1, r1, a, yi, ys);
+            break;
         default:
-            if (w->type == LLMK_TYPE_Q8_0) rows_l(A8_Q8_0_WIDE, na, w, g0, g1, r1, a, yi, ys);
-            else rows_l(LLMK_R8_Q8_0, na, w, g0, g1, r1, a, yi, ys);
+            if (wide) rows_l(LLMK_R8_Q8_0, 1, na, w, g0, g1, r1, a, yi, ys);
+            else rows_l(LLMK_R8_Q8_0, 0, na, w, g0, g1, r1, a, yi, ys);
             break;
         }
     }

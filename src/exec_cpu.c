@@ -128,6 +128,7 @@ struct llmk_exec {
     int32_t moe_k, moe_x;
     int32_t *moe_sel;
     float *moe_w;
+    float *moe_logits;        /* decode's router logits, [rows < nth][moe_x] */
     int32_t *moe_map;
     size_t moe_map_stride;
     /* modes */
@@ -941,13 +942,34 @@ static struct moe_map moe_map_build(struct llmk_exec *ex, int ith) {
     return mp;
 }
 
+/* Router logits of rows [t0, t1) for experts [e0, e1) into l (moe_x a row). */
+static void router_logits(const struct llmk_exec *ex, const struct llmk_phase *ph, int64_t t0, int64_t t1, int64_t e0,
+                          int64_t e1, float *l) {
+    int64_t E = ph->k;
+    for (int64_t t = t0; t < t1; t++)
+        for (int64_t e = e0; e < e1; e++)
+            l[(t - t0) * ex->moe_x + e] = ex->K->f32_dot(ph->vec[0] + e * E, ex->buf[ph->in] + t * E, E);
+}
+
+/* With fewer rows than workers (decode) the experts' dot products are split
+ * among the workers into moe_logits and, after a barrier, each row's owner
+ * routes it: one worker reading the f32 router alone from memory took ~8
+ * us a layer (qwen3moe-shaped, 48 experts of 1024) while the others
+ * waited. Each logit is the same f32_dot whoever computes it. */
 static void ph_moe_route(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, int nth) {
-    int64_t lo, hi, E = ph->k;
+    int64_t lo, hi;
     float l[4096]; /* n_expert <= 4096 (model.c) */
+    bool split = ex->n_rows < nth;
+    if (split) {
+        int64_t e0, e1;
+        llmk_split_range(ex->moe_x, ith, nth, &e0, &e1);
+        router_logits(ex, ph, 0, ex->n_rows, e0, e1, ex->moe_logits);
+        llmk_pool_barrier(ex->pool);
+    }
     llmk_split_range(ex->n_rows, ith, nth, &lo, &hi);
     for (int64_t t = lo; t < hi; t++) {
-        const float *xn = ex->buf[ph->in] + t * E;
-        for (int64_t e = 0; e < ex->moe_x; e++) l[e] = ex->K->f32_dot(ph->vec[0] + e * E, xn, E);
+        if (split) memcpy(l, ex->moe_logits + t * ex->moe_x, (size_t)ex->moe_x * sizeof *l);
+        else router_logits(ex, ph, t, t + 1, 0, ex->moe_x, l);
         if (ph->vec[1]) ex->VK->add(l, ph->vec[1], ex->moe_x); /* the router's bias (gpt-oss) */
         if (ex->K->nonfinite(l, ex->moe_x)) note_nonfinite(ex, ph, ith, (int32_t)t); /* the routing would be arbitrary */
         ex->K->moe_router(l, ex->moe_x, ex->moe_k, ex->m->moe.norm_w, ex->moe_sel + t * ex->moe_k,
@@ -1494,6 +1516,7 @@ static int exec_alloc_scratch(struct llmk_exec *ex) {
         uint64_t nk = rc * (uint64_t)ex->moe_k;
         ex->moe_sel = xalloc(nk, sizeof(int32_t), &st);
         ex->moe_w = xalloc(nk, sizeof(float), &st);
+        ex->moe_logits = xalloc((uint64_t)ex->nth * (uint64_t)ex->moe_x, sizeof(float), &st); /* rows < nth */
         ex->moe_map_stride = (size_t)(2 * ((uint64_t)ex->moe_x + 1) + 2 * nk + 15) / 16 * 16; /* own cache lines */
         ex->moe_map = xalloc((uint64_t)ex->nth * ex->moe_map_stride, sizeof(int32_t), &st);
     }
@@ -1577,7 +1600,7 @@ void llmk_exec_free(struct llmk_exec *ex) {
     free(ex->argmax_val), free(ex->argmax_idx), free(ex->argmax), free(ex->nf);
     free(ex->row_id), free(ex->row_seq), free(ex->row_pos), free(ex->phase_ns), free(ex->f32_rows);
     free(ex->gen_row), free(ex->gen_next), free(ex->gen_count);
-    free(ex->moe_sel), free(ex->moe_w), free(ex->moe_map);
+    free(ex->moe_sel), free(ex->moe_w), free(ex->moe_map), free(ex->moe_logits);
     free(ex->run_count), free(ex->run_seqs), free(ex->run_ids);
     free(ex);
 }

@@ -115,28 +115,36 @@ static void test_quantize(void) {
     }
 }
 
-/* The AVX2 quantizer writes the reference's bytes and reports the same:
+/* The AVX2 quantizer, and the AVX-512 one where the CPU has it, write the
+ * reference's bytes and report the same:
  * ordinary, extreme and all-zero blocks, tiny scales (1 / d overflows),
  * a NaN or an infinity, rows in parts. */
-static void test_quantize_avx2(int have_avx2) {
+static void test_quantize_simd(int have_avx2) {
 #if defined(__x86_64__)
     if (!have_avx2) return;
+    typedef int (*quant_fn)(const float *, int64_t, int64_t, int64_t, void *);
+    quant_fn fns[2] = {llmk_a8_quantize_row_avx2, llmk_a8_quantize_row_avx512};
+    int nfn = llmk_cpu_detect() & LLMK_CPU_AVX512 ? 2 : 1;
+    if (nfn == 1) fprintf(stderr, "test_a8: no AVX-512, its quantizer not run\n");
     static const float tiny[] = {1e-39f, 3e-41f, 1.4e-45f};
-    for (int rep = 0; rep < 40; rep++) {
+    for (int rep = 0; rep < 80; rep++) {
         int64_t k = ks[rep % (int)(sizeof ks / sizeof ks[0])], nb = k / 32;
         float *x = malloc((size_t)k * sizeof *x);
         fill_x(x, k, rep % 2);
         if (rep % 5 == 1) x[rnd() % k] = tiny[rnd() % 3], x[0] = tiny[rnd() % 3];
         if (rep % 5 == 2) for (int j = 0; j < 32; j++) x[j] = tiny[rnd() % 3] * unif();
         if (rep % 5 == 3) x[rnd() % k] = rnd() % 2 ? NAN : INFINITY;
+        if (rep % 5 == 4) for (int j = 0; j < 32; j++) x[j] = 0.0f;
         size_t rb = llmk_a8_row_bytes(k);
         unsigned char *a = malloc(rb), *b = malloc(rb);
-        memset(a, 0x5a, rb), memset(b, 0x5a, rb);
-        int64_t cut = 32 * (int64_t)(rnd() % (uint32_t)(nb + 1));
         int ra = llmk_a8_quantize_row_ref(x, k, 0, k, a);
-        int rb1 = llmk_a8_quantize_row_avx2(x, k, 0, cut, b), rb2 = llmk_a8_quantize_row_avx2(x, k, cut, k, b);
-        CHECK_EQ_INT(ra != 0, (rb1 | rb2) != 0);
-        CHECK(memcmp(a, b, rb) == 0);
+        for (int f = 0; f < nfn; f++) {
+            memset(b, 0x5a, rb);
+            int64_t cut = 32 * (int64_t)(rnd() % (uint32_t)(nb + 1));
+            int rb1 = fns[f](x, k, 0, cut, b), rb2 = fns[f](x, k, cut, k, b);
+            CHECK_EQ_INT(ra != 0, (rb1 | rb2) != 0);
+            CHECK(memcmp(a, b, rb) == 0);
+        }
         free(x), free(a), free(b);
     }
 #else
@@ -290,7 +298,7 @@ int main(void) {
     /* Q2_K has offsets per 16; MXFP4 has no A8 form yet */
     CHECK(!llmk_a8_supports(LLMK_TYPE_MXFP4) && !llmk_a8_supports(LLMK_TYPE_Q2_K));
     test_quantize();
-    test_quantize_avx2(have_avx2);
+    test_quantize_simd(have_avx2);
     test_largest_sums(have_avx2);
     for (int rep = 0; rep < 6; rep++)
         for (int extreme = 0; extreme < 2; extreme++) {

@@ -39,8 +39,10 @@ size_t llmk_a8_row_bytes(int64_t k);
  * 32) into the row dst, writing only those blocks; nonzero when one of
  * them is NaN or infinite (llmk_a16_quantize_row_ref's contract). */
 int llmk_a8_quantize_row_ref(const float *x, int64_t k, int64_t e0, int64_t e1, void *dst);
-/* The same bytes and result with AVX2 (the kernel table's act_quant[LLMK_ACT_A8]). */
+/* The same bytes and result with AVX2, and with AVX-512 (F/BW/VL/DQ): the
+ * kernel table's act_quant[LLMK_ACT_A8]. */
 int llmk_a8_quantize_row_avx2(const float *x, int64_t k, int64_t e0, int64_t e1, void *dst);
+int llmk_a8_quantize_row_avx512(const float *x, int64_t k, int64_t e0, int64_t e1, void *dst);
 
 /* Whether weights of this type have A8 products: Q4_0, Q4_1, Q4_K, the
  * int8-record types whose weights stay within +-32 (Q5_0, Q5_1, Q3_K,

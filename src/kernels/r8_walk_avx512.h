@@ -36,33 +36,11 @@ INLINE void tile(int NA, int L, const unsigned char *ra, const unsigned char *rb
     for (int i = 0; i < NA; i++) out[i] = acc[i];
 }
 
-/* One activation row against NP pairs of streams (rec[2p], rec[2p + 1]),
- * interleaved block by block. */
-INLINE void streams(int NP, int L, const unsigned char *const *rec, int64_t nb, int64_t k, const unsigned char *a,
-                    __m512 *out) {
-    const size_t rs = R8_RECORD_BYTES(L);
-    __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
-    const R8_ACT_Q *q;
-    const float *d;
-    R8_SPLIT_ACT(a, k, &q, &d);
-    for (int64_t b = 0; b < nb; b++) {
-        _Pragma("GCC unroll 2")
-        for (int p = 0; p < NP; p++) {
-            const unsigned char *ra = rec[2 * p] + (size_t)b * rs, *rb = rec[2 * p + 1] + (size_t)b * rs;
-            prefetch_rec(ra, (int)rs);
-            if (rb != ra) prefetch_rec(rb, (int)rs);
-            block_any(1, L, ra, rb, &q, &d, b, nb, &acc[p]);
-        }
-    }
-    _Pragma("GCC unroll 2")
-    for (int p = 0; p < NP; p++) out[p] = acc[p];
-}
-
 INLINE __m256 lo8(__m512 v) { return _mm512_castps512_ps256(v); }
 INLINE __m256 hi8(__m512 v) { return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)); }
 
-/* One activation row x groups [g0, g1) as the AVX2 kernel walks them:
- * LLMK_R8_RUNS contiguous runs side by side (r8.h). */
+/* The decode walk, as the AVX2 kernel's: LLMK_R8_RUNS contiguous runs of
+ * groups side by side (r8.h). */
 enum { NSTREAM = LLMK_R8_RUNS };
 _Static_assert(NSTREAM == 4, "the decode walk pairs runs 0+1 and 2+3");
 /* Step i of the runs (len groups each) over [g0, g1): the records of the
@@ -80,22 +58,8 @@ INLINE int run_records(const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t 
     return ns;
 }
 
-INLINE void rows_streams(int L, const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1, const unsigned char *a,
-                         float *y, void *scratch) {
-    (void)scratch; /* vpbroadcastd from memory is a plain load here: no tables */
-    int64_t len = (g1 - g0 + NSTREAM - 1) / NSTREAM;
-    for (int64_t i = 0; i < len; i++) {
-        const unsigned char *rec[NSTREAM];
-        int ns = run_records(w, g0, g1, len, i, rec);
-        __m512 out[2];
-        if (ns > 2) streams(2, L, rec, w->nb, w->k, a, out);
-        else streams(1, L, rec, w->nb, w->k, a, out);
-        for (int s = 0; s < ns; s++) store_group(y, g0 + s * len + i, r1, s % 2 ? hi8(out[s / 2]) : lo8(out[s / 2]));
-    }
-}
-
-/* A few activation rows (a verify step's drafts, a small batch) walk the
- * groups as the decode does, LLMK_R8_RUNS runs side by side. Each lane's
+/* One activation row (decode), or a few (a verify step's drafts, a small
+ * batch), walk the runs in pairs, interleaved block by block. Each lane's
  * arithmetic is tile()'s, block after block: the same bits. */
 #define R8_HAVE_FEW_ROWS 4 /* the most rows rows_few takes: its accumulators stay in registers */
 INLINE void streams_few(int NA, int NP, int L, const unsigned char *const *rec, int64_t nb, int64_t k,
@@ -138,6 +102,14 @@ INLINE void rows_few(int NA, int L, const struct llmk_r8 *w, int64_t g0, int64_t
                 store_group(y + (size_t)j * ys, g0 + s * len + i, r1,
                             s % 2 ? hi8(out[s / 2][j]) : lo8(out[s / 2][j]));
     }
+}
+
+/* One activation row: rows_few's walk with NA = 1. */
+INLINE void rows_streams(int L, const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1, const unsigned char *a,
+                         float *y, void *scratch) {
+    (void)scratch; /* vpbroadcastd from memory is a plain load here: no tables */
+    const unsigned char *as[1] = {a};
+    rows_few(1, L, w, g0, g1, r1, as, y, 0);
 }
 
 /* NA activation rows x groups [g0, g1), two groups at a time. */

@@ -7,6 +7,7 @@
  *   LLMK_KV_TYPE        f32 | f16 | q8_0                     KV type when none is chosen
  *   LLMK_ACT            a16 | q8 | a8                        fast-path activations
  *   LLMK_REPACK         0 | 1                                Q4_1 repack for the q8 route
+ *   LLMK_RECORDS        auto | portable                      r8 record forms (compact where read)
  *   LLMK_PREFETCH_NEXT  0 | 1                                next matmul's rows into L2
  *   LLMK_PHASE_CLOCK    thread | wall                        phase timing clock
  *   LLMK_EXEC_F32ACT    0 | 1 | KIND,KIND...                 f32-activation check mode
@@ -42,7 +43,7 @@ static inline int env_config_read(llmk_config *c, char *err, size_t cap) {
     static const char *const kernels[] = {"auto", "ref", NULL}, *const kv[] = {"f32", "f16", "q8_0", NULL};
     static const uint32_t kv_types[] = {LLMK_TYPE_F32, LLMK_TYPE_F16, LLMK_TYPE_Q8_0};
     static const char *const act[] = {"a16", "q8", "a8", NULL}, *const onoff[] = {"0", "1", NULL};
-    static const char *const clock[] = {"wall", "thread", NULL};
+    static const char *const clock[] = {"wall", "thread", NULL}, *const records[] = {"auto", "portable", NULL};
     llmk_config_default(c);
     int i;
     if ((i = env_config_pick("LLMK_CPU_MASK", masks, 0, err, cap)) < 0) return 0;
@@ -55,6 +56,8 @@ static inline int env_config_read(llmk_config *c, char *err, size_t cap) {
     c->act_q8 = i == 1, c->act_a8 = i == 2;
     if ((i = env_config_pick("LLMK_REPACK", onoff, 1, err, cap)) < 0) return 0;
     c->repack = i == 1;
+    if ((i = env_config_pick("LLMK_RECORDS", records, 0, err, cap)) < 0) return 0;
+    c->portable_records = i == 1;
     if ((i = env_config_pick("LLMK_PREFETCH_NEXT", onoff, 1, err, cap)) < 0) return 0;
     c->prefetch_next = i == 1;
     if ((i = env_config_pick("LLMK_PHASE_CLOCK", clock, 0, err, cap)) < 0) return 0;

@@ -9,7 +9,7 @@
  * is shared; the minimum measures the kernel). Prints; asserts nothing.
  * Arguments: type names (default q4_1 q8_0); a type whose blocks are 256
  * elements (the K-quants) runs at k = 1024 and 3072 instead of 576 and 1536.
- * Levers: LLMK_KERNELS=ref, LLMK_CPU_MASK=none. */
+ * Levers: LLMK_KERNELS=ref, LLMK_CPU_MASK=none, LLMK_RECORDS=portable. */
 #include "../app/env_config.h"
 #include "bench_util.h"
 #include "codec/codec.h"
@@ -150,7 +150,10 @@ int main(int argc, char **argv) {
             llmk_tensor_info ti_ = {.name = "w", .type = t, .n_dims = 2, .ne = {(uint64_t)k, (uint64_t)n, 1, 1},
                                     .n_elements = (uint64_t)k * (uint64_t)n, .n_bytes = rb * (uint64_t)n, .data = w};
             if (t == LLMK_TYPE_Q4_1 && avx2) have_x = llmk_q4_1_x2_repack(&ti_, &xw) == LLMK_OK;
-            if (llmk_kernels()->gemm_r8_a16 && llmk_r8_repack(&ti_, &rw) != LLMK_OK) return 1;
+            llmk_config cf;
+            llmk_config_get(&cf);
+            unsigned forms = cf.portable_records ? 0 : llmk_kernels()->r8_forms; /* LLMK_RECORDS=portable */
+            if (llmk_kernels()->gemm_r8_a16 && llmk_r8_repack(&ti_, forms, &rw) != LLMK_OK) return 1;
             size_t sb = (llmk_r8_scratch_bytes(k, LLMK_R8_TABLE_ROWS) + 63) / 64 * 64;
             void *scratch = aligned_alloc(64, sb);
             int have_r = avx2 && llmk_kernels()->gemm_r8_a8 && llmk_a8_supports(t) && rw.data;

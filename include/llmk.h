@@ -1178,6 +1178,8 @@ typedef struct llmk_config {
                              * other weights 16-bit: llama.cpp's activation precision at twice the
                              * products per integer multiply (false; not with act_q8) */
     bool repack;            /* fast path: Q4_1 repacked for the 8-bit AVX2 route (true) */
+    bool portable_records;  /* fast path: K-quants repacked in the portable record forms even where
+                             * the kernels read the compact ones (false; the same bits either way) */
     bool prefetch_next;     /* fast path: next matmul's first rows into L2 before a barrier (true) */
     bool phase_clock_thread; /* phase timings in thread CPU time, not wall time (false) */
     const char *f32_act;    /* fast path check mode: NULL off; "all" every matmul on f32

@@ -1310,7 +1310,8 @@ static void exec_kv_layout(struct llmk_exec *ex, uint32_t kvt) {
 /* The plan, and the kernels of the cache's type from its vector set. */
 static int exec_plan(struct llmk_exec *ex) {
     const llmk_config *cf = llmk_cfg();
-    struct llmk_plan_options o = {.act_q8 = cf->act_q8, .act_a8 = cf->act_a8, .repack = cf->repack, .f32_act = cf->f32_act};
+    struct llmk_plan_options o = {.act_q8 = cf->act_q8, .act_a8 = cf->act_a8, .repack = cf->repack,
+                                   .portable = cf->portable_records, .f32_act = cf->f32_act};
     int st = llmk_plan_build(&ex->prog, llmk_kernels(), &o, ex->nth, &ex->plan);
     if (st != LLMK_OK) return st;
     ex->K = ex->plan.K, ex->VK = ex->plan.VK;
@@ -1417,7 +1418,7 @@ static int repack_phase(struct llmk_exec *ex, int i) {
         llmk_tensor_info f = llmk_plan_flat_experts(ph->w[w]);
         struct llmk_r8 *v = &ex->r8[(size_t)(i * 3 + w) * (size_t)ex->nth];
         int64_t groups = (int64_t)f.ne[1] / LLMK_R8_ROWS;
-        llmk_r8_place_view(&f, v, ex->r8_arena + ex->plan.r8_off[(size_t)(i * 3 + w) * (size_t)ex->nth], 0, groups);
+        llmk_r8_place_view(&f, ex->plan.r8_forms, v, ex->r8_arena + ex->plan.r8_off[(size_t)(i * 3 + w) * (size_t)ex->nth], 0, groups);
         unsigned char *rows = malloc((size_t)(f.n_bytes / f.ne[1]) * PACK_CHUNK * LLMK_R8_ROWS);
         pack_from_file(ex->m->gguf, &f, v, 0, groups, rows);
         free(rows);
@@ -1433,7 +1434,7 @@ static int repack_phase(struct llmk_exec *ex, int i) {
             llmk_plan_share(&ex->plan, i, w, ith, &r0, &r1);
             int64_t g0 = r0 / LLMK_R8_ROWS, g1 = r1 > r0 ? (r1 + LLMK_R8_ROWS - 1) / LLMK_R8_ROWS : g0;
             size_t k = (size_t)(i * 3 + w) * (size_t)ex->nth + (size_t)ith;
-            llmk_r8_place_view(ph->w[w], &ex->r8[k], ex->r8_arena + ex->plan.r8_off[k], g0, g1);
+            llmk_r8_place_view(ph->w[w], ex->plan.r8_forms, &ex->r8[k], ex->r8_arena + ex->plan.r8_off[k], g0, g1);
             r8 = true;
         }
     }

@@ -81,7 +81,7 @@ static bool moe_r8(const struct llmk_plan *p, const struct llmk_plan_options *o,
         if (!llmk_a16_supports(t->type) || t->ne[1] % LLMK_R8_ROWS != 0 || t->ne[0] % LLMK_QK) return false;
         llmk_tensor_info f = llmk_plan_flat_experts(t);
         size_t bytes;
-        if (llmk_r8_size(&f, &bytes) != LLMK_OK) {
+        if (llmk_r8_size(&f, p->r8_forms, &bytes) != LLMK_OK) {
             llmk_error_clear();
             return false;
         }
@@ -205,20 +205,20 @@ static int plan_r8_arena(struct llmk_plan *p) {
                 if (prog->ph[i].op == LLMK_OP_MOE_GATE_UP || prog->ph[i].op == LLMK_OP_MOE_DOWN) {
                     /* a whole stack, in worker 0's stream: any worker may take any expert */
                     llmk_tensor_info f = llmk_plan_flat_experts(t);
-                    int st = llmk_r8_size(&f, &whole);
+                    int st = llmk_r8_size(&f, p->r8_forms, &whole);
                     if (st != LLMK_OK) return st;
                     if (ith == 0) p->r8_off[(i * 3 + w) * p->nth] = off, off += whole;
                     continue;
                 }
                 if (prog->ph[i].op != LLMK_OP_MATMUL) continue;
-                int st = llmk_r8_size(t, &whole);
+                int st = llmk_r8_size(t, p->r8_forms, &whole);
                 if (st != LLMK_OK) return st;
                 int64_t r0, r1;
                 llmk_plan_share(p, i, w, ith, &r0, &r1);
                 LLMK_CHECK(r0 % LLMK_R8_ROWS == 0);
                 int64_t g0 = r0 / LLMK_R8_ROWS, g1 = r1 > r0 ? (r1 + LLMK_R8_ROWS - 1) / LLMK_R8_ROWS : g0;
                 p->r8_off[(i * 3 + w) * p->nth + ith] = off;
-                off += llmk_r8_view_bytes(t, g0, g1);
+                off += llmk_r8_view_bytes(t, p->r8_forms, g0, g1);
             }
     p->r8_bytes = off;
     return LLMK_OK;
@@ -228,6 +228,7 @@ int llmk_plan_build(const struct llmk_program *prog, const struct llmk_kernels *
                     int nth, struct llmk_plan *out) {
     memset(out, 0, sizeof *out);
     out->prog = prog, out->K = K, out->nth = nth;
+    out->r8_forms = o->portable ? 0 : K->r8_forms;
     int hd = prog->m->hp.head_dim;
     out->VK = hd % K->attn_head_multiple == 0 ? K : llmk_kernels_ref();
     out->ph = calloc((size_t)prog->n_phases, sizeof *out->ph);

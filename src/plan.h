@@ -56,12 +56,14 @@ struct llmk_plan_options {
     bool act_q8;         /* 8-bit activations for Q4_1/Q8_0 (no A16) */
     bool act_a8;         /* A8 for the types a8.h takes (the rest as without it) */
     bool repack;         /* Q4_1 in the x2 layout for the 8-bit route */
+    bool portable;       /* r8 records in the portable forms only (not K's compact ones) */
     const char *f32_act; /* NULL: off; "all"; or phase kinds ("qkv,lm_head") on the f32 check route */
 };
 
 struct llmk_plan {
     const struct llmk_program *prog;
     const struct llmk_kernels *K;  /* matmul and activation kernels */
+    unsigned r8_forms;             /* the record forms r8 weights are repacked into (r8.h) */
     const struct llmk_kernels *VK; /* vector and attention kernels: K, or the references for a head size K's do not take */
     int nth;
     struct llmk_plan_phase *ph;    /* [prog->n_phases] */

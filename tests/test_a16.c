@@ -294,7 +294,9 @@ struct wtype {
 /* The repacked kernels this CPU runs (AVX2; AVX-512 VNNI where present):
  * each must give the reference's bits. */
 static llmk_gemm_r8_a16_fn kernels[2];
+static unsigned kernel_forms[2]; /* the record forms each reads (r8.h): every one is checked */
 static int n_kernels;
+static int compact_checked;      /* kernel checks on a compact form (Q4K, Q8K) */
 
 static void test_dots(struct wtype *t, int have_avx2, float outlier) {
     for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
@@ -320,14 +322,18 @@ static void test_dots(struct wtype *t, int have_avx2, float outlier) {
                 for (int64_t r = 0; r < nrows; r++)
                     llmk_r8_ref(t->type, k, w, ws, r, r + 1, a + i * as, as, 1, y_1 + i * nrows, (size_t)nrows);
             CHECK(bits_equal(y_ref, y_1, nrows * m));
-            for (int kn = 0; have_avx2 && kn < n_kernels; kn++) {
+            for (int kf = 0; have_avx2 && kf < 2 * n_kernels; kf++) {
+                int kn = kf / 2;
+                unsigned forms = kf % 2 ? kernel_forms[kn] : 0;
+                if (kf % 2 && llmk_r8_form(t->type, forms) == llmk_r8_layout(t->type)) continue; /* no other form */
                 llmk_gemm_r8_a16_fn kern = kernels[kn];
                 llmk_tensor_info ti;
                 memset(&ti, 0, sizeof ti);
                 ti.name = "w", ti.type = t->type, ti.ne[0] = (uint64_t)k, ti.ne[1] = (uint64_t)nrows, ti.data = w;
                 ti.n_bytes = ws * (size_t)nrows;
                 struct llmk_r8 rw;
-                CHECK_EQ_INT(llmk_r8_repack(&ti, &rw), LLMK_OK);
+                CHECK_EQ_INT(llmk_r8_repack(&ti, forms, &rw), LLMK_OK);
+                compact_checked += llmk_r8_header_bytes(rw.layout) > 0;
                 size_t sb = llmk_r8_scratch_bytes(k, m);
                 void *scratch = sb ? aligned_alloc(32, (sb + 31) / 32 * 32) : NULL;
                 kern(&rw, 0, nrows, a, as, m, y_fast, (size_t)nrows, scratch, sb);
@@ -436,7 +442,7 @@ static void test_largest_sums(void) {
             ti.name = "w", ti.type = q8 ? LLMK_TYPE_Q8_0 : LLMK_TYPE_Q4_1, ti.ne[0] = K, ti.ne[1] = N, ti.data = w;
             ti.n_bytes = ws * N;
             struct llmk_r8 rw;
-            CHECK_EQ_INT(llmk_r8_repack(&ti, &rw), LLMK_OK);
+            CHECK_EQ_INT(llmk_r8_repack(&ti, 0, &rw), LLMK_OK);
             _Alignas(32) unsigned char scratch[M * (K / 2) * 32];
             kernels[kn](&rw, 0, N, a, as, M, y_k, N, scratch, sizeof scratch);
             CHECK(bits_equal(y_ref, y_k, M * N));
@@ -476,7 +482,8 @@ int main(void) {
     have_avx2 = 0;
 #else
     kernels[n_kernels++] = llmk_gemm_r8_a16_avx2;
-    if (llmk_cpu_detect() & LLMK_CPU_AVX512_VNNI) kernels[n_kernels++] = llmk_gemm_r8_a16_avx512;
+    if (llmk_cpu_detect() & LLMK_CPU_AVX512_VNNI)
+        kernel_forms[n_kernels] = LLMK_R8_COMPACT, kernels[n_kernels++] = llmk_gemm_r8_a16_avx512;
     else fprintf(stderr, "test_a16: no AVX-512 VNNI, its r8 kernel not tested here\n");
 #endif
     if (have_avx2) test_largest_sums();
@@ -496,5 +503,6 @@ int main(void) {
         CHECK(types[t].worst_rel < 1e-4);
     }
     fprintf(stderr, "\n");
+    if (n_kernels > 1) CHECK(compact_checked > 0); /* Q4_K, Q6_K, Q3_K and IQ4_XS in Q4K and Q8K records */
     return check_summary("a16");
 }

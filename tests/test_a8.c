@@ -33,6 +33,7 @@ static const int order[8] = {0, 4, 1, 5, 2, 6, 3, 7};
 static const int64_t ks[] = {32, 64, 96, 256, 576, 1536, 2080};
 
 static int avx512_checked; /* kernel checks the AVX-512 VNNI kernel took part in */
+static int compact_checked; /* of them on a compact record form (Q4K, Q8K) */
 
 static int bits_equal(const float *a, const float *b, int64_t n) { return memcmp(a, b, (size_t)n * sizeof *a) == 0; }
 
@@ -164,10 +165,15 @@ static void check_kernel(uint32_t type, int64_t k, unsigned char *w, size_t ws, 
     ti.n_bytes = ws * (size_t)n;
     struct llmk_r8 rw;
     float *y = malloc((size_t)(n * m) * sizeof *y);
-    CHECK_EQ_INT(llmk_r8_repack(&ti, &rw), LLMK_OK);
+    CHECK_EQ_INT(llmk_r8_repack(&ti, 0, &rw), LLMK_OK);
     llmk_gemm_r8_a8_avx2(&rw, 0, n, a, as, m, y, (size_t)n, NULL, 0);
     CHECK(bits_equal(y_ref, y, n * m));
-    if (llmk_cpu_detect() & LLMK_CPU_AVX512_VNNI) {
+    for (unsigned forms = 0; forms <= LLMK_R8_COMPACT && (llmk_cpu_detect() & LLMK_CPU_AVX512_VNNI); forms++) {
+        if (forms) { /* the compact forms, which only the AVX-512 kernel reads */
+            llmk_r8_free(&rw);
+            CHECK_EQ_INT(llmk_r8_repack(&ti, forms, &rw), LLMK_OK);
+            compact_checked += llmk_r8_header_bytes(rw.layout) > 0;
+        }
         memset(y, 0, (size_t)(n * m) * sizeof *y);
         llmk_gemm_r8_a8_avx512(&rw, 0, n, a, as, m, y, (size_t)n, NULL, 0);
         CHECK(bits_equal(y_ref, y, n * m));
@@ -202,16 +208,18 @@ static void test_dots(uint32_t type, int have_avx2, int extreme) {
             memset(&ti, 0, sizeof ti);
             ti.name = "w", ti.type = type, ti.ne[0] = (uint64_t)k, ti.ne[1] = (uint64_t)nrows, ti.data = w;
             ti.n_bytes = ws * (size_t)nrows;
-            struct llmk_r8 rw;
-            CHECK_EQ_INT(llmk_r8_repack(&ti, &rw), LLMK_OK);
+            struct llmk_r8 rw, rc;
+            CHECK_EQ_INT(llmk_r8_repack(&ti, 0, &rw), LLMK_OK);
             check_kernel(type, k, w, ws, nrows, a, as, m, y_ref);
             /* an 8-aligned sub-range, one activation row at a time (the decode walk) */
             int64_t r0 = 8 * (int64_t)(rnd() % (uint32_t)((nrows + 7) / 8)), r1 = r0 + 1 + rnd() % (nrows - r0);
-            llmk_gemm_r8_a16_fn fns[2] = {llmk_gemm_r8_a8_avx2, llmk_gemm_r8_a8_avx512};
-            int nfn = llmk_cpu_detect() & LLMK_CPU_AVX512_VNNI ? 2 : 1;
+            llmk_gemm_r8_a16_fn fns[3] = {llmk_gemm_r8_a8_avx2, llmk_gemm_r8_a8_avx512, llmk_gemm_r8_a8_avx512};
+            int nfn = llmk_cpu_detect() & LLMK_CPU_AVX512_VNNI ? 3 : 1;
+            if (nfn == 3) CHECK_EQ_INT(llmk_r8_repack(&ti, LLMK_R8_COMPACT, &rc), LLMK_OK);
             for (int f = 0; f < nfn; f++) {
+                const struct llmk_r8 *rf = f == 2 ? &rc : &rw; /* the AVX-512 kernel on both forms */
                 memset(y, 0, (size_t)(nrows * m) * sizeof(float));
-                for (int64_t i = 0; i < m; i++) fns[f](&rw, r0, r1, a + i * as, as, 1, y + i * nrows, 0, NULL, 0);
+                for (int64_t i = 0; i < m; i++) fns[f](rf, r0, r1, a + i * as, as, 1, y + i * nrows, 0, NULL, 0);
                 int ok = 1;
                 for (int64_t i = 0; i < m; i++)
                     for (int64_t r = 0; r < nrows; r++) {
@@ -221,6 +229,7 @@ static void test_dots(uint32_t type, int have_avx2, int extreme) {
                 CHECK(ok);
             }
             llmk_r8_free(&rw);
+            if (nfn == 3) llmk_r8_free(&rc);
         }
 #else
         (void)have_avx2, (void)y;
@@ -304,7 +313,7 @@ int main(void) {
         for (int extreme = 0; extreme < 2; extreme++) {
             for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) test_dots(types[t], have_avx2, extreme);
         }
-    if (llmk_cpu_detect() & LLMK_CPU_AVX512_VNNI) CHECK(avx512_checked > 0);
+    if (llmk_cpu_detect() & LLMK_CPU_AVX512_VNNI) CHECK(avx512_checked > 0 && compact_checked > 0);
     else fprintf(stderr, "test_a8: no AVX-512 VNNI, its kernel not run\n");
     return check_summary("a8");
 }

@@ -72,6 +72,10 @@ static void x86_table(struct llmk_kernels *k, unsigned f) {
     k->act_quant[LLMK_ACT_A8] = (f & LLMK_CPU_AVX512) ? llmk_a8_quantize_row_avx512 : llmk_a8_quantize_row_avx2;
     k->gemm_r8_a16 = (f & LLMK_CPU_AVX512_VNNI) ? llmk_gemm_r8_a16_avx512 : llmk_gemm_r8_a16_avx2;
     k->gemm_r8_a8 = (f & LLMK_CPU_AVX512_VNNI) ? llmk_gemm_r8_a8_avx512 : llmk_gemm_r8_a8_avx2;
+    /* The compact K-quant records cost the kernels a few instructions a
+     * block and save a quarter of the bytes a decode streams: the AVX-512
+     * kernels read them (docs/executor.md, "Compact records"). */
+    k->r8_forms = (f & LLMK_CPU_AVX512_VNNI) ? LLMK_R8_COMPACT : 0;
     k->gemm_q4_1_x2_q8_1x = llmk_gemm_q4_1_x2_q8_1x_avx2;
     k->f32_dot = llmk_f32_dot_avx2;
     k->f32_rowdot = llmk_f32_rowdot_avx2;

@@ -83,6 +83,8 @@ struct llmk_kernels {
     /* matmuls on repacked weights; NULL: the layout is not available here */
     llmk_gemm_r8_a16_fn gemm_r8_a16;        /* Q4_1 and Q8_0 in the r8 layout x A16 */
     llmk_gemm_r8_a16_fn gemm_r8_a8;         /* Q4_0 and Q4_1 in the r8 layout x A8 */
+    unsigned r8_forms;                      /* record forms both r8 kernels read beyond the portable
+                                             * ones (LLMK_R8_COMPACT or 0; r8.h) */
     llmk_gemm_q4_1_x2_fn gemm_q4_1_x2_q8_1x; /* Q4_1 in the x2 layout x Q8_1X */
     /* A16 products on the GGUF rows (no repacking) of any type r8.h knows:
      * the reference of gemm_r8_a16, and the route where that is NULL */

@@ -33,6 +33,14 @@ int llmk_r8_layout(uint32_t type) {
     }
 }
 
+int llmk_r8_form(uint32_t type, unsigned forms) {
+    int layout = llmk_r8_layout(type);
+    if (!(forms & LLMK_R8_COMPACT)) return layout;
+    if (layout == LLMK_R8_Q4S) return LLMK_R8_Q4K;
+    if (type == LLMK_TYPE_Q6_K || type == LLMK_TYPE_Q3_K || type == LLMK_TYPE_IQ4_XS) return LLMK_R8_Q8K;
+    return layout;
+}
+
 /* One GGUF block of a supported type as the layout's fields: the f16 scale
  * d, the f16 min m (Q4_1 layout) and the 32 integer weights v (nibbles
  * 0..15 in the Q4_1 layout, int8 in the Q8_0 one). Q4_0's offset of -8
@@ -195,15 +203,9 @@ static void pack_mx4(unsigned char *dst, const struct llmk_r8_sub *const src[8])
     }
 }
 
-static size_t record_bytes(uint32_t type) {
-    switch (llmk_r8_layout(type)) {
-    case LLMK_R8_Q4_1: return 160;
-    case LLMK_R8_Q8S: return 352;
-    case LLMK_R8_Q8S2: return 384;
-    case LLMK_R8_Q4S: return 192;
-    case LLMK_R8_MX4: return 160;
-    default: return 272;
-    }
+/* A block's share of its group: its record and 1/8 of a header. */
+static size_t record_bytes(int layout) {
+    return llmk_r8_record_stride(layout) + llmk_r8_header_bytes(layout) / LLMK_R8_SUPER;
 }
 
 /* Repacked weights are streamed whole every token: on 4 KB pages SmolLM2's
@@ -219,57 +221,104 @@ void *llmk_r8_buffer(size_t bytes) {
     return p;
 }
 
-int llmk_r8_size(const llmk_tensor_info *t, size_t *bytes) {
+int llmk_r8_size(const llmk_tensor_info *t, unsigned forms, size_t *bytes) {
     if (!llmk_a16_supports(t->type) || t->ne[0] % LLMK_QK != 0 || t->ne[0] == 0 ||
         t->ne[0] % llmk_type_block_elems(t->type) != 0)
         return llmk_fail(LLMK_INVALID_ARGUMENT, "r8: tensor %s is %s with rows of %llu", t->name,
                          llmk_type_name(t->type) ? llmk_type_name(t->type) : "?", (unsigned long long)t->ne[0]);
     uint64_t b, groups = (t->ne[1] + 7) / 8, nb = t->ne[0] / LLMK_QK;
-    if (!llmk_mul_u64(groups * nb, record_bytes(t->type), &b) || b > SIZE_MAX / 2)
+    if (!llmk_mul_u64(groups * nb, record_bytes(llmk_r8_form(t->type, forms)), &b) || b > SIZE_MAX / 2)
         return llmk_fail(LLMK_DIMENSION_OVERFLOW, "r8: tensor %s too large", t->name);
     *bytes = ((size_t)b + 63) / 64 * 64;
     return LLMK_OK;
 }
 
-size_t llmk_r8_view_bytes(const llmk_tensor_info *t, int64_t g0, int64_t g1) {
-    size_t rec = record_bytes(t->type);
+size_t llmk_r8_view_bytes(const llmk_tensor_info *t, unsigned forms, int64_t g0, int64_t g1) {
+    size_t rec = record_bytes(llmk_r8_form(t->type, forms));
     return ((size_t)(g1 - g0) * (size_t)(t->ne[0] / LLMK_QK) * rec + 63) / 64 * 64;
 }
 
-void llmk_r8_place_view(const llmk_tensor_info *t, struct llmk_r8 *w, unsigned char *data, int64_t g0, int64_t g1) {
+void llmk_r8_place_view(const llmk_tensor_info *t, unsigned forms, struct llmk_r8 *w, unsigned char *data, int64_t g0,
+                        int64_t g1) {
     memset(w, 0, sizeof *w);
-    w->type = t->type, w->layout = llmk_r8_layout(t->type);
+    w->type = t->type, w->layout = llmk_r8_form(t->type, forms);
     w->k = (int64_t)t->ne[0], w->n = (int64_t)t->ne[1], w->nb = w->k / LLMK_QK;
-    w->block_bytes = record_bytes(t->type);
+    w->block_bytes = record_bytes(w->layout);
     w->data = data;
     w->g0 = g0, w->g1 = g1;
 }
 
-void llmk_r8_place(const llmk_tensor_info *t, struct llmk_r8 *w, unsigned char *data) {
-    llmk_r8_place_view(t, w, data, 0, ((int64_t)t->ne[1] + 7) / 8);
+void llmk_r8_place(const llmk_tensor_info *t, unsigned forms, struct llmk_r8 *w, unsigned char *data) {
+    llmk_r8_place_view(t, forms, w, data, 0, ((int64_t)t->ne[1] + 7) / 8);
 }
 
-int llmk_r8_alloc(const llmk_tensor_info *t, struct llmk_r8 *w) {
+int llmk_r8_alloc(const llmk_tensor_info *t, unsigned forms, struct llmk_r8 *w) {
     memset(w, 0, sizeof *w);
     size_t bytes;
-    int st = llmk_r8_size(t, &bytes);
+    int st = llmk_r8_size(t, forms, &bytes);
     if (st != LLMK_OK) return st;
     unsigned char *data = llmk_r8_buffer(bytes);
     if (!data) return llmk_fail(LLMK_OUT_OF_MEMORY, "r8: repacking %s (%zu bytes)", t->name, bytes);
-    llmk_r8_place(t, w, data);
+    llmk_r8_place(t, forms, w, data);
     w->owned = 1;
     return LLMK_OK;
 }
 
 int64_t llmk_r8_groups(const struct llmk_r8 *w) { return (w->n + 7) / 8; }
 
-/* Group g's block b: the 8 rows' records from their GGUF bytes, which
- * src holds from row row0 on. */
+/* The compact forms' integer scales of row r's sub-block b: checked to give
+ * the read's s and m bit for bit (Q8K's m is Q8S's +0), which is what makes them the same
+ * arithmetic as Q4S's and Q8S's (NaN and infinite scales included). */
+static void read_kscales(uint32_t type, const unsigned char *row, int64_t b, const struct llmk_r8_sub *sub,
+                         struct llmk_r8_kscales *o) {
+    int64_t per = llmk_type_block_elems(type) / LLMK_QK;
+    int ok = llmk_r8_read_kscales(type, row + (size_t)(b / per) * llmk_type_block_bytes(type), (int)(b % per), o);
+    float d = llmk_fp16_to_fp32(o->d), m = type == LLMK_TYPE_Q4_K ? -(llmk_fp16_to_fp32(o->dmin) * (float)o->mn) : 0.0f;
+    for (int h = 0; h < 2; h++) {
+        float s = d * (float)o->sc[h];
+        LLMK_CHECK(ok && (memcmp(&s, &sub->s[h], sizeof s) == 0 || (isnan(s) && isnan(sub->s[h]))));
+    }
+    LLMK_CHECK(memcmp(&m, &sub->m, sizeof m) == 0 || (isnan(m) && isnan(sub->m)));
+}
+
+/* Block b's record of a compact form at rec, and its part of the header
+ * hdr (r8.h): Q4K's nibbles as Q4S's, Q8K's int8 pairs as Q8S's. */
+static void pack_compact(int layout, unsigned char *hdr, unsigned char *rec, int64_t b,
+                         const struct llmk_r8_sub *const src[8], const struct llmk_r8_kscales *ks) {
+    unsigned char *part = hdr + 64 + 16 * (b % LLMK_R8_SUPER);
+    memset(rec, 0, llmk_r8_record_stride(layout));
+    memset(part, 0, 16);
+    for (int r = 0; r < 8; r++) {
+        if (!src[r]) { /* a padding row: zero factors */
+            put_f32(hdr + 4 * r, 0.0f), put_f32(hdr + 32 + 4 * r, 0.0f);
+            continue;
+        }
+        float d = llmk_fp16_to_fp32(ks[r].d);
+        put_f32(hdr + 4 * r, d);
+        if (layout == LLMK_R8_Q4K) {
+            int v[LLMK_QK];
+            for (int e = 0; e < LLMK_QK; e++) v[e] = src[r]->v[e];
+            put_f32(hdr + 32 + 4 * r, -llmk_fp16_to_fp32(ks[r].dmin)); /* m = (-dmin) * mn exactly */
+            part[r] = (unsigned char)ks[r].sc[0], part[8 + r] = (unsigned char)ks[r].mn;
+            put_nibbles(rec, r, v);
+        } else {
+            put_f32(hdr + 32 + 4 * r, d);
+            part[r] = (unsigned char)(int8_t)ks[r].sc[0], part[8 + r] = (unsigned char)(int8_t)ks[r].sc[1];
+            for (int e = 0; e < LLMK_QK; e++) rec[16 * (e / 2) + 2 * r + e % 2] = (unsigned char)src[r]->v[e];
+        }
+    }
+}
+
+/* Group g's block b (group data at gdata): the 8 rows' records from their
+ * GGUF bytes, which src holds from row row0 on. */
 static void pack_record(const llmk_tensor_info *t, const unsigned char *src, int64_t row0, const struct llmk_r8 *w,
-                        int64_t g, int64_t b, unsigned char *dst) {
+                        int64_t g, int64_t b, unsigned char *gdata) {
     size_t rowb = (size_t)(t->n_bytes / t->ne[1]), sb = llmk_type_block_bytes(t->type);
+    unsigned char *dst = gdata + llmk_r8_record_offset(w->layout, b);
+    bool compact = llmk_r8_header_bytes(w->layout) > 0;
     struct r8_block blk[8];
     struct llmk_r8_sub q8s[8];
+    struct llmk_r8_kscales ks[8];
     float mins[8][2];
     const void *p[8];
     for (int r = 0; r < 8; r++) {
@@ -280,19 +329,23 @@ static void pack_record(const llmk_tensor_info *t, const unsigned char *src, int
         if (w->layout == LLMK_R8_Q8S2) read_q2_k(rp, b, &q8s[r], mins[r]), p[r] = &q8s[r];
         else if (w->layout >= LLMK_R8_Q8S) read_q8s(t->type, rp, b, &q8s[r]), p[r] = &q8s[r];
         else read_block(t->type, rp + (size_t)b * sb, &blk[r]), p[r] = &blk[r];
+        if (compact) read_kscales(t->type, rp, b, &q8s[r], &ks[r]);
     }
-    if (w->layout == LLMK_R8_Q4_1) pack_q4_1(dst, (const struct r8_block *const *)p);
+    const struct llmk_r8_sub *const *sub = (const struct llmk_r8_sub *const *)p;
+    if (compact) pack_compact(w->layout, dst - (size_t)(b % LLMK_R8_SUPER) * llmk_r8_record_stride(w->layout) -
+                                             llmk_r8_header_bytes(w->layout), dst, b, sub, ks);
+    else if (w->layout == LLMK_R8_Q4_1) pack_q4_1(dst, (const struct r8_block *const *)p);
     else if (w->layout == LLMK_R8_Q8_0) pack_q8_0(dst, (const struct r8_block *const *)p);
-    else if (w->layout == LLMK_R8_Q4S) pack_q4s(dst, (const struct llmk_r8_sub *const *)p);
-    else if (w->layout == LLMK_R8_MX4) pack_mx4(dst, (const struct llmk_r8_sub *const *)p);
-    else pack_q8s(dst, (const struct llmk_r8_sub *const *)p, (const float(*)[2])mins, w->layout == LLMK_R8_Q8S2);
+    else if (w->layout == LLMK_R8_Q4S) pack_q4s(dst, sub);
+    else if (w->layout == LLMK_R8_MX4) pack_mx4(dst, sub);
+    else pack_q8s(dst, sub, (const float(*)[2])mins, w->layout == LLMK_R8_Q8S2);
 }
 
 void llmk_r8_pack_rows(const llmk_tensor_info *t, const void *rows, struct llmk_r8 *w, int64_t g0, int64_t g1) {
     LLMK_CHECK(g0 >= w->g0 && g1 <= w->g1);
     for (int64_t g = g0; g < g1; g++)
         for (int64_t b = 0; b < w->nb; b++)
-            pack_record(t, rows, g0 * 8, w, g, b, w->data + ((size_t)(g - w->g0) * (size_t)w->nb + (size_t)b) * w->block_bytes);
+            pack_record(t, rows, g0 * 8, w, g, b, w->data + (size_t)(g - w->g0) * (size_t)w->nb * w->block_bytes);
 }
 
 void llmk_r8_pack(const llmk_tensor_info *t, struct llmk_r8 *w, int64_t g0, int64_t g1) {
@@ -300,8 +353,8 @@ void llmk_r8_pack(const llmk_tensor_info *t, struct llmk_r8 *w, int64_t g0, int6
     llmk_r8_pack_rows(t, (const unsigned char *)t->data + (size_t)g0 * 8 * rowb, w, g0, g1);
 }
 
-int llmk_r8_repack(const llmk_tensor_info *t, struct llmk_r8 *w) {
-    int st = llmk_r8_alloc(t, w);
+int llmk_r8_repack(const llmk_tensor_info *t, unsigned forms, struct llmk_r8 *w) {
+    int st = llmk_r8_alloc(t, forms, w);
     if (st == LLMK_OK) llmk_r8_pack(t, w, 0, llmk_r8_groups(w));
     return st;
 }

@@ -26,6 +26,22 @@
  *     chunks of nibbles: Q4_K, whose sub-blocks are 4-bit unsigned integers
  *     times d * sc less dmin * mn (exact f32 products, r8_read.h), kept at
  *     6 bits a weight where Q8S took 11.
+ *   Q4K (152 bytes a block, the compact Q4S): per 8 blocks (one K-quant
+ *     super-block of 256 elements) a 192-byte header, f32 d[8], f32 -dmin[8]
+ *     and for each of the 8 blocks u8 sc[8] then u8 mn[8], followed by the 8
+ *     blocks' 4 chunks of Q4_1 nibbles (128 bytes each). s = d * sc and m =
+ *     (-dmin) * mn in f32 are Q4S's values exactly (r8_read.h), so the
+ *     arithmetic is Q4S's; 4.75 bits a weight where Q4S takes 6 (the file 4.5).
+ *   Q8K (280 bytes a block, the compact Q8S of Q6_K, Q3_K and IQ4_XS, whose
+ *     m is 0 and s an f16 times an int8): per 8 blocks a 192-byte header,
+ *     f32 d[8] twice and for each block int8 sc0[8] then int8 sc1[8],
+ *     followed by the 8 blocks' 256 bytes of Q8_0's int8 pairs. s0 = d *
+ *     sc0, s1 = d * sc1, m = +0: Q8S's arithmetic, 8.75 bits a weight where
+ *     Q8S takes 11.
+ *     Both headers are 192 bytes so that every record starts a cache line;
+ *     their f32 factors save the kernels a conversion a block. The compact
+ *     forms trade a few instructions a block for a quarter less to stream:
+ *     only the AVX-512 kernels read them (llmk_kernels.r8_forms).
  *   MX4 (160 bytes): f32 s[8] (one scale per 32), then 4 chunks of 32
  *     bytes of indices into MXFP4's doubled E2M1 grid (llmk_mxfp4_values):
  *     chunk c, byte 16h + 2r + e: the low nibble is row r's element
@@ -47,7 +63,8 @@
  *       acc = fmaf((float)n1, s1_b * da_b, acc); acc = fmaf(m_b, sa_b, acc)
  *     Q8S2: the same two products, then acc = fmaf(m0_b, h_2b, acc);
  *       acc = fmaf(m1_b, h_2b+1, acc) (h: the activation's half sums, a16.h)
- *     Q4S: Q4_1's with the f32 s_b and m_b for dw_b and mw_b
+ *     Q4S, Q4K: Q4_1's with the f32 s_b and m_b for dw_b and mw_b
+ *     Q8K: Q8S's
  *     MX4: Q8_0's with the f32 s_b for dw_b
  *   y = acc. */
 #ifndef LLMK_KERNELS_R8_H
@@ -61,13 +78,49 @@
 enum { LLMK_R8_ROWS = 8 };
 
 /* The record forms (the kernels' compile-time layout parameter). */
-enum llmk_r8_layout { LLMK_R8_Q8_0 = 0, LLMK_R8_Q4_1 = 1, LLMK_R8_Q8S = 2, LLMK_R8_Q8S2 = 3, LLMK_R8_Q4S = 4, LLMK_R8_MX4 = 5 };
+enum llmk_r8_layout {
+    LLMK_R8_Q8_0 = 0, LLMK_R8_Q4_1 = 1, LLMK_R8_Q8S = 2, LLMK_R8_Q8S2 = 3, LLMK_R8_Q4S = 4, LLMK_R8_MX4 = 5,
+    LLMK_R8_Q4K = 6, LLMK_R8_Q8K = 7
+};
+
+/* Record-form choices, a kernel table's llmk_kernels.r8_forms: the forms
+ * its r8 kernels read besides the portable ones. */
+enum { LLMK_R8_COMPACT = 1 };
+
+/* Blocks per header of the compact forms (a K-quant super-block). */
+enum { LLMK_R8_SUPER = 8 };
+
+/* Bytes of one block's record within its group (without the header). */
+static inline size_t llmk_r8_record_stride(int layout) {
+    switch (layout) {
+    case LLMK_R8_Q4_1:
+    case LLMK_R8_MX4: return 160;
+    case LLMK_R8_Q8S: return 352;
+    case LLMK_R8_Q8S2: return 384;
+    case LLMK_R8_Q4S: return 192;
+    case LLMK_R8_Q4K: return 128;
+    case LLMK_R8_Q8K: return 256;
+    default: return 272;
+    }
+}
+
+/* Bytes of the header before every LLMK_R8_SUPER records (compact forms). */
+static inline size_t llmk_r8_header_bytes(int layout) {
+    return layout == LLMK_R8_Q4K || layout == LLMK_R8_Q8K ? 192 : 0;
+}
+
+/* Where block b's record starts in its group. */
+static inline size_t llmk_r8_record_offset(int layout, int64_t b) {
+    size_t h = llmk_r8_header_bytes(layout), rs = llmk_r8_record_stride(layout);
+    if (!h) return (size_t)b * rs;
+    return (size_t)(b / LLMK_R8_SUPER) * (h + LLMK_R8_SUPER * rs) + h + (size_t)(b % LLMK_R8_SUPER) * rs;
+}
 
 struct llmk_r8 {
     uint32_t type;        /* the weights' GGUF type */
     int layout;           /* enum llmk_r8_layout */
     int64_t n, k, nb;     /* rows, elements per row, blocks per row */
-    size_t block_bytes;   /* bytes of one 8-row block record */
+    size_t block_bytes;   /* bytes of one 8-row block record, headers included (a group is nb of them) */
     unsigned char *data;  /* groups [g0, g1): [g1 - g0][nb][block_bytes], 64-byte aligned */
     int64_t g0, g1;       /* the whole tensor is [0, ceil(n / 8)); a view holds fewer (a worker's share) */
     int owned;            /* data is this struct's (llmk_r8_alloc), else a caller's arena */
@@ -79,9 +132,14 @@ struct llmk_r8 {
  * Q4_K; MX4 for MXFP4; Q8S for the other types r8_read.h reads; -1 for a
  * type without one. */
 int llmk_r8_layout(uint32_t type);
+/* The record form of a type given the forms the kernels read (forms:
+ * LLMK_R8_COMPACT or 0): Q4K for Q4_K, Q8K for Q6_K, Q3_K and IQ4_XS where
+ * compact, else llmk_r8_layout's. Every form of a type gives the same bits. */
+int llmk_r8_form(uint32_t type, unsigned forms);
 
-/* Repack a tensor of a type llmk_r8_layout knows (the types llmk_a16_supports names) (ne = {k, n}, k a multiple of 32); allocates. */
-int llmk_r8_repack(const llmk_tensor_info *t, struct llmk_r8 *out);
+/* Repack a tensor of a type llmk_r8_layout knows (the types llmk_a16_supports names) (ne = {k, n}, k a multiple of 32)
+ * into llmk_r8_form(type, forms); allocates. Every function below that sizes or places takes the same forms. */
+int llmk_r8_repack(const llmk_tensor_info *t, unsigned forms, struct llmk_r8 *out);
 void llmk_r8_free(struct llmk_r8 *w);
 /* The same in steps, so the packing can be split across threads and all of
  * a model's tensors can share one huge-page arena: validate and size (a
@@ -92,11 +150,12 @@ void llmk_r8_free(struct llmk_r8 *w);
  * stream; kernels and llmk_r8_pack take only rows inside the view.
  * llmk_r8_buffer: an allocation for repacked weights (free()), on 2 MB
  * pages where the OS grants them. */
-int llmk_r8_size(const llmk_tensor_info *t, size_t *bytes);
-void llmk_r8_place(const llmk_tensor_info *t, struct llmk_r8 *w, unsigned char *data);
-size_t llmk_r8_view_bytes(const llmk_tensor_info *t, int64_t g0, int64_t g1);
-void llmk_r8_place_view(const llmk_tensor_info *t, struct llmk_r8 *w, unsigned char *data, int64_t g0, int64_t g1);
-int llmk_r8_alloc(const llmk_tensor_info *t, struct llmk_r8 *w);
+int llmk_r8_size(const llmk_tensor_info *t, unsigned forms, size_t *bytes);
+void llmk_r8_place(const llmk_tensor_info *t, unsigned forms, struct llmk_r8 *w, unsigned char *data);
+size_t llmk_r8_view_bytes(const llmk_tensor_info *t, unsigned forms, int64_t g0, int64_t g1);
+void llmk_r8_place_view(const llmk_tensor_info *t, unsigned forms, struct llmk_r8 *w, unsigned char *data, int64_t g0,
+                        int64_t g1);
+int llmk_r8_alloc(const llmk_tensor_info *t, unsigned forms, struct llmk_r8 *w);
 void *llmk_r8_buffer(size_t bytes);
 int64_t llmk_r8_groups(const struct llmk_r8 *w);
 void llmk_r8_pack(const llmk_tensor_info *t, struct llmk_r8 *w, int64_t g0, int64_t g1);
@@ -136,7 +195,7 @@ void llmk_r8_ref(uint32_t type, int64_t k, const void *w, size_t w_stride, int64
                  size_t a_stride, int64_t m, float *y, size_t y_stride);
 
 /* AVX2 + FMA + F16C (src/kernels/r8_avx2.c); only when llmk_cpu_detect()
- * reports LLMK_CPU_AVX2. */
+ * reports LLMK_CPU_AVX2. The portable forms only (not Q4K or Q8K). */
 void llmk_gemm_r8_a16_avx2(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *act, size_t a_stride, int64_t m,
                            float *y, size_t y_stride, void *scratch, size_t scratch_bytes);
 

@@ -12,6 +12,7 @@
 #include "kernels/r8.h"
 #define R8_NA_MAX 8 /* as r8_avx512.c: 8 rows' accumulators fit the 32 registers */
 #define R8_HAS_MX4 0
+#define R8_HAS_COMPACT 1
 #include "kernels/r8_x86.h"
 
 #include "codec/blocks.h"
@@ -31,12 +32,13 @@ INLINE void scale_into(int NA, const __m512i *n, __m512 dw, const __m512 *mw, co
     }
 }
 
-/* Block b of two Q4_1 or Q4S records: each 32-byte chunk of nibbles, masked
- * and shifted once, gives row r's elements {0,4,1,5} and {2,6,3,7} of the
- * chunk's 8 in 32-bit lane r, the activation's order. */
+/* Block b of two Q4_1 (F32S 0), Q4S (1) or Q4K (2) records: each 32-byte
+ * chunk of nibbles, masked and shifted once, gives row r's elements
+ * {0,4,1,5} and {2,6,3,7} of the chunk's 8 in 32-bit lane r, the
+ * activation's order. */
 INLINE void block_q4(int NA, int F32S, const unsigned char *ra, const unsigned char *rb, const int8_t *const *q,
                      const float *const *d, int64_t b, int64_t nb, __m512 *acc) {
-    const int nib = F32S ? 64 : 32;
+    const int nib = F32S == 1 ? 64 : F32S == 2 ? 0 : 32;
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     __m512i n[R8_NA_MAX];
     _Pragma("GCC unroll 8")
@@ -52,8 +54,9 @@ INLINE void block_q4(int NA, int F32S, const unsigned char *ra, const unsigned c
             n[i] = _mm512_dpbusd_epi32(n[i], hi, bcast32(qa + 4));
         }
     }
-    __m512 dw = F32S ? f32_pair(ra, rb, 0) : f16_pair(ra, rb, 0);
-    __m512 mw = F32S ? f32_pair(ra, rb, 32) : f16_pair(ra, rb, 16);
+    __m512 dw, mw;
+    if (F32S == 2) compact_scales(LLMK_R8_Q4K, ra, rb, b, &dw, &mw);
+    else dw = F32S ? f32_pair(ra, rb, 0) : f16_pair(ra, rb, 0), mw = F32S ? f32_pair(ra, rb, 32) : f16_pair(ra, rb, 16);
     scale_into(NA, n, dw, &mw, d, b, nb, acc);
 }
 
@@ -93,11 +96,14 @@ INLINE void sub_half(int NA, const float *const *d, int64_t b, int64_t nb, int h
     }
 }
 
-/* Block b of two Q8_0 records (Q5_0 and Q8_0 weights) or Q8S records (two
- * halves, each with its f32 scales, then the f32 offsets). */
+/* Block b of two Q8_0 records (Q5_0 and Q8_0 weights), Q8S records (Q8S
+ * 1: two halves, each with its f32 scales, then the f32 offsets) or Q8K
+ * ones (2: Q8S's with the scales from the header and offsets +0). */
 INLINE void block_i8(int NA, int Q8S, const unsigned char *ra, const unsigned char *rb, const int8_t *const *q,
                      const float *const *d, int64_t b, int64_t nb, __m512 *acc) {
     __m512i n[R8_NA_MAX];
+    __m512 ks[2];
+    if (Q8S == 2) compact_scales(LLMK_R8_Q8K, ra, rb, b, &ks[0], &ks[1]);
     _Pragma("GCC unroll 2")
     for (int h = 0; h < 2; h++) {
         if (h == 0 || Q8S) {
@@ -108,11 +114,11 @@ INLINE void block_i8(int NA, int Q8S, const unsigned char *ra, const unsigned ch
         int8_group(NA, ra, rb, 2 * h + 1, q, b, n);
         if (!Q8S && h == 0) continue;
         sub_half(NA, d, b, nb, Q8S ? h : 0, h, n);
-        __m512 sc = Q8S ? f32_pair(ra, rb, 256 + 32 * h) : f16_pair(ra, rb, 256);
+        __m512 sc = Q8S == 2 ? ks[h] : Q8S ? f32_pair(ra, rb, 256 + 32 * h) : f16_pair(ra, rb, 256);
         scale_into(NA, n, sc, NULL, d, b, nb, acc);
     }
     if (Q8S) {
-        __m512 mw = f32_pair(ra, rb, 320);
+        __m512 mw = Q8S == 2 ? _mm512_setzero_ps() : f32_pair(ra, rb, 320); /* Q8K: Q8S's m of +0, fma'd as it is */
         _Pragma("GCC unroll 8")
         for (int i = 0; i < NA; i++) acc[i] = _mm512_fmadd_ps(mw, _mm512_set1_ps(d[i][nb + b]), acc[i]);
     }
@@ -123,8 +129,9 @@ INLINE void block_i8(int NA, int Q8S, const unsigned char *ra, const unsigned ch
  * never run. */
 INLINE void block_any(int NA, int L, const unsigned char *ra, const unsigned char *rb, const int8_t *const *q,
                       const float *const *d, int64_t b, int64_t nb, __m512 *acc) {
-    if (L == LLMK_R8_Q4_1 || L == LLMK_R8_Q4S) block_q4(NA, L == LLMK_R8_Q4S, ra, rb, q, d, b, nb, acc);
-    else block_i8(NA, L == LLMK_R8_Q8S, ra, rb, q, d, b, nb, acc);
+    if (L == LLMK_R8_Q4_1 || L == LLMK_R8_Q4S || L == LLMK_R8_Q4K)
+        block_q4(NA, L == LLMK_R8_Q4S ? 1 : L == LLMK_R8_Q4K ? 2 : 0, ra, rb, q, d, b, nb, acc);
+    else block_i8(NA, L == LLMK_R8_Q8S ? 1 : L == LLMK_R8_Q8K ? 2 : 0, ra, rb, q, d, b, nb, acc);
 }
 
 /* An a8 activation row's parts: int8 q[k], then the f32 scales and offsets. */

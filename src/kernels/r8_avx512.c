@@ -17,6 +17,7 @@
 /* MX4 records (MXFP4) go to the AVX2 kernel, the same bits: a VNNI form
  * waits for a machine that can run it. */
 #define R8_HAS_MX4 0
+#define R8_HAS_COMPACT 1
 #include "kernels/r8_x86.h"
 
 #include "codec/blocks.h"
@@ -25,11 +26,12 @@
 #include <string.h>
 
 /* Block b of two 8-row group records ra, rb x activation rows q/d[0..NA),
- * into acc[0..NA) (lanes 0-7: ra's rows, 8-15: rb's). F32S: Q4S's f32
- * scales and offsets before the nibbles, where Q4_1 has f16 ones. */
+ * into acc[0..NA) (lanes 0-7: ra's rows, 8-15: rb's). F32S: 1, Q4S's f32
+ * scales and offsets before the nibbles, where Q4_1 (0) has f16 ones; 2,
+ * Q4K's, the same values from its header (r8.h). */
 INLINE void block_q4_1(int NA, int F32S, const unsigned char *ra, const unsigned char *rb, const int16_t *const *q,
                        const float *const *d, int64_t b, int64_t nb, __m512 *acc) {
-    const int nib = F32S ? 64 : 32;
+    const int nib = F32S == 1 ? 64 : F32S == 2 ? 0 : 32;
     /* Nibbles 2 and 3 of each u16 lane are masked in place, not shifted
      * down: they multiply as 256 w, summed in n23 apart from n01 and scaled
      * back by an exact arithmetic shift at the end. One shift per chunk
@@ -53,8 +55,9 @@ INLINE void block_q4_1(int NA, int F32S, const unsigned char *ra, const unsigned
             n23[i] = _mm512_dpwssd_epi32(n23[i], p3, bcast32(qa + 6));
         }
     }
-    __m512 dw = F32S ? f32_pair(ra, rb, 0) : f16_pair(ra, rb, 0);
-    __m512 mw = F32S ? f32_pair(ra, rb, 32) : f16_pair(ra, rb, 16);
+    __m512 dw, mw;
+    if (F32S == 2) compact_scales(LLMK_R8_Q4K, ra, rb, b, &dw, &mw);
+    else dw = F32S ? f32_pair(ra, rb, 0) : f16_pair(ra, rb, 0), mw = F32S ? f32_pair(ra, rb, 32) : f16_pair(ra, rb, 16);
     _Pragma("GCC unroll 8")
     for (int i = 0; i < NA; i++) {
         __m512i n = _mm512_add_epi32(n01[i], _mm512_srai_epi32(n23[i], 8));
@@ -83,7 +86,8 @@ INLINE void block_q8_0(int NA, const unsigned char *ra, const unsigned char *rb,
 }
 
 /* Q8S: Q8_0's products, elements 0..15 and 16..31 summed apart, each half
- * with its f32 scales, then the f32 offsets. */
+ * with its f32 scales, then the f32 offsets. TWO: 1, Q8S2 (an offset per
+ * half); 2, Q8K (the scales from its header, offsets +0). */
 INLINE void block_q8s(int NA, int TWO, const unsigned char *ra, const unsigned char *rb, const int16_t *const *q,
                       const float *const *d, int64_t b, int64_t nb, __m512 *acc) {
     __m512i n[2][R8_NA_MAX];
@@ -98,13 +102,15 @@ INLINE void block_q8s(int NA, int TWO, const unsigned char *ra, const unsigned c
         for (int i = 0; i < NA; i++)
             n[p / 8][i] = _mm512_dpwssd_epi32(n[p / 8][i], w, bcast32(q[i] + b * LLMK_QK + 2 * p));
     }
-    __m512 s0 = f32_pair(ra, rb, 256), s1 = f32_pair(ra, rb, 288), mw = f32_pair(ra, rb, 320);
+    __m512 s0, s1, mw;
+    if (TWO == 2) compact_scales(LLMK_R8_Q8K, ra, rb, b, &s0, &s1), mw = _mm512_setzero_ps(); /* Q8S's m of +0, fma'd as it is */
+    else s0 = f32_pair(ra, rb, 256), s1 = f32_pair(ra, rb, 288), mw = f32_pair(ra, rb, 320);
     _Pragma("GCC unroll 8")
     for (int i = 0; i < NA; i++) {
         __m512 da = _mm512_set1_ps(d[i][b]);
         acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(n[0][i]), _mm512_mul_ps(s0, da), acc[i]);
         acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(n[1][i]), _mm512_mul_ps(s1, da), acc[i]);
-        if (!TWO) {
+        if (TWO != 1) {
             acc[i] = _mm512_fmadd_ps(mw, _mm512_set1_ps(d[i][nb + b]), acc[i]);
         } else { /* Q8S2: an offset per half, with the activation's half sums */
             acc[i] = _mm512_fmadd_ps(mw, _mm512_set1_ps(d[i][2 * nb + 2 * b]), acc[i]);
@@ -117,7 +123,9 @@ INLINE void block_any(int NA, int L, const unsigned char *ra, const unsigned cha
                       const float *const *d, int64_t b, int64_t nb, __m512 *acc) {
     if (L == LLMK_R8_Q4_1) block_q4_1(NA, 0, ra, rb, q, d, b, nb, acc);
     else if (L == LLMK_R8_Q4S) block_q4_1(NA, 1, ra, rb, q, d, b, nb, acc);
+    else if (L == LLMK_R8_Q4K) block_q4_1(NA, 2, ra, rb, q, d, b, nb, acc);
     else if (L == LLMK_R8_Q8S) block_q8s(NA, 0, ra, rb, q, d, b, nb, acc);
+    else if (L == LLMK_R8_Q8K) block_q8s(NA, 2, ra, rb, q, d, b, nb, acc);
     else if (L == LLMK_R8_Q8S2) block_q8s(NA, 1, ra, rb, q, d, b, nb, acc);
     else block_q8_0(NA, ra, rb, q, d, b, acc);
 }

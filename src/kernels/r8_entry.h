@@ -10,6 +10,7 @@
 #ifndef LLMK_KERNELS_R8_ENTRY_H
 #define LLMK_KERNELS_R8_ENTRY_H
 
+#include "internal.h"
 #include "kernels/r8.h"
 
 #ifndef R8_NA_MAX
@@ -19,10 +20,19 @@
 #define R8_HAS_MX4 1 /* 0: the file has no MX4 block code, and its caller never passes MX4 records */
 #endif
 
+#ifndef R8_HAS_COMPACT
+#define R8_HAS_COMPACT 0 /* 1: the file reads the compact forms Q4K and Q8K (r8.h) */
+#endif
+
 #if R8_HAS_MX4
 #define R8_CASE_MX4(X) case LLMK_R8_MX4: X(LLMK_R8_MX4); break;
 #else
 #define R8_CASE_MX4(X)
+#endif
+#if R8_HAS_COMPACT
+#define R8_CASE_COMPACT(X) case LLMK_R8_Q4K: X(LLMK_R8_Q4K); break; case LLMK_R8_Q8K: X(LLMK_R8_Q8K); break;
+#else
+#define R8_CASE_COMPACT(X)
 #endif
 /* X(L) with the record form as a constant (Q8_0 the default). */
 #define R8_SWITCH(layout, X)                           \
@@ -32,6 +42,7 @@
     case LLMK_R8_Q8S2: X(LLMK_R8_Q8S2); break;         \
     case LLMK_R8_Q4S: X(LLMK_R8_Q4S); break;           \
     R8_CASE_MX4(X)                                     \
+    R8_CASE_COMPACT(X)                                 \
     default: X(LLMK_R8_Q8_0); break;                   \
     }
 
@@ -78,6 +89,7 @@ INLINE void r8_few_l(int L, int m, const struct llmk_r8 *w, int64_t g0, int64_t 
 static void r8_mm(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *act, size_t as, int64_t m, float *y,
                   size_t ys, void *scratch, size_t scratch_bytes) {
     if (r1 <= r0 || m <= 0) return;
+    LLMK_CHECK(R8_HAS_COMPACT || !llmk_r8_header_bytes(w->layout));
     int64_t g0 = r0 / 8, g1 = (r1 + 7) / 8;
     const unsigned char *ab = act;
     size_t need = llmk_r8_scratch_bytes(w->k, m);

@@ -162,3 +162,32 @@ void llmk_r8_read_sub(uint32_t type, const void *block, int sub, struct llmk_r8_
     default: break; /* not a supported type: callers ask llmk_r8_read_supports first */
     }
 }
+
+int llmk_r8_read_kscales(uint32_t type, const void *b, int sub, struct llmk_r8_kscales *o) {
+    o->dmin = 0, o->mn = 0;
+    switch (type) {
+    case LLMK_TYPE_Q4_K:
+        o->d = llmk_ld_u16(FIELD(llmk_block_q4_k, d, b)), o->dmin = llmk_ld_u16(FIELD(llmk_block_q4_k, dmin, b));
+        k_scale_min(FIELD(llmk_block_q4_k, scales, b), sub, &o->sc[0], &o->mn);
+        o->sc[1] = o->sc[0];
+        return 1;
+    case LLMK_TYPE_Q6_K: {
+        const int8_t *sc = (const int8_t *)FIELD(llmk_block_q6_k, scales, b);
+        o->d = llmk_ld_u16(FIELD(llmk_block_q6_k, d, b)), o->sc[0] = sc[2 * sub], o->sc[1] = sc[2 * sub + 1];
+        return 1;
+    }
+    case LLMK_TYPE_Q3_K: {
+        const uint8_t *sc = FIELD(llmk_block_q3_k, scales, b);
+        o->d = llmk_ld_u16(FIELD(llmk_block_q3_k, d, b));
+        o->sc[0] = q3k_scale(sc, 2 * sub), o->sc[1] = q3k_scale(sc, 2 * sub + 1);
+        return 1;
+    }
+    case LLMK_TYPE_IQ4_XS: {
+        int lo = (FIELD(llmk_block_iq4_xs, scales_l, b)[sub >> 1] >> (4 * (sub & 1))) & 0xf;
+        int hi = (llmk_ld_u16(FIELD(llmk_block_iq4_xs, scales_h, b)) >> (2 * sub)) & 3;
+        o->d = llmk_ld_u16(FIELD(llmk_block_iq4_xs, d, b)), o->sc[0] = o->sc[1] = (lo | (hi << 4)) - 32;
+        return 1;
+    }
+    default: return 0;
+    }
+}

@@ -30,4 +30,14 @@ int llmk_r8_read_supports(uint32_t type);
  * super-blocks. `type` must be one llmk_r8_read_supports takes. */
 void llmk_r8_read_sub(uint32_t type, const void *block, int sub, struct llmk_r8_sub *out);
 
+/* The factors behind s and m for the types whose sub-blocks scale an f16
+ * of the super-block by small integers (Q4_K, Q6_K, Q3_K, IQ4_XS): s[h] =
+ * fp16(d) * sc[h] and m = -(fp16(dmin) * mn) (dmin, mn 0 where m is 0),
+ * the very products llmk_r8_read_sub computes. Returns 0 for other types. */
+struct llmk_r8_kscales {
+    uint16_t d, dmin; /* f16 bits */
+    int sc[2], mn;
+};
+int llmk_r8_read_kscales(uint32_t type, const void *block, int sub, struct llmk_r8_kscales *out);
+
 #endif

@@ -18,7 +18,6 @@
  * rows a[0..NA). */
 INLINE void tile(int NA, int L, const unsigned char *ra, const unsigned char *rb, int64_t nb, int64_t k,
                  const unsigned char *const *a, __m512 *out) {
-    const int rs = R8_RECORD_BYTES(L);
     __m512 acc[R8_NA_MAX];
     _Pragma("GCC unroll 8")
     for (int i = 0; i < NA; i++) acc[i] = _mm512_setzero_ps();
@@ -27,10 +26,11 @@ INLINE void tile(int NA, int L, const unsigned char *ra, const unsigned char *rb
     _Pragma("GCC unroll 8")
     for (int i = 0; i < NA; i++) R8_SPLIT_ACT(a[i], k, &q[i], &d[i]);
     int two = ra != rb;
-    for (int64_t b = 0; b < nb; b++, ra += rs, rb += rs) {
-        prefetch_rec(ra, rs);
-        if (two) prefetch_rec(rb, rs);
-        block_any(NA, L, ra, rb, q, d, b, nb, acc);
+    for (int64_t b = 0; b < nb; b++) {
+        size_t o = llmk_r8_record_offset(L, b);
+        prefetch_block(L, ra + o, b);
+        if (two) prefetch_block(L, rb + o, b);
+        block_any(NA, L, ra + o, rb + o, q, d, b, nb, acc);
     }
     _Pragma("GCC unroll 8")
     for (int i = 0; i < NA; i++) out[i] = acc[i];
@@ -64,7 +64,6 @@ INLINE int run_records(const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t 
 #define R8_HAVE_FEW_ROWS 4 /* the most rows rows_few takes: its accumulators stay in registers */
 INLINE void streams_few(int NA, int NP, int L, const unsigned char *const *rec, int64_t nb, int64_t k,
                         const unsigned char *const *a, __m512 out[][R8_HAVE_FEW_ROWS]) {
-    const size_t rs = R8_RECORD_BYTES(L);
     __m512 acc[2][R8_HAVE_FEW_ROWS];
     const R8_ACT_Q *q[R8_HAVE_FEW_ROWS];
     const float *d[R8_HAVE_FEW_ROWS];
@@ -76,9 +75,10 @@ INLINE void streams_few(int NA, int NP, int L, const unsigned char *const *rec, 
     for (int64_t b = 0; b < nb; b++) {
         _Pragma("GCC unroll 2")
         for (int p = 0; p < NP; p++) {
-            const unsigned char *ra = rec[2 * p] + (size_t)b * rs, *rb = rec[2 * p + 1] + (size_t)b * rs;
-            prefetch_rec(ra, (int)rs);
-            if (rb != ra) prefetch_rec(rb, (int)rs);
+            size_t o = llmk_r8_record_offset(L, b);
+            const unsigned char *ra = rec[2 * p] + o, *rb = rec[2 * p + 1] + o;
+            prefetch_block(L, ra, b);
+            if (rb != ra) prefetch_block(L, rb, b);
             block_any(NA, L, ra, rb, q, d, b, nb, acc[p]);
         }
     }

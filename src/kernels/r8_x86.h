@@ -21,13 +21,17 @@ INLINE void prefetch_rec(const unsigned char *rec, int bytes) {
     for (int o = 0; o < bytes; o += 64) _mm_prefetch((const char *)rec + PF_AHEAD + o, _MM_HINT_T0);
 }
 
-/* Bytes of one record of layout L (r8.h). */
-#define R8_RECORD_BYTES(L) \
-    ((L) == LLMK_R8_Q4_1 || (L) == LLMK_R8_MX4 ? 160                                      \
-     : (L) == LLMK_R8_Q8S                     ? 352                                      \
-     : (L) == LLMK_R8_Q8S2                    ? 384                                      \
-     : (L) == LLMK_R8_Q4S                     ? 192                                      \
-                                              : 272)
+/* Bytes of one record of layout L (r8.h), headers aside. */
+#define R8_RECORD_BYTES(L) ((int)llmk_r8_record_stride(L))
+
+/* prefetch_rec for block b's record at rec, and for a compact form the
+ * next header (after every LLMK_R8_SUPER records), so the prefetches cover
+ * the whole stream PF_AHEAD bytes ahead. */
+INLINE void prefetch_block(int L, const unsigned char *rec, int64_t b) {
+    prefetch_rec(rec, R8_RECORD_BYTES(L));
+    if (llmk_r8_header_bytes(L) && b % LLMK_R8_SUPER == LLMK_R8_SUPER - 1)
+        prefetch_rec(rec + R8_RECORD_BYTES(L), (int)llmk_r8_header_bytes(L));
+}
 
 /* An a16 activation row's parts: int16 q[k], then the f32 scales. */
 INLINE void split_act(const unsigned char *a, int64_t k, const int16_t **q, const float **d) {
@@ -74,6 +78,34 @@ INLINE __m512 f16_pair(const unsigned char *a, const unsigned char *b, int off) 
 INLINE __m512 f32_pair(const unsigned char *a, const unsigned char *b, int off) {
     return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps((const float *)(const void *)(a + off))),
                               _mm256_loadu_ps((const float *)(const void *)(b + off)), 1);
+}
+
+/* The compact forms (r8.h): the header of block b's super-block, from the
+ * block's record. */
+INLINE const unsigned char *r8_header(int L, const unsigned char *rec, int64_t b) {
+    return rec - (size_t)(b % LLMK_R8_SUPER) * llmk_r8_record_stride(L) - llmk_r8_header_bytes(L);
+}
+
+/* The f32 factors f[r] (at byte f of each header) times the integers
+ * i[r] (8 bytes at off, u8 or int8): exact f32 products, as r8_read.h's.
+ * Each half on its own (the loads fold into the widening and the
+ * multiply), joined last. */
+INLINE __m256 scaled8(const unsigned char *h, int f, int off, int is_signed) {
+    __m128i i = _mm_loadl_epi64((const __m128i *)(const void *)(h + off));
+    __m256i w = is_signed ? _mm256_cvtepi8_epi32(i) : _mm256_cvtepu8_epi32(i);
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(w), _mm256_loadu_ps((const float *)(const void *)(h + f)));
+}
+INLINE __m512 scaled_pair(const unsigned char *ha, const unsigned char *hb, int f, int off, int is_signed) {
+    return _mm512_insertf32x8(_mm512_castps256_ps512(scaled8(ha, f, off, is_signed)), scaled8(hb, f, off, is_signed), 1);
+}
+
+/* Block b's two products of a compact form (r8.h): Q4K's s = d * sc and
+ * m = (-dmin) * mn, Q8K's s0 = d * sc0 and s1 = d * sc1. */
+INLINE void compact_scales(int L, const unsigned char *ra, const unsigned char *rb, int64_t b, __m512 *x, __m512 *y) {
+    const unsigned char *ha = r8_header(L, ra, b), *hb = r8_header(L, rb, b);
+    int o = 64 + 16 * (int)(b % LLMK_R8_SUPER), sgn = L == LLMK_R8_Q8K;
+    *x = scaled_pair(ha, hb, 0, o, sgn);
+    *y = scaled_pair(ha, hb, 32, o + 8, sgn);
 }
 #endif
 

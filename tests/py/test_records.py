@@ -1,0 +1,66 @@
+"""The r8 record forms through the whole fast path: K-quant weights repacked
+into the compact forms (Q4K, Q8K; src/kernels/r8.h), which the AVX-512
+kernels read where the CPU has VNNI, give the very logits of the portable
+forms (LLMK_RECORDS=portable), for A16 and A8 activations, dense matmuls
+and MoE expert stacks, one thread or two. On a CPU without the compact
+forms both runs take the portable ones and the check still holds.
+
+The model: a small qwen3moe of random weights (bench/make_moe_model.py,
+hidden 256 so that every matrix holds K-quant blocks), quantized by
+`llmk quantize` to Q4_K_M (Q4_K and Q6_K tensors) and to IQ4_XS and
+Q3_K_M (the other Q8K types)."""
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+LLMK = os.environ.get("LLMK_BIN", str(ROOT / "build" / "llmk"))
+
+
+def run(*args, env=None):
+    return subprocess.run([LLMK, *args], check=True, capture_output=True, timeout=300,
+                          env=None if env is None else {**os.environ, **env}).stdout
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    d = tmp_path_factory.mktemp("records")
+    f16 = d / "moe_f16.gguf"
+    subprocess.run([sys.executable, str(ROOT / "bench" / "make_moe_model.py"), str(f16), "--hidden", "256",
+                    "--layers", "2", "--experts", "4", "--top-k", "2", "--ffn-exp", "256"], check=True,
+                   capture_output=True, timeout=300)
+    out = {}
+    for preset in ("q4_k_m", "iq4_xs", "q3_k_m"):
+        q = d / f"moe_{preset}.gguf"
+        run("quantize", str(f16), str(q), preset, "--log-disable")
+        out[preset] = q
+    return out
+
+
+def logits(model, ids, records, threads=2, act="a16"):
+    raw = run("logits", "-m", str(model), "--ids", ",".join(map(str, ids)), "--path", "fast", "-t", str(threads),
+              env={"LLMK_RECORDS": records, "LLMK_ACT": act})
+    return np.frombuffer(raw, dtype="<f4").reshape(len(ids), -1)
+
+
+IDS = [(i * 7919 + 17) % 480 for i in range(40)]
+
+
+@pytest.mark.parametrize("preset", ["q4_k_m", "iq4_xs", "q3_k_m"])
+@pytest.mark.parametrize("act", ["a16", "a8"])
+def test_compact_records_change_no_bit(models, preset, act):
+    portable = logits(models[preset], IDS, "portable", act=act)
+    assert np.isfinite(portable).all()
+    assert np.array_equal(logits(models[preset], IDS, "auto", act=act), portable)
+    assert np.array_equal(logits(models[preset], IDS, "auto", threads=1, act=act), portable)
+
+
+def test_bad_lever_is_refused(models):
+    r = subprocess.run([LLMK, "logits", "-m", str(models["q4_k_m"]), "--ids", "1,2"], capture_output=True, text=True,
+                       env={**os.environ, "LLMK_RECORDS": "small"}, timeout=60)
+    assert r.returncode != 0
+    assert "LLMK_RECORDS=small" in r.stderr

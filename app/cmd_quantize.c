@@ -28,6 +28,7 @@ static const char USAGE[] =
     "q4_0, q4_k->q5_0, q5_k->q5_1, q6_k->q8_0, iq4_xs->iq4_nl, then f16).\n"
     "A quantized input is re-quantized only with --allow-requantize (it compounds\n"
     "the error); f32, f16 and bf16 outputs need no flag.\n"
+    "An MoE router (ffn_gate_inp) keeps its type, as llama-quantize keeps it.\n"
     "On a terminal a progress line on stderr names the tensor being converted.\n";
 
 struct override {
@@ -53,6 +54,9 @@ static int is_codec(uint32_t t) {
 
 static uint32_t choose_type(const llmk_tensor_info *ti, struct quant_policy *q, int pure, const struct override *ov,
                             int n_ov) {
+    /* an MoE router stays as it is, overrides and --pure included: llama-quantize never quantizes it (its
+     * logits pick the experts, and it is small) */
+    if (strstr(ti->name, "ffn_gate_inp.weight")) return ti->type;
     for (int i = 0; i < n_ov; i++)
         if (contains(ti->name, ov[i].pat, ov[i].len)) return quant_fit_rows(ov[i].type, ti->ne[0]);
     if (ti->n_dims < 2) return LLMK_TYPE_F32;

@@ -80,3 +80,18 @@ def test_same_type_is_not_a_requantization(tmp_path):
     # llama-quantize would choose): nothing is quantized again, no flag needed
     r = llmk("quantize", MODEL, tmp_path / "same.gguf", "q4_1")
     assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.parametrize("args", [("q8_0",), ("q8_0", "--pure"), ("q8_0", "--tensor-type", "ffn_gate_inp=q8_0"),
+                                  ("q4_k_m",)])
+def test_moe_router_is_never_quantized(args, tmp_path):
+    """As llama-quantize: the router (ffn_gate_inp) keeps its type whatever
+    the preset, --pure or an override asks, while the experts are converted."""
+    src = ROOT / "tests" / "fixtures" / "model" / "tiny" / "tiny_qwen3moe.gguf"
+    r = llmk("quantize", src, tmp_path / "never.gguf", *args, "--dry-run", "-v", "--allow-requantize")
+    assert r.returncode == 0, r.stderr
+    types = {ln.split()[0]: ln.split()[-1] for ln in r.stdout.splitlines()
+             if ln.startswith("blk.") and "->" in ln}
+    routers = [n for n in types if "ffn_gate_inp" in n]
+    assert routers and all(types[n] == "f32" for n in routers), types
+    assert types["blk.0.ffn_gate_exps.weight"] != "f32", types

@@ -276,17 +276,25 @@ static void model_facts(const llmk_model *m, struct bench_facts *f) {
     }
     /* bytes one decode step streams: every matmul weight once (the seven of
      * each layer, named as docs/model.md lists them, and the LM head, which
-     * is token_embd when the model ties it); the model checked at load that
+     * is token_embd when the model ties it; of an MoE layer's expert stacks
+     * the share of the experts a token uses); the model checked at load that
      * they are all there */
     static const char *const per_layer[] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up",
-                                            "ffn_down"};
+                                            "ffn_down", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
     const llmk_hparams *hp = llmk_model_hparams(m);
+    char key[96];
+    uint32_t n_expert = 0, n_used = 0;
+    snprintf(key, sizeof key, "%s.expert_count", hp->arch);
+    if (llmk_gguf_get_u32(g, key, &n_expert) != LLMK_OK) n_expert = 0;
+    snprintf(key, sizeof key, "%s.expert_used_count", hp->arch);
+    if (llmk_gguf_get_u32(g, key, &n_used) != LLMK_OK) n_used = 0;
     for (int il = 0; il < hp->n_layer; il++)
         for (size_t j = 0; j < CLI_LEN(per_layer); j++) {
             char name[64];
             snprintf(name, sizeof name, "blk.%d.%s.weight", il, per_layer[j]);
             const llmk_tensor_info *t = llmk_gguf_find_tensor(g, name);
-            if (t) f->wbytes += t->n_bytes;
+            if (!t) continue;
+            f->wbytes += strstr(per_layer[j], "_exps") && n_expert ? t->n_bytes / n_expert * n_used : t->n_bytes;
         }
     const llmk_tensor_info *head = llmk_gguf_find_tensor(g, hp->tied_output ? "token_embd.weight" : "output.weight");
     if (head) f->wbytes += head->n_bytes;

@@ -304,7 +304,8 @@ static void test_dots(struct wtype *t, int have_avx2, float outlier) {
         for (int extreme = 0; extreme < 2; extreme++) {
             /* up to 17 groups: one activation row reads them as 4 streams of uneven length */
             /* and up to 33 groups: a few activation rows read pair tables over 16 or more */
-            int64_t nrows = 1 + rnd() % 263, m = 1 + rnd() % 9;
+            /* and now and then more than 4 tiles of 8 rows (a compact form's prefill walk) */
+            int64_t nrows = 1 + rnd() % 263, m = rnd() % 8 ? 1 + rnd() % 9 : 33 + rnd() % 8;
             if (k % (int64_t)llmk_type_block_elems(t->type)) continue; /* rows of whole blocks only */
             size_t ws = (size_t)(k / (int64_t)llmk_type_block_elems(t->type)) * t->bs, rb = llmk_a16_row_bytes(k), as = rb + 8 * (rnd() % 3);
             unsigned char *w = malloc(ws * (size_t)nrows), *a = malloc(as * (size_t)m);

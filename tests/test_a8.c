@@ -189,7 +189,8 @@ static void check_kernel(uint32_t type, int64_t k, unsigned char *w, size_t ws, 
 /* The AVX2 kernel against the reference; the reference against f64. */
 static void test_dots(uint32_t type, int have_avx2, int extreme) {
     for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
-        int64_t k = ks[ki], nb = k / 32, nrows = 1 + rnd() % 83, m = 1 + rnd() % 9;
+        int64_t k = ks[ki], nb = k / 32, nrows = 1 + rnd() % 83,
+                m = rnd() % 8 ? 1 + rnd() % 9 : 33 + rnd() % 8; /* now and then > 4 tiles */
         if (k % (int64_t)llmk_type_block_elems(type)) continue;
         size_t ws = (size_t)(k / (int64_t)llmk_type_block_elems(type)) * llmk_type_block_bytes(type);
         size_t as = llmk_a8_row_bytes(k) + 4 * (rnd() % 3);

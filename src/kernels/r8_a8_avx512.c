@@ -37,7 +37,7 @@ INLINE void scale_into(int NA, const __m512i *n, __m512 dw, const __m512 *mw, co
  * {0,4,1,5} and {2,6,3,7} of the chunk's 8 in 32-bit lane r, the
  * activation's order. */
 INLINE void block_q4(int NA, int F32S, const unsigned char *ra, const unsigned char *rb, const int8_t *const *q,
-                     const float *const *d, int64_t b, int64_t nb, __m512 *acc) {
+                     const float *const *d, int64_t b, int64_t nb, const float *pre, __m512 *acc) {
     const int nib = F32S == 1 ? 64 : F32S == 2 ? 0 : 32;
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     __m512i n[R8_NA_MAX];
@@ -55,7 +55,7 @@ INLINE void block_q4(int NA, int F32S, const unsigned char *ra, const unsigned c
         }
     }
     __m512 dw, mw;
-    if (F32S == 2) compact_scales(LLMK_R8_Q4K, ra, rb, b, &dw, &mw);
+    if (F32S == 2) compact_scales(LLMK_R8_Q4K, ra, rb, b, pre, &dw, &mw);
     else dw = F32S ? f32_pair(ra, rb, 0) : f16_pair(ra, rb, 0), mw = F32S ? f32_pair(ra, rb, 32) : f16_pair(ra, rb, 16);
     scale_into(NA, n, dw, &mw, d, b, nb, acc);
 }
@@ -100,10 +100,10 @@ INLINE void sub_half(int NA, const float *const *d, int64_t b, int64_t nb, int h
  * 1: two halves, each with its f32 scales, then the f32 offsets) or Q8K
  * ones (2: Q8S's with the scales from the header and offsets +0). */
 INLINE void block_i8(int NA, int Q8S, const unsigned char *ra, const unsigned char *rb, const int8_t *const *q,
-                     const float *const *d, int64_t b, int64_t nb, __m512 *acc) {
+                     const float *const *d, int64_t b, int64_t nb, const float *pre, __m512 *acc) {
     __m512i n[R8_NA_MAX];
     __m512 ks[2];
-    if (Q8S == 2) compact_scales(LLMK_R8_Q8K, ra, rb, b, &ks[0], &ks[1]);
+    if (Q8S == 2) compact_scales(LLMK_R8_Q8K, ra, rb, b, pre, &ks[0], &ks[1]);
     _Pragma("GCC unroll 2")
     for (int h = 0; h < 2; h++) {
         if (h == 0 || Q8S) {
@@ -128,10 +128,10 @@ INLINE void block_i8(int NA, int Q8S, const unsigned char *ra, const unsigned ch
  * checks); the others' case of the entry's switch falls to Q8_0's code,
  * never run. */
 INLINE void block_any(int NA, int L, const unsigned char *ra, const unsigned char *rb, const int8_t *const *q,
-                      const float *const *d, int64_t b, int64_t nb, __m512 *acc) {
+                      const float *const *d, int64_t b, int64_t nb, const float *pre, __m512 *acc) {
     if (L == LLMK_R8_Q4_1 || L == LLMK_R8_Q4S || L == LLMK_R8_Q4K)
-        block_q4(NA, L == LLMK_R8_Q4S ? 1 : L == LLMK_R8_Q4K ? 2 : 0, ra, rb, q, d, b, nb, acc);
-    else block_i8(NA, L == LLMK_R8_Q8S ? 1 : L == LLMK_R8_Q8K ? 2 : 0, ra, rb, q, d, b, nb, acc);
+        block_q4(NA, L == LLMK_R8_Q4S ? 1 : L == LLMK_R8_Q4K ? 2 : 0, ra, rb, q, d, b, nb, pre, acc);
+    else block_i8(NA, L == LLMK_R8_Q8S ? 1 : L == LLMK_R8_Q8K ? 2 : 0, ra, rb, q, d, b, nb, pre, acc);
 }
 
 /* An a8 activation row's parts: int8 q[k], then the f32 scales and offsets. */

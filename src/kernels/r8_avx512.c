@@ -30,7 +30,7 @@
  * scales and offsets before the nibbles, where Q4_1 (0) has f16 ones; 2,
  * Q4K's, the same values from its header (r8.h). */
 INLINE void block_q4_1(int NA, int F32S, const unsigned char *ra, const unsigned char *rb, const int16_t *const *q,
-                       const float *const *d, int64_t b, int64_t nb, __m512 *acc) {
+                       const float *const *d, int64_t b, int64_t nb, const float *pre, __m512 *acc) {
     const int nib = F32S == 1 ? 64 : F32S == 2 ? 0 : 32;
     /* Nibbles 2 and 3 of each u16 lane are masked in place, not shifted
      * down: they multiply as 256 w, summed in n23 apart from n01 and scaled
@@ -56,7 +56,7 @@ INLINE void block_q4_1(int NA, int F32S, const unsigned char *ra, const unsigned
         }
     }
     __m512 dw, mw;
-    if (F32S == 2) compact_scales(LLMK_R8_Q4K, ra, rb, b, &dw, &mw);
+    if (F32S == 2) compact_scales(LLMK_R8_Q4K, ra, rb, b, pre, &dw, &mw);
     else dw = F32S ? f32_pair(ra, rb, 0) : f16_pair(ra, rb, 0), mw = F32S ? f32_pair(ra, rb, 32) : f16_pair(ra, rb, 16);
     _Pragma("GCC unroll 8")
     for (int i = 0; i < NA; i++) {
@@ -89,7 +89,7 @@ INLINE void block_q8_0(int NA, const unsigned char *ra, const unsigned char *rb,
  * with its f32 scales, then the f32 offsets. TWO: 1, Q8S2 (an offset per
  * half); 2, Q8K (the scales from its header, offsets +0). */
 INLINE void block_q8s(int NA, int TWO, const unsigned char *ra, const unsigned char *rb, const int16_t *const *q,
-                      const float *const *d, int64_t b, int64_t nb, __m512 *acc) {
+                      const float *const *d, int64_t b, int64_t nb, const float *pre, __m512 *acc) {
     __m512i n[2][R8_NA_MAX];
     _Pragma("GCC unroll 8")
     for (int i = 0; i < NA; i++) n[0][i] = n[1][i] = _mm512_setzero_si512();
@@ -103,7 +103,7 @@ INLINE void block_q8s(int NA, int TWO, const unsigned char *ra, const unsigned c
             n[p / 8][i] = _mm512_dpwssd_epi32(n[p / 8][i], w, bcast32(q[i] + b * LLMK_QK + 2 * p));
     }
     __m512 s0, s1, mw;
-    if (TWO == 2) compact_scales(LLMK_R8_Q8K, ra, rb, b, &s0, &s1), mw = _mm512_setzero_ps(); /* Q8S's m of +0, fma'd as it is */
+    if (TWO == 2) compact_scales(LLMK_R8_Q8K, ra, rb, b, pre, &s0, &s1), mw = _mm512_setzero_ps(); /* Q8S's m of +0, fma'd as it is */
     else s0 = f32_pair(ra, rb, 256), s1 = f32_pair(ra, rb, 288), mw = f32_pair(ra, rb, 320);
     _Pragma("GCC unroll 8")
     for (int i = 0; i < NA; i++) {
@@ -120,13 +120,13 @@ INLINE void block_q8s(int NA, int TWO, const unsigned char *ra, const unsigned c
 }
 
 INLINE void block_any(int NA, int L, const unsigned char *ra, const unsigned char *rb, const int16_t *const *q,
-                      const float *const *d, int64_t b, int64_t nb, __m512 *acc) {
-    if (L == LLMK_R8_Q4_1) block_q4_1(NA, 0, ra, rb, q, d, b, nb, acc);
-    else if (L == LLMK_R8_Q4S) block_q4_1(NA, 1, ra, rb, q, d, b, nb, acc);
-    else if (L == LLMK_R8_Q4K) block_q4_1(NA, 2, ra, rb, q, d, b, nb, acc);
-    else if (L == LLMK_R8_Q8S) block_q8s(NA, 0, ra, rb, q, d, b, nb, acc);
-    else if (L == LLMK_R8_Q8K) block_q8s(NA, 2, ra, rb, q, d, b, nb, acc);
-    else if (L == LLMK_R8_Q8S2) block_q8s(NA, 1, ra, rb, q, d, b, nb, acc);
+                      const float *const *d, int64_t b, int64_t nb, const float *pre, __m512 *acc) {
+    if (L == LLMK_R8_Q4_1) block_q4_1(NA, 0, ra, rb, q, d, b, nb, NULL, acc);
+    else if (L == LLMK_R8_Q4S) block_q4_1(NA, 1, ra, rb, q, d, b, nb, NULL, acc);
+    else if (L == LLMK_R8_Q4K) block_q4_1(NA, 2, ra, rb, q, d, b, nb, pre, acc);
+    else if (L == LLMK_R8_Q8S) block_q8s(NA, 0, ra, rb, q, d, b, nb, NULL, acc);
+    else if (L == LLMK_R8_Q8K) block_q8s(NA, 2, ra, rb, q, d, b, nb, pre, acc);
+    else if (L == LLMK_R8_Q8S2) block_q8s(NA, 1, ra, rb, q, d, b, nb, NULL, acc);
     else block_q8_0(NA, ra, rb, q, d, b, acc);
 }
 

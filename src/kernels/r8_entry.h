@@ -110,6 +110,13 @@ static void r8_mm(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *a
         return;
     }
 #endif
+#if defined(R8_HAVE_PRE) && R8_HAS_COMPACT
+    if (m > R8_NA_MAX && llmk_r8_header_bytes(w->layout) && w->nb <= R8_PRE_MAX_NB) {
+        if (w->layout == LLMK_R8_Q4K) rows_pre(LLMK_R8_Q4K, w, g0, g1, r1, ab, as, m, y, ys);
+        else rows_pre(LLMK_R8_Q8K, w, g0, g1, r1, ab, as, m, y, ys);
+        return;
+    }
+#endif
     for (int64_t i = 0; i < m; i += R8_NA_MAX) {
         int na = m - i < R8_NA_MAX ? (int)(m - i) : R8_NA_MAX;
         const unsigned char *a[R8_NA_MAX];

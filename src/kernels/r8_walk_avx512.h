@@ -15,9 +15,9 @@
 #include "kernels/r8_x86.h"
 
 /* Two groups' records (ra, rb: the same one for a group alone) x activation
- * rows a[0..NA). */
+ * rows a[0..NA); a compact form's scales from pre where not NULL. */
 INLINE void tile(int NA, int L, const unsigned char *ra, const unsigned char *rb, int64_t nb, int64_t k,
-                 const unsigned char *const *a, __m512 *out) {
+                 const unsigned char *const *a, const float *pre, __m512 *out) {
     __m512 acc[R8_NA_MAX];
     _Pragma("GCC unroll 8")
     for (int i = 0; i < NA; i++) acc[i] = _mm512_setzero_ps();
@@ -30,7 +30,7 @@ INLINE void tile(int NA, int L, const unsigned char *ra, const unsigned char *rb
         size_t o = llmk_r8_record_offset(L, b);
         prefetch_block(L, ra + o, b);
         if (two) prefetch_block(L, rb + o, b);
-        block_any(NA, L, ra + o, rb + o, q, d, b, nb, acc);
+        block_any(NA, L, ra + o, rb + o, q, d, b, nb, pre, acc);
     }
     _Pragma("GCC unroll 8")
     for (int i = 0; i < NA; i++) out[i] = acc[i];
@@ -79,7 +79,7 @@ INLINE void streams_few(int NA, int NP, int L, const unsigned char *const *rec, 
             const unsigned char *ra = rec[2 * p] + o, *rb = rec[2 * p + 1] + o;
             prefetch_block(L, ra, b);
             if (rb != ra) prefetch_block(L, rb, b);
-            block_any(NA, L, ra, rb, q, d, b, nb, acc[p]);
+            block_any(NA, L, ra, rb, q, d, b, nb, NULL, acc[p]);
         }
     }
     _Pragma("GCC unroll 2")
@@ -121,11 +121,72 @@ INLINE void rows_na(int NA, int L, const struct llmk_r8 *w, int64_t g0, int64_t 
         const unsigned char *ra = w->data + (size_t)(g - w->g0) * gb;
         const unsigned char *rb = g + 1 < g1 ? ra + gb : ra;
         __m512 out[R8_NA_MAX];
-        tile(NA, L, ra, rb, w->nb, w->k, a, out);
+        tile(NA, L, ra, rb, w->nb, w->k, a, NULL, out);
         _Pragma("GCC unroll 8")
         for (int i = 0; i < NA; i++) {
             store_group(y + (size_t)i * ys, g, r1, lo8(out[i]));
             if (g + 1 < g1) store_group(y + (size_t)i * ys, g + 1, r1, hi8(out[i]));
+        }
+    }
+}
+
+/* Prefill on a compact form: a group pair's scales converted once into
+ * pre for up to R8_PRE_TILES tiles of activation rows, where each tile
+ * would convert them again (5-9% of a Q4_K_M file's pp512). The tiles go
+ * in the inner loop only that far, so that their rows stay in L2 and the
+ * pair's records in L1. Each lane's arithmetic is tile()'s: the same bits. */
+enum { R8_PRE_TILES = 4, R8_PRE_MAX_NB = 512 /* 64 KB of stack */ };
+#define R8_HAVE_PRE 1
+
+INLINE void compact_pre(int L, const unsigned char *ra, const unsigned char *rb, int64_t nb, float *pre) {
+    for (int64_t b = 0; b < nb; b++) {
+        size_t o = llmk_r8_record_offset(L, b);
+        __m512 x, y;
+        compact_scales(L, ra + o, rb + o, b, NULL, &x, &y);
+        _mm512_store_ps(pre + 32 * b, x);
+        _mm512_store_ps(pre + 32 * b + 16, y);
+    }
+}
+
+/* tile() with the tile's row count as a constant. */
+INLINE void tile_pre(int na, int L, const unsigned char *ra, const unsigned char *rb, int64_t nb, int64_t k,
+                     const unsigned char *const *a, const float *pre, __m512 *out) {
+    switch (na) {
+    case 8: tile(8, L, ra, rb, nb, k, a, pre, out); break;
+    case 7: tile(7, L, ra, rb, nb, k, a, pre, out); break;
+    case 6: tile(6, L, ra, rb, nb, k, a, pre, out); break;
+    case 5: tile(5, L, ra, rb, nb, k, a, pre, out); break;
+    case 4: tile(4, L, ra, rb, nb, k, a, pre, out); break;
+    case 3: tile(3, L, ra, rb, nb, k, a, pre, out); break;
+    case 2: tile(2, L, ra, rb, nb, k, a, pre, out); break;
+    default: tile(1, L, ra, rb, nb, k, a, pre, out); break;
+    }
+}
+
+/* m activation rows (as bytes apart) x groups [g0, g1) of a compact form
+ * with nb <= R8_PRE_MAX_NB. */
+INLINE void rows_pre(int L, const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1, const unsigned char *act,
+                     size_t as, int64_t m, float *y, size_t ys) {
+    _Static_assert(R8_NA_MAX == 8, "tile_pre takes up to 8 rows");
+    _Alignas(64) float pre[R8_PRE_MAX_NB * 32];
+    size_t gb = (size_t)w->nb * w->block_bytes;
+    for (int64_t i0 = 0; i0 < m; i0 += R8_NA_MAX * R8_PRE_TILES) {
+        int64_t i1 = i0 + R8_NA_MAX * R8_PRE_TILES < m ? i0 + R8_NA_MAX * R8_PRE_TILES : m;
+        for (int64_t g = g0; g < g1; g += 2) {
+            const unsigned char *ra = w->data + (size_t)(g - w->g0) * gb;
+            const unsigned char *rb = g + 1 < g1 ? ra + gb : ra;
+            compact_pre(L, ra, rb, w->nb, pre);
+            for (int64_t i = i0; i < i1; i += R8_NA_MAX) {
+                int na = i1 - i < R8_NA_MAX ? (int)(i1 - i) : R8_NA_MAX;
+                const unsigned char *a[R8_NA_MAX];
+                for (int j = 0; j < R8_NA_MAX; j++) a[j] = act + (size_t)(i + (j < na ? j : 0)) * as;
+                __m512 out[R8_NA_MAX];
+                tile_pre(na, L, ra, rb, w->nb, w->k, a, pre, out);
+                for (int j = 0; j < na; j++) {
+                    store_group(y + (size_t)(i + j) * ys, g, r1, lo8(out[j]));
+                    if (g + 1 < g1) store_group(y + (size_t)(i + j) * ys, g + 1, r1, hi8(out[j]));
+                }
+            }
         }
     }
 }

@@ -219,9 +219,14 @@ static void test_quantize_avx2(int have_avx2) {
                 for (int j = 0; j < 32; j++) x[j] = (float)(j - 16) * 1e-41f;
             int64_t e0 = 32 * (int64_t)(rnd() % (uint32_t)(k / 32)), e1 = k;
             memset(q1, 0x5a, rb), memset(q2, 0x5a, rb);
-            llmk_a16_quantize_row_ref(x, k, e0, e1, q1);
-            llmk_a16_quantize_row_avx2(x, k, e0, e1, q2);
+            int r1 = llmk_a16_quantize_row_ref(x, k, e0, e1, q1);
+            CHECK_EQ_INT(llmk_a16_quantize_row_avx2(x, k, e0, e1, q2), r1);
             CHECK(memcmp(q1, q2, rb) == 0);
+            if (llmk_cpu_detect() & LLMK_CPU_AVX512) {
+                memset(q2, 0x5a, rb);
+                CHECK_EQ_INT(llmk_a16_quantize_row_avx512(x, k, e0, e1, q2), r1);
+                CHECK(memcmp(q1, q2, rb) == 0);
+            }
         }
         free(x), free(q1), free(q2);
     }
@@ -238,10 +243,11 @@ static void test_quantize_avx2(int have_avx2) {
 typedef int (*a16_quant_fn)(const float *x, int64_t k, int64_t e0, int64_t e1, void *dst);
 
 static void test_nonfinite(int have_avx2) {
-    a16_quant_fn fns[2] = {llmk_a16_quantize_row_ref, NULL};
+    a16_quant_fn fns[3] = {llmk_a16_quantize_row_ref, NULL, NULL};
     int nfn = 1;
 #if defined(__x86_64__)
     if (have_avx2) fns[nfn++] = llmk_a16_quantize_row_avx2;
+    if (llmk_cpu_detect() & LLMK_CPU_AVX512) fns[nfn++] = llmk_a16_quantize_row_avx512;
 #else
     (void)have_avx2;
 #endif

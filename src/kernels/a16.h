@@ -31,10 +31,12 @@ size_t llmk_a16_row_bytes(int64_t k);
  * Returns nonzero when one of those elements is NaN or infinite: the block's
  * amax is then that NaN or infinity, so its d and s are too (the bytes are
  * meaningless, and the caller is to fail rather than use them). */
-/* The scalar reference and the AVX2 version give the same bytes and result
+/* The scalar reference and the SIMD versions give the same bytes and result
  * (the kernel table's act_quant[LLMK_ACT_A16] is the one in use). */
 int llmk_a16_quantize_row_ref(const float *x, int64_t k, int64_t e0, int64_t e1, void *dst);
 int llmk_a16_quantize_row_avx2(const float *x, int64_t k, int64_t e0, int64_t e1, void *dst);
+/* The same with AVX-512 F/BW (llmk_cpu_detect() reports LLMK_CPU_AVX512). */
+int llmk_a16_quantize_row_avx512(const float *x, int64_t k, int64_t e0, int64_t e1, void *dst);
 
 /* Whether a weight type has A16 kernels: the types r8.h repacks. */
 int llmk_a16_supports(uint32_t wtype);

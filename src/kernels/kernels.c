@@ -68,7 +68,7 @@ static void x86_table(struct llmk_kernels *k, unsigned f) {
     llmk_kernels_dot_avx2(k->type);
     llmk_kernels_dot_kq_avx2(k->type);
     llmk_kernels_dot_nvfp4_avx2(k->type);
-    k->act_quant[LLMK_ACT_A16] = llmk_a16_quantize_row_avx2;
+    k->act_quant[LLMK_ACT_A16] = (f & LLMK_CPU_AVX512) ? llmk_a16_quantize_row_avx512 : llmk_a16_quantize_row_avx2;
     k->act_quant[LLMK_ACT_A8] = (f & LLMK_CPU_AVX512) ? llmk_a8_quantize_row_avx512 : llmk_a8_quantize_row_avx2;
     k->gemm_r8_a16 = (f & LLMK_CPU_AVX512_VNNI) ? llmk_gemm_r8_a16_avx512 : llmk_gemm_r8_a16_avx2;
     k->gemm_r8_a8 = (f & LLMK_CPU_AVX512_VNNI) ? llmk_gemm_r8_a8_avx512 : llmk_gemm_r8_a8_avx2;

@@ -255,7 +255,7 @@ static void test_nonfinite(int have_avx2) {
     static const float bad[] = {NAN, -NAN, INFINITY, -INFINITY};
     static const float edge[] = {FLT_MAX, -FLT_MAX, 3e38f, 0x1p-149f}; /* finite: largest, smallest */
     float x[K];
-    unsigned char q[2][NB * 80], clean[NB * 80];
+    unsigned char q[3][NB * 80], clean[NB * 80];
     for (int rep = 0; rep < 64; rep++) {
         fill_x(x, K, rep % 2, 40.0f);
         int blk = rep % NB, j = (int)(rnd() % 32);
@@ -277,9 +277,9 @@ static void test_nonfinite(int have_avx2) {
             /* the block alone */
             CHECK_EQ_INT(fns[f](x, K, blk * 32, blk * 32 + 32, q[f]) != 0, want);
         }
-        if (nfn == 2) {
-            fns[0](x, K, 0, K, q[0]), fns[1](x, K, 0, K, q[1]);
-            CHECK(memcmp(q[0], q[1], sizeof q[0]) == 0);
+        for (int f = 1; f < nfn; f++) {
+            fns[0](x, K, 0, K, q[0]), fns[f](x, K, 0, K, q[f]);
+            CHECK(memcmp(q[0], q[f], sizeof q[0]) == 0);
         }
     }
     /* every element of a block non-finite, and an all-zero row */

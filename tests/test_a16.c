@@ -340,7 +340,7 @@ static void test_dots(struct wtype *t, int have_avx2, float outlier) {
                 ti.n_bytes = ws * (size_t)nrows;
                 struct llmk_r8 rw;
                 CHECK_EQ_INT(llmk_r8_repack(&ti, forms, &rw), LLMK_OK);
-                compact_checked += llmk_r8_header_bytes(rw.layout) > 0;
+                compact_checked += llmk_r8_compact(rw.layout);
                 size_t sb = llmk_r8_scratch_bytes(k, m);
                 void *scratch = sb ? aligned_alloc(32, (sb + 31) / 32 * 32) : NULL;
                 kern(&rw, 0, nrows, a, as, m, y_fast, (size_t)nrows, scratch, sb);

@@ -172,7 +172,7 @@ static void check_kernel(uint32_t type, int64_t k, unsigned char *w, size_t ws, 
         if (forms) { /* the compact forms, which only the AVX-512 kernel reads */
             llmk_r8_free(&rw);
             CHECK_EQ_INT(llmk_r8_repack(&ti, forms, &rw), LLMK_OK);
-            compact_checked += llmk_r8_header_bytes(rw.layout) > 0;
+            compact_checked += llmk_r8_compact(rw.layout);
         }
         memset(y, 0, (size_t)(n * m) * sizeof *y);
         llmk_gemm_r8_a8_avx512(&rw, 0, n, a, as, m, y, (size_t)n, NULL, 0);

@@ -38,6 +38,7 @@ int llmk_r8_form(uint32_t type, unsigned forms) {
     if (!(forms & LLMK_R8_COMPACT)) return layout;
     if (layout == LLMK_R8_Q4S) return LLMK_R8_Q4K;
     if (type == LLMK_TYPE_Q6_K || type == LLMK_TYPE_Q3_K || type == LLMK_TYPE_IQ4_XS) return LLMK_R8_Q8K;
+    if (type == LLMK_TYPE_IQ4_NL) return LLMK_R8_NL4;
     return layout;
 }
 
@@ -309,6 +310,20 @@ static void pack_compact(int layout, unsigned char *hdr, unsigned char *rec, int
     }
 }
 
+/* An NL4 record (r8.h) from 8 IQ4_NL blocks' bytes (NULL: a padding row). */
+static void pack_nl4(unsigned char *dst, const unsigned char *const src[8]) {
+    memset(dst, 0, 144);
+    for (int r = 0; r < 8; r++) {
+        if (!src[r]) continue;
+        llmk_block_iq4_nl b;
+        memcpy(&b, src[r], sizeof b);
+        for (int p = 0; p < 8; p++)
+            for (int e = 0; e < 2; e++)
+                dst[16 * p + 2 * r + e] = (unsigned char)(nibble(b.qs, 2 * p + e) | nibble(b.qs, 2 * p + 16 + e) << 4);
+        put_u16(dst + 128 + 2 * r, llmk_ld_u16(&b.d));
+    }
+}
+
 /* Group g's block b (group data at gdata): the 8 rows' records from their
  * GGUF bytes, which src holds from row row0 on. */
 static void pack_record(const llmk_tensor_info *t, const unsigned char *src, int64_t row0, const struct llmk_r8 *w,
@@ -326,13 +341,18 @@ static void pack_record(const llmk_tensor_info *t, const unsigned char *src, int
         p[r] = NULL;
         if (row >= w->n) continue;
         const unsigned char *rp = src + (size_t)(row - row0) * rowb;
+        if (w->layout == LLMK_R8_NL4) {
+            p[r] = rp + (size_t)b * sb;
+            continue;
+        }
         if (w->layout == LLMK_R8_Q8S2) read_q2_k(rp, b, &q8s[r], mins[r]), p[r] = &q8s[r];
         else if (w->layout >= LLMK_R8_Q8S) read_q8s(t->type, rp, b, &q8s[r]), p[r] = &q8s[r];
         else read_block(t->type, rp + (size_t)b * sb, &blk[r]), p[r] = &blk[r];
         if (compact) read_kscales(t->type, rp, b, &q8s[r], &ks[r]);
     }
     const struct llmk_r8_sub *const *sub = (const struct llmk_r8_sub *const *)p;
-    if (compact) pack_compact(w->layout, dst - (size_t)(b % LLMK_R8_SUPER) * llmk_r8_record_stride(w->layout) -
+    if (w->layout == LLMK_R8_NL4) pack_nl4(dst, (const unsigned char *const *)p);
+    else if (compact) pack_compact(w->layout, dst - (size_t)(b % LLMK_R8_SUPER) * llmk_r8_record_stride(w->layout) -
                                              llmk_r8_header_bytes(w->layout), dst, b, sub, ks);
     else if (w->layout == LLMK_R8_Q4_1) pack_q4_1(dst, (const struct r8_block *const *)p);
     else if (w->layout == LLMK_R8_Q8_0) pack_q8_0(dst, (const struct r8_block *const *)p);

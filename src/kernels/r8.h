@@ -38,6 +38,12 @@
  *     followed by the 8 blocks' 256 bytes of Q8_0's int8 pairs. s0 = d *
  *     sc0, s1 = d * sc1, m = +0: Q8S's arithmetic, 8.75 bits a weight where
  *     Q8S takes 11.
+ *   NL4 (144 bytes, the compact Q8_0 of IQ4_NL): 8 chunks of 16 bytes, chunk
+ *     p byte 2r + e: the low nibble is the IQ4_NL grid index of row r's
+ *     element 2p + e, the high nibble of element 2p + 16 + e (one table
+ *     lookup per nibble half gives Q8_0's int8 pairs p and p + 8); then
+ *     f16 d[8]. Q8_0's arithmetic, 4.5 bits a weight (the file's) where
+ *     Q8_0 records take 8.5.
  *     Both headers are 192 bytes so that every record starts a cache line;
  *     their f32 factors save the kernels a conversion a block. The compact
  *     forms trade a few instructions a block for a quarter less to stream:
@@ -80,7 +86,7 @@ enum { LLMK_R8_ROWS = 8 };
 /* The record forms (the kernels' compile-time layout parameter). */
 enum llmk_r8_layout {
     LLMK_R8_Q8_0 = 0, LLMK_R8_Q4_1 = 1, LLMK_R8_Q8S = 2, LLMK_R8_Q8S2 = 3, LLMK_R8_Q4S = 4, LLMK_R8_MX4 = 5,
-    LLMK_R8_Q4K = 6, LLMK_R8_Q8K = 7
+    LLMK_R8_Q4K = 6, LLMK_R8_Q8K = 7, LLMK_R8_NL4 = 8
 };
 
 /* Record-form choices, a kernel table's llmk_kernels.r8_forms: the forms
@@ -100,9 +106,13 @@ static inline size_t llmk_r8_record_stride(int layout) {
     case LLMK_R8_Q4S: return 192;
     case LLMK_R8_Q4K: return 128;
     case LLMK_R8_Q8K: return 256;
+    case LLMK_R8_NL4: return 144;
     default: return 272;
     }
 }
+
+/* Whether a form is one of the compact ones only the AVX-512 kernels read. */
+static inline int llmk_r8_compact(int layout) { return layout >= LLMK_R8_Q4K; }
 
 /* Bytes of the header before every LLMK_R8_SUPER records (compact forms). */
 static inline size_t llmk_r8_header_bytes(int layout) {
@@ -134,7 +144,8 @@ struct llmk_r8 {
 int llmk_r8_layout(uint32_t type);
 /* The record form of a type given the forms the kernels read (forms:
  * LLMK_R8_COMPACT or 0): Q4K for Q4_K, Q8K for Q6_K, Q3_K and IQ4_XS where
- * compact, else llmk_r8_layout's. Every form of a type gives the same bits. */
+ * compact, NL4 for IQ4_NL, else llmk_r8_layout's. Every form of a type gives
+ * the same bits. */
 int llmk_r8_form(uint32_t type, unsigned forms);
 
 /* Repack a tensor of a type llmk_r8_layout knows (the types llmk_a16_supports names) (ne = {k, n}, k a multiple of 32)

@@ -167,7 +167,7 @@ void llmk_gemm_r8_a8_avx2(const struct llmk_r8 *w, int64_t r0, int64_t r1, const
                           float *y, size_t ys, void *scratch, size_t scratch_bytes) {
     (void)scratch, (void)scratch_bytes;
     if (r1 <= r0 || m <= 0) return;
-    LLMK_CHECK(llmk_a8_supports(w->type) && !llmk_r8_header_bytes(w->layout)); /* the portable forms only */
+    LLMK_CHECK(llmk_a8_supports(w->type) && !llmk_r8_compact(w->layout)); /* the portable forms only */
     int64_t g0 = r0 / 8, g1 = (r1 + 7) / 8;
     const unsigned char *ab = act;
     for (int64_t i = 0; i < m; i += 4) {

@@ -68,11 +68,18 @@ INLINE void block_q4(int NA, int F32S, const unsigned char *ra, const unsigned c
  * extra 128 x the activations' sum, the same for every row, comes off once
  * a half (sub_half). Per row and group that leaves the two vpdpbusd, where
  * taking |w| and moving w's sign onto the activations cost two more. */
-INLINE void int8_group(int NA, const unsigned char *ra, const unsigned char *rb, int g, const int8_t *const *q,
+INLINE __m512i pairs4(int NL, const unsigned char *r, int g) {
+    if (!NL) return _mm512_loadu_si512(r + 64 * g);
+    __m512i lo, hi; /* NL4: pairs 0-7 are the low nibbles of chunks 0-7, pairs 8-15 the high ones */
+    nl4_values(_mm512_loadu_si512(r + 64 * (g & 1)), &lo, &hi);
+    return g < 2 ? lo : hi;
+}
+
+INLINE void int8_group(int NA, int NL, const unsigned char *ra, const unsigned char *rb, int g, const int8_t *const *q,
                        int64_t b, __m512i *n) {
     const __m512i ia = _mm512_set_epi64(11, 9, 10, 8, 3, 1, 2, 0), ib = _mm512_set_epi64(15, 13, 14, 12, 7, 5, 6, 4);
     const __m512i bias = _mm512_set1_epi8((char)0x80);
-    __m512i va = _mm512_loadu_si512(ra + 64 * g), vb = _mm512_loadu_si512(rb + 64 * g);
+    __m512i va = pairs4(NL, ra, g), vb = pairs4(NL, rb, g);
     __m512i x = _mm512_permutex2var_epi64(va, ia, vb), y = _mm512_permutex2var_epi64(va, ib, vb);
     __m512i u0 = _mm512_xor_si512(_mm512_unpacklo_epi8(x, y), bias);
     __m512i u1 = _mm512_xor_si512(_mm512_unpackhi_epi8(x, y), bias);
@@ -97,10 +104,12 @@ INLINE void sub_half(int NA, const float *const *d, int64_t b, int64_t nb, int h
 }
 
 /* Block b of two Q8_0 records (Q5_0 and Q8_0 weights), Q8S records (Q8S
- * 1: two halves, each with its f32 scales, then the f32 offsets) or Q8K
- * ones (2: Q8S's with the scales from the header and offsets +0). */
-INLINE void block_i8(int NA, int Q8S, const unsigned char *ra, const unsigned char *rb, const int8_t *const *q,
+ * 1: two halves, each with its f32 scales, then the f32 offsets), Q8K
+ * ones (2: Q8S's with the scales from the header and offsets +0) or NL4
+ * ones (3: Q8_0's with the pairs looked up from grid indices). */
+INLINE void block_i8(int NA, int MODE, const unsigned char *ra, const unsigned char *rb, const int8_t *const *q,
                      const float *const *d, int64_t b, int64_t nb, const float *pre, __m512 *acc) {
+    const int Q8S = MODE == 3 ? 0 : MODE, NL = MODE == 3;
     __m512i n[R8_NA_MAX];
     __m512 ks[2];
     if (Q8S == 2) compact_scales(LLMK_R8_Q8K, ra, rb, b, pre, &ks[0], &ks[1]);
@@ -110,11 +119,11 @@ INLINE void block_i8(int NA, int Q8S, const unsigned char *ra, const unsigned ch
             _Pragma("GCC unroll 8")
             for (int i = 0; i < NA; i++) n[i] = _mm512_setzero_si512();
         }
-        int8_group(NA, ra, rb, 2 * h, q, b, n);
-        int8_group(NA, ra, rb, 2 * h + 1, q, b, n);
+        int8_group(NA, NL, ra, rb, 2 * h, q, b, n);
+        int8_group(NA, NL, ra, rb, 2 * h + 1, q, b, n);
         if (!Q8S && h == 0) continue;
         sub_half(NA, d, b, nb, Q8S ? h : 0, h, n);
-        __m512 sc = Q8S == 2 ? ks[h] : Q8S ? f32_pair(ra, rb, 256 + 32 * h) : f16_pair(ra, rb, 256);
+        __m512 sc = Q8S == 2 ? ks[h] : Q8S ? f32_pair(ra, rb, 256 + 32 * h) : f16_pair(ra, rb, NL ? 128 : 256);
         scale_into(NA, n, sc, NULL, d, b, nb, acc);
     }
     if (Q8S) {
@@ -131,7 +140,7 @@ INLINE void block_any(int NA, int L, const unsigned char *ra, const unsigned cha
                       const float *const *d, int64_t b, int64_t nb, const float *pre, __m512 *acc) {
     if (L == LLMK_R8_Q4_1 || L == LLMK_R8_Q4S || L == LLMK_R8_Q4K)
         block_q4(NA, L == LLMK_R8_Q4S ? 1 : L == LLMK_R8_Q4K ? 2 : 0, ra, rb, q, d, b, nb, pre, acc);
-    else block_i8(NA, L == LLMK_R8_Q8S ? 1 : L == LLMK_R8_Q8K ? 2 : 0, ra, rb, q, d, b, nb, pre, acc);
+    else block_i8(NA, L == LLMK_R8_Q8S ? 1 : L == LLMK_R8_Q8K ? 2 : L == LLMK_R8_NL4 ? 3 : 0, ra, rb, q, d, b, nb, pre, acc);
 }
 
 /* An a8 activation row's parts: int8 q[k], then the f32 scales and offsets. */

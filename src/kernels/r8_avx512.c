@@ -85,6 +85,39 @@ INLINE void block_q8_0(int NA, const unsigned char *ra, const unsigned char *rb,
         acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(n[i]), _mm512_mul_ps(dw, _mm512_set1_ps(d[i][b])), acc[i]);
 }
 
+/* NL4 (IQ4_NL): Q8_0's products, each 16-byte chunk of grid indices looked
+ * up into pairs p and p + 8. */
+INLINE void block_nl4(int NA, const unsigned char *ra, const unsigned char *rb, const int16_t *const *q,
+                      const float *const *d, int64_t b, __m512 *acc) {
+    __m512i n[R8_NA_MAX];
+    _Pragma("GCC unroll 8")
+    for (int i = 0; i < NA; i++) n[i] = _mm512_setzero_si512();
+    _Pragma("GCC unroll 4")
+    for (int p = 0; p < 8; p += 2) { /* chunks p and p + 1 of both records: one register */
+        __m512i x = _mm512_inserti64x4(
+            _mm512_castsi256_si512(_mm256_inserti128_si256(
+                _mm256_castsi128_si256(_mm_load_si128((const __m128i *)(const void *)(ra + 16 * p))),
+                _mm_load_si128((const __m128i *)(const void *)(rb + 16 * p)), 1)),
+            _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_load_si128((const __m128i *)(const void *)(ra + 16 * p + 16))),
+                                    _mm_load_si128((const __m128i *)(const void *)(rb + 16 * p + 16)), 1),
+            1);
+        __m512i lo, hi;
+        nl4_values(x, &lo, &hi);
+        __m512i w[4] = {_mm512_cvtepi8_epi16(_mm512_castsi512_si256(lo)), _mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(lo, 1)),
+                        _mm512_cvtepi8_epi16(_mm512_castsi512_si256(hi)), _mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(hi, 1))};
+        const int pair[4] = {p, p + 1, p + 8, p + 9};
+        _Pragma("GCC unroll 4")
+        for (int c = 0; c < 4; c++)
+            _Pragma("GCC unroll 8")
+            for (int i = 0; i < NA; i++)
+                n[i] = _mm512_dpwssd_epi32(n[i], w[c], bcast32(q[i] + b * LLMK_QK + 2 * pair[c]));
+    }
+    __m512 dw = f16_pair(ra, rb, 128);
+    _Pragma("GCC unroll 8")
+    for (int i = 0; i < NA; i++)
+        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(n[i]), _mm512_mul_ps(dw, _mm512_set1_ps(d[i][b])), acc[i]);
+}
+
 /* Q8S: Q8_0's products, elements 0..15 and 16..31 summed apart, each half
  * with its f32 scales, then the f32 offsets. TWO: 1, Q8S2 (an offset per
  * half); 2, Q8K (the scales from its header, offsets +0). */
@@ -127,6 +160,7 @@ INLINE void block_any(int NA, int L, const unsigned char *ra, const unsigned cha
     else if (L == LLMK_R8_Q8S) block_q8s(NA, 0, ra, rb, q, d, b, nb, NULL, acc);
     else if (L == LLMK_R8_Q8K) block_q8s(NA, 2, ra, rb, q, d, b, nb, pre, acc);
     else if (L == LLMK_R8_Q8S2) block_q8s(NA, 1, ra, rb, q, d, b, nb, NULL, acc);
+    else if (L == LLMK_R8_NL4) block_nl4(NA, ra, rb, q, d, b, acc);
     else block_q8_0(NA, ra, rb, q, d, b, acc);
 }
 

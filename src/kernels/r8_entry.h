@@ -30,7 +30,9 @@
 #define R8_CASE_MX4(X)
 #endif
 #if R8_HAS_COMPACT
-#define R8_CASE_COMPACT(X) case LLMK_R8_Q4K: X(LLMK_R8_Q4K); break; case LLMK_R8_Q8K: X(LLMK_R8_Q8K); break;
+#define R8_CASE_COMPACT(X) \
+    case LLMK_R8_Q4K: X(LLMK_R8_Q4K); break; case LLMK_R8_Q8K: X(LLMK_R8_Q8K); break; \
+    case LLMK_R8_NL4: X(LLMK_R8_NL4); break;
 #else
 #define R8_CASE_COMPACT(X)
 #endif
@@ -89,7 +91,7 @@ INLINE void r8_few_l(int L, int m, const struct llmk_r8 *w, int64_t g0, int64_t 
 static void r8_mm(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *act, size_t as, int64_t m, float *y,
                   size_t ys, void *scratch, size_t scratch_bytes) {
     if (r1 <= r0 || m <= 0) return;
-    LLMK_CHECK(R8_HAS_COMPACT || !llmk_r8_header_bytes(w->layout));
+    LLMK_CHECK(R8_HAS_COMPACT || !llmk_r8_compact(w->layout));
     int64_t g0 = r0 / 8, g1 = (r1 + 7) / 8;
     const unsigned char *ab = act;
     size_t need = llmk_r8_scratch_bytes(w->k, m);

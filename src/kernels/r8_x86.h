@@ -3,6 +3,7 @@
 #ifndef LLMK_KERNELS_R8_X86_H
 #define LLMK_KERNELS_R8_X86_H
 
+#include "codec/blocks.h"
 #include "kernels/r8.h"
 
 #include <immintrin.h>
@@ -78,6 +79,16 @@ INLINE __m512 f16_pair(const unsigned char *a, const unsigned char *b, int off) 
 INLINE __m512 f32_pair(const unsigned char *a, const unsigned char *b, int off) {
     return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps((const float *)(const void *)(a + off))),
                               _mm256_loadu_ps((const float *)(const void *)(b + off)), 1);
+}
+
+/* NL4 (r8.h): chunk bytes x (16 from each record per 128-bit lane, or 64
+ * of one record) -> the IQ4_NL grid values of their low nibbles (lo) and
+ * high nibbles (hi), Q8_0's int8 pair bytes. */
+INLINE void nl4_values(__m512i x, __m512i *lo, __m512i *hi) {
+    const __m512i grid = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)llmk_iq4nl_values));
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    *lo = _mm512_shuffle_epi8(grid, _mm512_and_si512(x, m4));
+    *hi = _mm512_shuffle_epi8(grid, _mm512_and_si512(_mm512_srli_epi16(x, 4), m4));
 }
 
 /* The compact forms (r8.h): the header of block b's super-block, from the

@@ -7,8 +7,11 @@ forms both runs take the portable ones and the check still holds.
 
 The model: a small qwen3moe of random weights (bench/make_moe_model.py,
 hidden 256 so that every matrix holds K-quant blocks), quantized by
-`llmk quantize` to Q4_K_M (Q4_K and Q6_K tensors) and to IQ4_XS and
-Q3_K_M (the other Q8K types)."""
+`llmk quantize` to Q4_K_M (Q4_K and Q6_K tensors), to IQ4_XS and Q3_K_M
+(the other Q8K types) and to IQ4_NL (NL4). The IQ4_NL file keeps its expert
+stacks in Q8_0: an MoE stack takes the r8 kernels only where its records
+are at most 1.7x the file (src/plan.c), which IQ4_NL's are as NL4 and not
+as Q8_0 records, so there the form decides the route and with it the bits."""
 import os
 import pathlib
 import subprocess
@@ -34,9 +37,10 @@ def models(tmp_path_factory):
                     "--layers", "2", "--experts", "4", "--top-k", "2", "--ffn-exp", "256"], check=True,
                    capture_output=True, timeout=300)
     out = {}
-    for preset in ("q4_k_m", "iq4_xs", "q3_k_m"):
+    for preset in ("q4_k_m", "iq4_xs", "q3_k_m", "iq4_nl"):
         q = d / f"moe_{preset}.gguf"
-        run("quantize", str(f16), str(q), preset, "--log-disable")
+        extra = ("--tensor-type", "_exps=q8_0") if preset == "iq4_nl" else ()
+        run("quantize", str(f16), str(q), preset, "--log-disable", *extra)
         out[preset] = q
     return out
 
@@ -50,7 +54,7 @@ def logits(model, ids, records, threads=2, act="a16"):
 IDS = [(i * 7919 + 17) % 480 for i in range(40)]
 
 
-@pytest.mark.parametrize("preset", ["q4_k_m", "iq4_xs", "q3_k_m"])
+@pytest.mark.parametrize("preset", ["q4_k_m", "iq4_xs", "q3_k_m", "iq4_nl"])
 @pytest.mark.parametrize("act", ["a16", "a8"])
 def test_compact_records_change_no_bit(models, preset, act):
     portable = logits(models[preset], IDS, "portable", act=act)

@@ -185,7 +185,7 @@ int bench_spec(const llmk_model *m, const char *model_path, const struct bench_s
             break;
         }
         llmk_session_params sp = {.n_ctx = (int32_t)(g.n_prompt + (size_t)o->n_gen + 1),
-                                  .n_threads = (int32_t)o->threads, .path = LLMK_PATH_FAST};
+                                  .n_threads = (int32_t)o->threads, .path = LLMK_PATH_FAST, .kv_type = o->kv_type};
         if ((st = llmk_session_init(m, &sp, &g.s)) == LLMK_OK) st = bench_prompt(m, o, &g, plain, &row);
         llmk_session_free(g.s);
         free(g.hist);

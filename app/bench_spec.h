@@ -13,6 +13,7 @@ struct bench_spec_opts {
     const char *files[BENCH_SPEC_MAX_FILES]; /* -f: one prompt per file */
     int n_files;
     long n_gen, threads, reps;
+    uint32_t kv_type; /* the session's KV cache type (--kv-type; f16 on the fast path, as llmk run) */
     bool raw, json;
     struct spec_opts *so;
 };

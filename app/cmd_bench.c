@@ -20,7 +20,7 @@ static const char USAGE[] =
     "usage: llmk bench [-m MODEL] [-p N] [-n N] [-t T] [-r R] [--path ref|f32|fast] [--kv-type f32|f16|q8_0]\n"
     "                  [-b N] [-d N] [--json] [--phases]\n"
     "       llmk bench -B 1,4,16 [-m MODEL] [-p N] [-n N] [-t T] [-r R] [--kv-type T] [-b N] [--json]\n"
-    "       llmk bench --spec ngram|draft -f PROMPT_FILE... [-md DRAFT] [-n N] [-t T] [-r R] [--raw] [--json]\n"
+    "       llmk bench --spec ngram|draft -f PROMPT_FILE... [-md DRAFT] [-n N] [-t T] [-r R] [--kv-type T] [--raw] [--json]\n"
     "  Prompt (pp) and generation (tg) throughput in llama-bench's form; with -B,\n"
     "  B sequences at once in llama-batched-bench's form (PP, TG, B, N_KV, S_PP, S_TG, S);\n"
     "  with --spec, greedy decoding of each prompt file plain and speculative (same tokens, checked).\n";
@@ -426,6 +426,7 @@ int cmd_bench(int argc, char **argv) {
     o.load_s = cli_now() - t_load;
     if (spec_opts_on(&o.so)) {
         o.spec.n_gen = n_gen > 0 ? n_gen : 128, o.spec.threads = threads, o.spec.reps = reps, o.spec.json = o.json;
+        o.spec.kv_type = o.kv_type;
         o.spec.so = &o.so;
         st = bench_spec(m, o.model, &o.spec);
         llmk_model_free(m);

@@ -37,7 +37,8 @@ int llmk_r8_form(uint32_t type, unsigned forms) {
     int layout = llmk_r8_layout(type);
     if (!(forms & LLMK_R8_COMPACT)) return layout;
     if (layout == LLMK_R8_Q4S) return LLMK_R8_Q4K;
-    if (type == LLMK_TYPE_Q6_K || type == LLMK_TYPE_Q3_K || type == LLMK_TYPE_IQ4_XS) return LLMK_R8_Q8K;
+    if (type == LLMK_TYPE_IQ4_XS) return LLMK_R8_XS4;
+    if (type == LLMK_TYPE_Q6_K || type == LLMK_TYPE_Q3_K) return LLMK_R8_Q8K;
     if (type == LLMK_TYPE_IQ4_NL) return LLMK_R8_NL4;
     return layout;
 }
@@ -282,8 +283,17 @@ static void read_kscales(uint32_t type, const unsigned char *row, int64_t b, con
     LLMK_CHECK(memcmp(&m, &sub->m, sizeof m) == 0 || (isnan(m) && isnan(sub->m)));
 }
 
+/* The index of value v in the IQ4_NL grid (IQ4_XS's too). */
+static int nl_index(int v) {
+    for (int i = 0; i < 16; i++)
+        if (llmk_iq4nl_values[i] == v) return i;
+    LLMK_CHECK(!"IQ4 weight off its grid");
+    return 0;
+}
+
 /* Block b's record of a compact form at rec, and its part of the header
- * hdr (r8.h): Q4K's nibbles as Q4S's, Q8K's int8 pairs as Q8S's. */
+ * hdr (r8.h): Q4K's nibbles as Q4S's, Q8K's int8 pairs as Q8S's, XS4's
+ * grid indices as NL4's. */
 static void pack_compact(int layout, unsigned char *hdr, unsigned char *rec, int64_t b,
                          const struct llmk_r8_sub *const src[8], const struct llmk_r8_kscales *ks) {
     unsigned char *part = hdr + 64 + 16 * (b % LLMK_R8_SUPER);
@@ -305,7 +315,13 @@ static void pack_compact(int layout, unsigned char *hdr, unsigned char *rec, int
         } else {
             put_f32(hdr + 32 + 4 * r, d);
             part[r] = (unsigned char)(int8_t)ks[r].sc[0], part[8 + r] = (unsigned char)(int8_t)ks[r].sc[1];
-            for (int e = 0; e < LLMK_QK; e++) rec[16 * (e / 2) + 2 * r + e % 2] = (unsigned char)src[r]->v[e];
+            if (layout == LLMK_R8_XS4)
+                for (int p = 0; p < 8; p++)
+                    for (int e = 0; e < 2; e++)
+                        rec[16 * p + 2 * r + e] =
+                            (unsigned char)(nl_index(src[r]->v[2 * p + e]) | nl_index(src[r]->v[2 * p + 16 + e]) << 4);
+            else
+                for (int e = 0; e < LLMK_QK; e++) rec[16 * (e / 2) + 2 * r + e % 2] = (unsigned char)src[r]->v[e];
         }
     }
 }

@@ -44,6 +44,11 @@
  *     lookup per nibble half gives Q8_0's int8 pairs p and p + 8); then
  *     f16 d[8]. Q8_0's arithmetic, 4.5 bits a weight (the file's) where
  *     Q8_0 records take 8.5.
+ *   XS4 (152 bytes a block, the compact Q8K of IQ4_XS): Q8K's header (its
+ *     sc0 and sc1 both the sub-block's scale) before every 8 records of
+ *     NL4's 128 bytes of grid indices (no scales). Q8S's arithmetic (the
+ *     low nibbles are elements 0..15, the high ones 16..31), 4.75 bits a
+ *     weight where Q8K takes 8.75 (the file 4.25).
  *     Both headers are 192 bytes so that every record starts a cache line;
  *     their f32 factors save the kernels a conversion a block. The compact
  *     forms trade a few instructions a block for a quarter less to stream:
@@ -86,7 +91,7 @@ enum { LLMK_R8_ROWS = 8 };
 /* The record forms (the kernels' compile-time layout parameter). */
 enum llmk_r8_layout {
     LLMK_R8_Q8_0 = 0, LLMK_R8_Q4_1 = 1, LLMK_R8_Q8S = 2, LLMK_R8_Q8S2 = 3, LLMK_R8_Q4S = 4, LLMK_R8_MX4 = 5,
-    LLMK_R8_Q4K = 6, LLMK_R8_Q8K = 7, LLMK_R8_NL4 = 8
+    LLMK_R8_Q4K = 6, LLMK_R8_Q8K = 7, LLMK_R8_NL4 = 8, LLMK_R8_XS4 = 9
 };
 
 /* Record-form choices, a kernel table's llmk_kernels.r8_forms: the forms
@@ -104,7 +109,8 @@ static inline size_t llmk_r8_record_stride(int layout) {
     case LLMK_R8_Q8S: return 352;
     case LLMK_R8_Q8S2: return 384;
     case LLMK_R8_Q4S: return 192;
-    case LLMK_R8_Q4K: return 128;
+    case LLMK_R8_Q4K:
+    case LLMK_R8_XS4: return 128;
     case LLMK_R8_Q8K: return 256;
     case LLMK_R8_NL4: return 144;
     default: return 272;
@@ -116,7 +122,7 @@ static inline int llmk_r8_compact(int layout) { return layout >= LLMK_R8_Q4K; }
 
 /* Bytes of the header before every LLMK_R8_SUPER records (compact forms). */
 static inline size_t llmk_r8_header_bytes(int layout) {
-    return layout == LLMK_R8_Q4K || layout == LLMK_R8_Q8K ? 192 : 0;
+    return layout == LLMK_R8_Q4K || layout == LLMK_R8_Q8K || layout == LLMK_R8_XS4 ? 192 : 0;
 }
 
 /* Where block b's record starts in its group. */
@@ -144,7 +150,7 @@ struct llmk_r8 {
 int llmk_r8_layout(uint32_t type);
 /* The record form of a type given the forms the kernels read (forms:
  * LLMK_R8_COMPACT or 0): Q4K for Q4_K, Q8K for Q6_K, Q3_K and IQ4_XS where
- * compact, NL4 for IQ4_NL, else llmk_r8_layout's. Every form of a type gives
+ * compact, NL4 for IQ4_NL, XS4 for IQ4_XS, else llmk_r8_layout's. Every form of a type gives
  * the same bits. */
 int llmk_r8_form(uint32_t type, unsigned forms);
 

@@ -105,14 +105,15 @@ INLINE void sub_half(int NA, const float *const *d, int64_t b, int64_t nb, int h
 
 /* Block b of two Q8_0 records (Q5_0 and Q8_0 weights), Q8S records (Q8S
  * 1: two halves, each with its f32 scales, then the f32 offsets), Q8K
- * ones (2: Q8S's with the scales from the header and offsets +0) or NL4
- * ones (3: Q8_0's with the pairs looked up from grid indices). */
+ * ones (2: Q8S's with the scales from the header and offsets +0), NL4
+ * ones (3: Q8_0's with the pairs looked up from grid indices) or XS4 ones
+ * (4: Q8K's with NL4's lookups). */
 INLINE void block_i8(int NA, int MODE, const unsigned char *ra, const unsigned char *rb, const int8_t *const *q,
                      const float *const *d, int64_t b, int64_t nb, const float *pre, __m512 *acc) {
-    const int Q8S = MODE == 3 ? 0 : MODE, NL = MODE == 3;
+    const int Q8S = MODE == 3 ? 0 : MODE == 4 ? 2 : MODE, NL = MODE >= 3;
     __m512i n[R8_NA_MAX];
     __m512 ks[2];
-    if (Q8S == 2) compact_scales(LLMK_R8_Q8K, ra, rb, b, pre, &ks[0], &ks[1]);
+    if (Q8S == 2) compact_scales(MODE == 4 ? LLMK_R8_XS4 : LLMK_R8_Q8K, ra, rb, b, pre, &ks[0], &ks[1]);
     _Pragma("GCC unroll 2")
     for (int h = 0; h < 2; h++) {
         if (h == 0 || Q8S) {
@@ -140,7 +141,8 @@ INLINE void block_any(int NA, int L, const unsigned char *ra, const unsigned cha
                       const float *const *d, int64_t b, int64_t nb, const float *pre, __m512 *acc) {
     if (L == LLMK_R8_Q4_1 || L == LLMK_R8_Q4S || L == LLMK_R8_Q4K)
         block_q4(NA, L == LLMK_R8_Q4S ? 1 : L == LLMK_R8_Q4K ? 2 : 0, ra, rb, q, d, b, nb, pre, acc);
-    else block_i8(NA, L == LLMK_R8_Q8S ? 1 : L == LLMK_R8_Q8K ? 2 : L == LLMK_R8_NL4 ? 3 : 0, ra, rb, q, d, b, nb, pre, acc);
+    else block_i8(NA, L == LLMK_R8_Q8S ? 1 : L == LLMK_R8_Q8K ? 2 : L == LLMK_R8_NL4 ? 3 : L == LLMK_R8_XS4 ? 4 : 0, ra, rb, q,
+                  d, b, nb, pre, acc);
 }
 
 /* An a8 activation row's parts: int8 q[k], then the f32 scales and offsets. */

@@ -85,13 +85,14 @@ INLINE void block_q8_0(int NA, const unsigned char *ra, const unsigned char *rb,
         acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(n[i]), _mm512_mul_ps(dw, _mm512_set1_ps(d[i][b])), acc[i]);
 }
 
-/* NL4 (IQ4_NL): Q8_0's products, each 16-byte chunk of grid indices looked
- * up into pairs p and p + 8. */
-INLINE void block_nl4(int NA, const unsigned char *ra, const unsigned char *rb, const int16_t *const *q,
-                      const float *const *d, int64_t b, __m512 *acc) {
-    __m512i n[R8_NA_MAX];
+/* NL4 (IQ4_NL, XS 0): Q8_0's products, each 16-byte chunk of grid indices
+ * looked up into pairs p and p + 8; XS4 (IQ4_XS, XS 1): the same lookups
+ * into Q8K's two half sums (pairs 0-7 are elements 0..15) and its scales. */
+INLINE void block_nl4(int NA, int XS, const unsigned char *ra, const unsigned char *rb, const int16_t *const *q,
+                      const float *const *d, int64_t b, int64_t nb, const float *pre, __m512 *acc) {
+    __m512i n[2][R8_NA_MAX];
     _Pragma("GCC unroll 8")
-    for (int i = 0; i < NA; i++) n[i] = _mm512_setzero_si512();
+    for (int i = 0; i < NA; i++) n[0][i] = n[1][i] = _mm512_setzero_si512();
     _Pragma("GCC unroll 4")
     for (int p = 0; p < 8; p += 2) { /* chunks p and p + 1 of both records: one register */
         __m512i x = _mm512_inserti64x4(
@@ -110,12 +111,24 @@ INLINE void block_nl4(int NA, const unsigned char *ra, const unsigned char *rb, 
         for (int c = 0; c < 4; c++)
             _Pragma("GCC unroll 8")
             for (int i = 0; i < NA; i++)
-                n[i] = _mm512_dpwssd_epi32(n[i], w[c], bcast32(q[i] + b * LLMK_QK + 2 * pair[c]));
+                n[XS && c >= 2][i] = _mm512_dpwssd_epi32(n[XS && c >= 2][i], w[c], bcast32(q[i] + b * LLMK_QK + 2 * pair[c]));
     }
-    __m512 dw = f16_pair(ra, rb, 128);
+    if (!XS) {
+        __m512 dw = f16_pair(ra, rb, 128);
+        _Pragma("GCC unroll 8")
+        for (int i = 0; i < NA; i++)
+            acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(n[0][i]), _mm512_mul_ps(dw, _mm512_set1_ps(d[i][b])), acc[i]);
+        return;
+    }
+    __m512 s0, s1; /* then Q8K's epilogue: Q8S's with m = +0 */
+    compact_scales(LLMK_R8_XS4, ra, rb, b, pre, &s0, &s1);
     _Pragma("GCC unroll 8")
-    for (int i = 0; i < NA; i++)
-        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(n[i]), _mm512_mul_ps(dw, _mm512_set1_ps(d[i][b])), acc[i]);
+    for (int i = 0; i < NA; i++) {
+        __m512 da = _mm512_set1_ps(d[i][b]);
+        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(n[0][i]), _mm512_mul_ps(s0, da), acc[i]);
+        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(n[1][i]), _mm512_mul_ps(s1, da), acc[i]);
+        acc[i] = _mm512_fmadd_ps(_mm512_setzero_ps(), _mm512_set1_ps(d[i][nb + b]), acc[i]);
+    }
 }
 
 /* Q8S: Q8_0's products, elements 0..15 and 16..31 summed apart, each half
@@ -160,7 +173,8 @@ INLINE void block_any(int NA, int L, const unsigned char *ra, const unsigned cha
     else if (L == LLMK_R8_Q8S) block_q8s(NA, 0, ra, rb, q, d, b, nb, NULL, acc);
     else if (L == LLMK_R8_Q8K) block_q8s(NA, 2, ra, rb, q, d, b, nb, pre, acc);
     else if (L == LLMK_R8_Q8S2) block_q8s(NA, 1, ra, rb, q, d, b, nb, NULL, acc);
-    else if (L == LLMK_R8_NL4) block_nl4(NA, ra, rb, q, d, b, acc);
+    else if (L == LLMK_R8_NL4) block_nl4(NA, 0, ra, rb, q, d, b, nb, NULL, acc);
+    else if (L == LLMK_R8_XS4) block_nl4(NA, 1, ra, rb, q, d, b, nb, pre, acc);
     else block_q8_0(NA, ra, rb, q, d, b, acc);
 }
 

@@ -8,10 +8,11 @@ forms both runs take the portable ones and the check still holds.
 The model: a small qwen3moe of random weights (bench/make_moe_model.py,
 hidden 256 so that every matrix holds K-quant blocks), quantized by
 `llmk quantize` to Q4_K_M (Q4_K and Q6_K tensors), to IQ4_XS and Q3_K_M
-(the other Q8K types) and to IQ4_NL (NL4). The IQ4_NL file keeps its expert
-stacks in Q8_0: an MoE stack takes the r8 kernels only where its records
-are at most 1.7x the file (src/plan.c), which IQ4_NL's are as NL4 and not
-as Q8_0 records, so there the form decides the route and with it the bits."""
+(XS4, and Q3_K in Q8K) and to IQ4_NL (NL4). The IQ4_NL and IQ4_XS files
+keep their expert stacks in Q8_0: an MoE stack takes the r8 kernels only
+where its records are at most 1.7x the file (src/plan.c), which those
+types' are in their compact forms and not in the portable ones, so there
+the form decides the route and with it the bits."""
 import os
 import pathlib
 import subprocess
@@ -39,7 +40,7 @@ def models(tmp_path_factory):
     out = {}
     for preset in ("q4_k_m", "iq4_xs", "q3_k_m", "iq4_nl"):
         q = d / f"moe_{preset}.gguf"
-        extra = ("--tensor-type", "_exps=q8_0") if preset == "iq4_nl" else ()
+        extra = ("--tensor-type", "_exps=q8_0") if preset.startswith("iq4") else ()
         run("quantize", str(f16), str(q), preset, "--log-disable", *extra)
         out[preset] = q
     return out

@@ -38,6 +38,7 @@ int llmk_r8_form(uint32_t type, unsigned forms) {
     if (!(forms & LLMK_R8_COMPACT)) return layout;
     if (layout == LLMK_R8_Q4S) return LLMK_R8_Q4K;
     if (type == LLMK_TYPE_IQ4_XS) return LLMK_R8_XS4;
+    if (type == LLMK_TYPE_Q5_K) return LLMK_R8_Q8M;
     if (type == LLMK_TYPE_Q6_K || type == LLMK_TYPE_Q3_K) return LLMK_R8_Q8K;
     if (type == LLMK_TYPE_IQ4_NL) return LLMK_R8_NL4;
     return layout;
@@ -275,7 +276,8 @@ static void read_kscales(uint32_t type, const unsigned char *row, int64_t b, con
                          struct llmk_r8_kscales *o) {
     int64_t per = llmk_type_block_elems(type) / LLMK_QK;
     int ok = llmk_r8_read_kscales(type, row + (size_t)(b / per) * llmk_type_block_bytes(type), (int)(b % per), o);
-    float d = llmk_fp16_to_fp32(o->d), m = type == LLMK_TYPE_Q4_K ? -(llmk_fp16_to_fp32(o->dmin) * (float)o->mn) : 0.0f;
+    bool mins = type == LLMK_TYPE_Q4_K || type == LLMK_TYPE_Q5_K;
+    float d = llmk_fp16_to_fp32(o->d), m = mins ? -(llmk_fp16_to_fp32(o->dmin) * (float)o->mn) : 0.0f;
     for (int h = 0; h < 2; h++) {
         float s = d * (float)o->sc[h];
         LLMK_CHECK(ok && (memcmp(&s, &sub->s[h], sizeof s) == 0 || (isnan(s) && isnan(sub->s[h]))));
@@ -306,12 +308,14 @@ static void pack_compact(int layout, unsigned char *hdr, unsigned char *rec, int
         }
         float d = llmk_fp16_to_fp32(ks[r].d);
         put_f32(hdr + 4 * r, d);
-        if (layout == LLMK_R8_Q4K) {
-            int v[LLMK_QK];
-            for (int e = 0; e < LLMK_QK; e++) v[e] = src[r]->v[e];
+        if (layout == LLMK_R8_Q4K || layout == LLMK_R8_Q8M) {
             put_f32(hdr + 32 + 4 * r, -llmk_fp16_to_fp32(ks[r].dmin)); /* m = (-dmin) * mn exactly */
             part[r] = (unsigned char)ks[r].sc[0], part[8 + r] = (unsigned char)ks[r].mn;
-            put_nibbles(rec, r, v);
+            int v[LLMK_QK];
+            for (int e = 0; e < LLMK_QK; e++) v[e] = src[r]->v[e];
+            if (layout == LLMK_R8_Q4K) put_nibbles(rec, r, v);
+            else
+                for (int e = 0; e < LLMK_QK; e++) rec[16 * (e / 2) + 2 * r + e % 2] = (unsigned char)(int8_t)v[e];
         } else {
             put_f32(hdr + 32 + 4 * r, d);
             part[r] = (unsigned char)(int8_t)ks[r].sc[0], part[8 + r] = (unsigned char)(int8_t)ks[r].sc[1];

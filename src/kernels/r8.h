@@ -44,6 +44,10 @@
  *     lookup per nibble half gives Q8_0's int8 pairs p and p + 8); then
  *     f16 d[8]. Q8_0's arithmetic, 4.5 bits a weight (the file's) where
  *     Q8_0 records take 8.5.
+ *   Q8M (280 bytes a block, the compact Q8S of Q5_K): Q4K's header (f32 d,
+ *     -dmin, u8 sc and mn per block) before every 8 records of Q8S's int8
+ *     pairs. s0 = s1 = d * sc, m = (-dmin) * mn: Q8S's arithmetic, 8.75
+ *     bits a weight where Q8S takes 11 (the file 5.5).
  *   XS4 (152 bytes a block, the compact Q8K of IQ4_XS): Q8K's header (its
  *     sc0 and sc1 both the sub-block's scale) before every 8 records of
  *     NL4's 128 bytes of grid indices (no scales). Q8S's arithmetic (the
@@ -91,7 +95,7 @@ enum { LLMK_R8_ROWS = 8 };
 /* The record forms (the kernels' compile-time layout parameter). */
 enum llmk_r8_layout {
     LLMK_R8_Q8_0 = 0, LLMK_R8_Q4_1 = 1, LLMK_R8_Q8S = 2, LLMK_R8_Q8S2 = 3, LLMK_R8_Q4S = 4, LLMK_R8_MX4 = 5,
-    LLMK_R8_Q4K = 6, LLMK_R8_Q8K = 7, LLMK_R8_NL4 = 8, LLMK_R8_XS4 = 9
+    LLMK_R8_Q4K = 6, LLMK_R8_Q8K = 7, LLMK_R8_NL4 = 8, LLMK_R8_XS4 = 9, LLMK_R8_Q8M = 10
 };
 
 /* Record-form choices, a kernel table's llmk_kernels.r8_forms: the forms
@@ -111,7 +115,8 @@ static inline size_t llmk_r8_record_stride(int layout) {
     case LLMK_R8_Q4S: return 192;
     case LLMK_R8_Q4K:
     case LLMK_R8_XS4: return 128;
-    case LLMK_R8_Q8K: return 256;
+    case LLMK_R8_Q8K:
+    case LLMK_R8_Q8M: return 256;
     case LLMK_R8_NL4: return 144;
     default: return 272;
     }
@@ -122,7 +127,7 @@ static inline int llmk_r8_compact(int layout) { return layout >= LLMK_R8_Q4K; }
 
 /* Bytes of the header before every LLMK_R8_SUPER records (compact forms). */
 static inline size_t llmk_r8_header_bytes(int layout) {
-    return layout == LLMK_R8_Q4K || layout == LLMK_R8_Q8K || layout == LLMK_R8_XS4 ? 192 : 0;
+    return layout == LLMK_R8_Q4K || layout == LLMK_R8_Q8K || layout == LLMK_R8_XS4 || layout == LLMK_R8_Q8M ? 192 : 0;
 }
 
 /* Where block b's record starts in its group. */
@@ -149,7 +154,7 @@ struct llmk_r8 {
  * type without one. */
 int llmk_r8_layout(uint32_t type);
 /* The record form of a type given the forms the kernels read (forms:
- * LLMK_R8_COMPACT or 0): Q4K for Q4_K, Q8K for Q6_K, Q3_K and IQ4_XS where
+ * LLMK_R8_COMPACT or 0): Q4K for Q4_K, Q8M for Q5_K, Q8K for Q6_K and Q3_K where
  * compact, NL4 for IQ4_NL, XS4 for IQ4_XS, else llmk_r8_layout's. Every form of a type gives
  * the same bits. */
 int llmk_r8_form(uint32_t type, unsigned forms);
@@ -212,7 +217,7 @@ void llmk_r8_ref(uint32_t type, int64_t k, const void *w, size_t w_stride, int64
                  size_t a_stride, int64_t m, float *y, size_t y_stride);
 
 /* AVX2 + FMA + F16C (src/kernels/r8_avx2.c); only when llmk_cpu_detect()
- * reports LLMK_CPU_AVX2. The portable forms only (not Q4K or Q8K). */
+ * reports LLMK_CPU_AVX2. The portable forms only (none of llmk_r8_compact's). */
 void llmk_gemm_r8_a16_avx2(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *act, size_t a_stride, int64_t m,
                            float *y, size_t y_stride, void *scratch, size_t scratch_bytes);
 

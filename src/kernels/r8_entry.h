@@ -32,7 +32,8 @@
 #if R8_HAS_COMPACT
 #define R8_CASE_COMPACT(X) \
     case LLMK_R8_Q4K: X(LLMK_R8_Q4K); break; case LLMK_R8_Q8K: X(LLMK_R8_Q8K); break; \
-    case LLMK_R8_NL4: X(LLMK_R8_NL4); break; case LLMK_R8_XS4: X(LLMK_R8_XS4); break;
+    case LLMK_R8_NL4: X(LLMK_R8_NL4); break; case LLMK_R8_XS4: X(LLMK_R8_XS4); break; \
+    case LLMK_R8_Q8M: X(LLMK_R8_Q8M); break;
 #else
 #define R8_CASE_COMPACT(X)
 #endif
@@ -116,6 +117,7 @@ static void r8_mm(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *a
     if (m > R8_NA_MAX && llmk_r8_header_bytes(w->layout) && w->nb <= R8_PRE_MAX_NB) {
         if (w->layout == LLMK_R8_Q4K) rows_pre(LLMK_R8_Q4K, w, g0, g1, r1, ab, as, m, y, ys);
         else if (w->layout == LLMK_R8_XS4) rows_pre(LLMK_R8_XS4, w, g0, g1, r1, ab, as, m, y, ys);
+        else if (w->layout == LLMK_R8_Q8M) rows_pre(LLMK_R8_Q8M, w, g0, g1, r1, ab, as, m, y, ys);
         else rows_pre(LLMK_R8_Q8K, w, g0, g1, r1, ab, as, m, y, ys);
         return;
     }

@@ -167,6 +167,7 @@ int llmk_r8_read_kscales(uint32_t type, const void *b, int sub, struct llmk_r8_k
     o->dmin = 0, o->mn = 0;
     switch (type) {
     case LLMK_TYPE_Q4_K:
+    case LLMK_TYPE_Q5_K: /* the d, dmin and scale bytes at Q4_K's offsets (read_q45_k) */
         o->d = llmk_ld_u16(FIELD(llmk_block_q4_k, d, b)), o->dmin = llmk_ld_u16(FIELD(llmk_block_q4_k, dmin, b));
         k_scale_min(FIELD(llmk_block_q4_k, scales, b), sub, &o->sc[0], &o->mn);
         o->sc[1] = o->sc[0];

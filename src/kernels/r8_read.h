@@ -31,7 +31,7 @@ int llmk_r8_read_supports(uint32_t type);
 void llmk_r8_read_sub(uint32_t type, const void *block, int sub, struct llmk_r8_sub *out);
 
 /* The factors behind s and m for the types whose sub-blocks scale an f16
- * of the super-block by small integers (Q4_K, Q6_K, Q3_K, IQ4_XS): s[h] =
+ * of the super-block by small integers (Q4_K, Q5_K, Q6_K, Q3_K, IQ4_XS): s[h] =
  * fp16(d) * sc[h] and m = -(fp16(dmin) * mn) (dmin, mn 0 where m is 0),
  * the very products llmk_r8_read_sub computes. Returns 0 for other types. */
 struct llmk_r8_kscales {

@@ -110,8 +110,8 @@ INLINE __m512 scaled_pair(const unsigned char *ha, const unsigned char *hb, int 
     return _mm512_insertf32x8(_mm512_castps256_ps512(scaled8(ha, f, off, is_signed)), scaled8(hb, f, off, is_signed), 1);
 }
 
-/* Block b's two products of a compact form (r8.h): Q4K's s = d * sc and
- * m = (-dmin) * mn, Q8K's and XS4's s0 = d * sc0 and s1 = d * sc1; from pre where a
+/* Block b's two products of a compact form (r8.h): Q4K's and Q8M's s = d *
+ * sc and m = (-dmin) * mn, Q8K's and XS4's s0 = d * sc0 and s1 = d * sc1; from pre where a
  * walk converted them already (x then y, 16 floats each, per block). */
 INLINE void compact_scales(int L, const unsigned char *ra, const unsigned char *rb, int64_t b, const float *pre,
                            __m512 *x, __m512 *y) {
@@ -120,7 +120,7 @@ INLINE void compact_scales(int L, const unsigned char *ra, const unsigned char *
         return;
     }
     const unsigned char *ha = r8_header(L, ra, b), *hb = r8_header(L, rb, b);
-    int o = 64 + 16 * (int)(b % LLMK_R8_SUPER), sgn = L != LLMK_R8_Q4K;
+    int o = 64 + 16 * (int)(b % LLMK_R8_SUPER), sgn = L != LLMK_R8_Q4K && L != LLMK_R8_Q8M;
     *x = scaled_pair(ha, hb, 0, o, sgn);
     *y = scaled_pair(ha, hb, 32, o + 8, sgn);
 }

@@ -7,10 +7,9 @@
 #include "kernels/a8.h"
 
 #include "codec/blocks.h"
+#include "kernels/act_x86.h"
 
-#include <float.h>
 #include <immintrin.h>
-#include <string.h>
 
 int llmk_a8_quantize_row_avx512(const float *x, int64_t k, int64_t e0, int64_t e1, void *dst) {
     int64_t nb = k / LLMK_QK;
@@ -18,29 +17,15 @@ int llmk_a8_quantize_row_avx512(const float *x, int64_t k, int64_t e0, int64_t e
     float *dd = (float *)(void *)((unsigned char *)dst + (size_t)k), *ss = dd + nb;
     int16_t *hh = (int16_t *)(void *)(ss + nb);
     const __m512i order = _mm512_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15);
-    const __m512i mag = _mm512_set1_epi32(0x7fffffff);
-    const __m512 lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f);
     int bad = 0;
     for (int64_t b = e0 / LLMK_QK; b < e1 / LLMK_QK; b++) {
-        const float *xb = x + b * LLMK_QK;
-        __m512 v[2] = {_mm512_loadu_ps(xb), _mm512_loadu_ps(xb + 16)};
-        /* amax as the largest sign-cleared bit pattern: a NaN or infinity above every number */
-        __m512i m = _mm512_max_epi32(_mm512_and_si512(_mm512_castps_si512(v[0]), mag),
-                                     _mm512_and_si512(_mm512_castps_si512(v[1]), mag));
-        uint32_t mb = (uint32_t)_mm512_reduce_max_epi32(m);
-        bad |= mb >= 0x7f800000u;
-        float amax;
-        memcpy(&amax, &mb, sizeof amax);
-        float d = amax / 127.0f, id = d == 0 ? 0.0f : 1.0f / d;
-        int tiny = id > FLT_MAX; /* 1 / d overflows: divide instead */
+        __m512 v[2];
+        float d, id;
+        int tiny;
+        bad |= block_scale16(x + b * LLMK_QK, v, 127.0f, &d, &id, &tiny) >= 0x7f800000u;
         int32_t half[2];
         for (int h = 0; h < 2; h++) {
-            __m512 t = _mm512_permutexvar_ps(order, v[h]);
-            t = tiny ? _mm512_div_ps(t, _mm512_set1_ps(d)) : _mm512_mul_ps(t, _mm512_set1_ps(id));
-            t = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-            __mmask16 ord = _mm512_cmp_ps_mask(t, t, _CMP_ORD_Q); /* before the clamp, which turns NaN into -127 */
-            t = _mm512_maskz_mov_ps(ord, _mm512_min_ps(_mm512_max_ps(t, lo), hi));
-            __m512i qi = _mm512_cvtps_epi32(t);
+            __m512i qi = scale_round16(_mm512_permutexvar_ps(order, v[h]), d, id, tiny, 127.0f);
             _mm_storeu_si128((__m128i *)(void *)(q + b * LLMK_QK + 16 * h), _mm512_cvtsepi32_epi8(qi));
             half[h] = _mm512_reduce_add_epi32(qi);
         }

@@ -1,5 +1,6 @@
-/* Helpers of the AVX2 activation quantizers (a16_avx2.c, a8_avx2.c),
- * compiled into each with that file's ISA flags. */
+/* Helpers of the activation quantizers (a16_avx2.c, a8_avx2.c and, with
+ * AVX-512, a16_avx512.c, a8_avx512.c), compiled into each with that file's
+ * ISA flags. */
 #ifndef LLMK_KERNELS_ACT_X86_H
 #define LLMK_KERNELS_ACT_X86_H
 
@@ -53,5 +54,31 @@ static inline __m256i round_clamp(__m256 t, float lim) {
     t = _mm256_and_ps(_mm256_min_ps(_mm256_max_ps(t, _mm256_set1_ps(-lim)), _mm256_set1_ps(lim)), ord);
     return _mm256_cvtps_epi32(t);
 }
+
+#if defined(__AVX512F__)
+/* block_scale for AVX-512: the block in v[2], its scale as the references
+ * choose it; returns the amax bits. */
+static inline uint32_t block_scale16(const float *xb, __m512 v[2], float qmax, float *d, float *id, int *tiny) {
+    const __m512i mag = _mm512_set1_epi32(0x7fffffff);
+    v[0] = _mm512_loadu_ps(xb), v[1] = _mm512_loadu_ps(xb + 16);
+    uint32_t mb = (uint32_t)_mm512_reduce_max_epi32(_mm512_max_epi32(_mm512_and_si512(_mm512_castps_si512(v[0]), mag),
+                                                                      _mm512_and_si512(_mm512_castps_si512(v[1]), mag)));
+    float amax;
+    memcpy(&amax, &mb, sizeof amax);
+    *d = amax / qmax, *id = *d == 0 ? 0.0f : 1.0f / *d;
+    *tiny = *id > FLT_MAX;
+    return mb;
+}
+
+/* round_clamp for AVX-512: t times the block's inverse scale (or divided by
+ * d when tiny), rounded to nearest even, clamped to +-lim, NaN lanes 0. */
+static inline __m512i scale_round16(__m512 t, float d, float id, int tiny, float lim) {
+    t = tiny ? _mm512_div_ps(t, _mm512_set1_ps(d)) : _mm512_mul_ps(t, _mm512_set1_ps(id));
+    t = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __mmask16 ord = _mm512_cmp_ps_mask(t, t, _CMP_ORD_Q); /* before the clamp, which turns NaN into -lim */
+    t = _mm512_maskz_mov_ps(ord, _mm512_min_ps(_mm512_max_ps(t, _mm512_set1_ps(-lim)), _mm512_set1_ps(lim)));
+    return _mm512_cvtps_epi32(t);
+}
+#endif
 
 #endif

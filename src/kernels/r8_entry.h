@@ -21,7 +21,7 @@
 #endif
 
 #ifndef R8_HAS_COMPACT
-#define R8_HAS_COMPACT 0 /* 1: the file reads the compact forms Q4K and Q8K (r8.h) */
+#define R8_HAS_COMPACT 0 /* 1: the file reads the compact forms (llmk_r8_compact, r8.h) */
 #endif
 
 #if R8_HAS_MX4

@@ -41,6 +41,7 @@ int llmk_r8_form(uint32_t type, unsigned forms) {
     if (type == LLMK_TYPE_Q5_K) return LLMK_R8_Q8M;
     if (type == LLMK_TYPE_Q6_K || type == LLMK_TYPE_Q3_K) return LLMK_R8_Q8K;
     if (type == LLMK_TYPE_IQ4_NL) return LLMK_R8_NL4;
+    if (type == LLMK_TYPE_Q5_0) return LLMK_R8_Q5C;
     return layout;
 }
 
@@ -344,6 +345,24 @@ static void pack_nl4(unsigned char *dst, const unsigned char *const src[8]) {
     }
 }
 
+/* A Q5C record (r8.h) from 8 blocks as read_block gives Q5_0's (v = q -
+ * 16; NULL: a padding row, left zero: weights -16 times d = 0, in lanes no
+ * result is stored from). */
+static void pack_q5c(unsigned char *dst, const struct r8_block *const src[8]) {
+    memset(dst, 0, 176);
+    for (int r = 0; r < 8; r++) {
+        if (!src[r]) continue;
+        for (int p = 0; p < 16; p++)
+            for (int e = 0; e < 2; e++) {
+                int u = src[r]->v[2 * p + e] + 16, byte = 16 * p + 2 * r + e; /* byte of the Q8_0 record */
+                unsigned char *nib = dst + 16 * (p % 8) + 2 * r + e;
+                *nib |= (unsigned char)((u & 15) << (p < 8 ? 0 : 4));
+                if (u & 16) dst[128 + byte / 8] |= (unsigned char)(1u << (byte % 8));
+            }
+        put_u16(dst + 160 + 2 * r, src[r]->d);
+    }
+}
+
 /* Group g's block b (group data at gdata): the 8 rows' records from their
  * GGUF bytes, which src holds from row row0 on. */
 static void pack_record(const llmk_tensor_info *t, const unsigned char *src, int64_t row0, const struct llmk_r8 *w,
@@ -366,12 +385,14 @@ static void pack_record(const llmk_tensor_info *t, const unsigned char *src, int
             continue;
         }
         if (w->layout == LLMK_R8_Q8S2) read_q2_k(rp, b, &q8s[r], mins[r]), p[r] = &q8s[r];
-        else if (w->layout >= LLMK_R8_Q8S) read_q8s(t->type, rp, b, &q8s[r]), p[r] = &q8s[r];
+        else if (w->layout != LLMK_R8_Q4_1 && w->layout != LLMK_R8_Q8_0 && w->layout != LLMK_R8_Q5C)
+            read_q8s(t->type, rp, b, &q8s[r]), p[r] = &q8s[r]; /* the forms of r8_read.h's reading */
         else read_block(t->type, rp + (size_t)b * sb, &blk[r]), p[r] = &blk[r];
         if (compact) read_kscales(t->type, rp, b, &q8s[r], &ks[r]);
     }
     const struct llmk_r8_sub *const *sub = (const struct llmk_r8_sub *const *)p;
     if (w->layout == LLMK_R8_NL4) pack_nl4(dst, (const unsigned char *const *)p);
+    else if (w->layout == LLMK_R8_Q5C) pack_q5c(dst, (const struct r8_block *const *)p);
     else if (compact) pack_compact(w->layout, dst - (size_t)(b % LLMK_R8_SUPER) * llmk_r8_record_stride(w->layout) -
                                              llmk_r8_header_bytes(w->layout), dst, b, sub, ks);
     else if (w->layout == LLMK_R8_Q4_1) pack_q4_1(dst, (const struct r8_block *const *)p);

@@ -48,6 +48,13 @@
  *     -dmin, u8 sc and mn per block) before every 8 records of Q8S's int8
  *     pairs. s0 = s1 = d * sc, m = (-dmin) * mn: Q8S's arithmetic, 8.75
  *     bits a weight where Q8S takes 11 (the file 5.5).
+ *   Q5C (176 bytes, the compact Q8_0 of Q5_0, the file's bytes): 8 chunks
+ *     of 16 bytes whose low nibbles are the low 4 bits of (q + 16) for
+ *     Q8_0's pair p and high nibbles for pair p + 8 (as NL4), then 32 bytes
+ *     of fifth bits, bit i for byte i of the Q8_0 record the block expands
+ *     to, then f16 d[8]. The kernels expand a record into that Q8_0 record
+ *     (a masked add per 64 weights) and run Q8_0's products on it: Q8_0's
+ *     bits, 5.5 bits a weight where Q8_0 records take 8.5.
  *   XS4 (152 bytes a block, the compact Q8K of IQ4_XS): Q8K's header (its
  *     sc0 and sc1 both the sub-block's scale) before every 8 records of
  *     NL4's 128 bytes of grid indices (no scales). Q8S's arithmetic (the
@@ -95,7 +102,7 @@ enum { LLMK_R8_ROWS = 8 };
 /* The record forms (the kernels' compile-time layout parameter). */
 enum llmk_r8_layout {
     LLMK_R8_Q8_0 = 0, LLMK_R8_Q4_1 = 1, LLMK_R8_Q8S = 2, LLMK_R8_Q8S2 = 3, LLMK_R8_Q4S = 4, LLMK_R8_MX4 = 5,
-    LLMK_R8_Q4K = 6, LLMK_R8_Q8K = 7, LLMK_R8_NL4 = 8, LLMK_R8_XS4 = 9, LLMK_R8_Q8M = 10
+    LLMK_R8_Q4K = 6, LLMK_R8_Q8K = 7, LLMK_R8_NL4 = 8, LLMK_R8_XS4 = 9, LLMK_R8_Q8M = 10, LLMK_R8_Q5C = 11
 };
 
 /* Record-form choices, a kernel table's llmk_kernels.r8_forms: the forms
@@ -118,6 +125,7 @@ static inline size_t llmk_r8_record_stride(int layout) {
     case LLMK_R8_Q8K:
     case LLMK_R8_Q8M: return 256;
     case LLMK_R8_NL4: return 144;
+    case LLMK_R8_Q5C: return 176;
     default: return 272;
     }
 }
@@ -155,7 +163,7 @@ struct llmk_r8 {
 int llmk_r8_layout(uint32_t type);
 /* The record form of a type given the forms the kernels read (forms:
  * LLMK_R8_COMPACT or 0): Q4K for Q4_K, Q8M for Q5_K, Q8K for Q6_K and Q3_K where
- * compact, NL4 for IQ4_NL, XS4 for IQ4_XS, else llmk_r8_layout's. Every form of a type gives
+ * compact, NL4 for IQ4_NL, XS4 for IQ4_XS, Q5C for Q5_0, else llmk_r8_layout's. Every form of a type gives
  * the same bits. */
 int llmk_r8_form(uint32_t type, unsigned forms);
 

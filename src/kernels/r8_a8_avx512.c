@@ -141,6 +141,13 @@ INLINE void block_i8(int NA, int MODE, const unsigned char *ra, const unsigned c
  * never run. */
 INLINE void block_any(int NA, int L, const unsigned char *ra, const unsigned char *rb, const int8_t *const *q,
                       const float *const *d, int64_t b, int64_t nb, const float *pre, __m512 *acc) {
+    if (L == LLMK_R8_Q5C) { /* Q8_0's products on the records it expands to */
+        _Alignas(64) unsigned char ea[272], eb[272];
+        q5c_expand(ra, ea);
+        if (rb != ra) q5c_expand(rb, eb);
+        block_i8(NA, 0, ea, rb != ra ? eb : ea, q, d, b, nb, NULL, acc);
+        return;
+    }
     if (L == LLMK_R8_Q4_1 || L == LLMK_R8_Q4S || L == LLMK_R8_Q4K)
         block_q4(NA, L == LLMK_R8_Q4S ? 1 : L == LLMK_R8_Q4K ? 2 : 0, ra, rb, q, d, b, nb, pre, acc);
     else block_i8(NA,

@@ -177,6 +177,12 @@ INLINE void block_any(int NA, int L, const unsigned char *ra, const unsigned cha
     else if (L == LLMK_R8_Q8M) block_q8s(NA, 3, ra, rb, q, d, b, nb, pre, acc);
     else if (L == LLMK_R8_Q8S2) block_q8s(NA, 1, ra, rb, q, d, b, nb, NULL, acc);
     else if (L == LLMK_R8_NL4) block_nl4(NA, 0, ra, rb, q, d, b, nb, NULL, acc);
+    else if (L == LLMK_R8_Q5C) { /* Q8_0's products on the records it expands to */
+        _Alignas(64) unsigned char ea[272], eb[272];
+        q5c_expand(ra, ea);
+        if (rb != ra) q5c_expand(rb, eb);
+        block_q8_0(NA, ea, rb != ra ? eb : ea, q, d, b, acc);
+    }
     else if (L == LLMK_R8_XS4) block_nl4(NA, 1, ra, rb, q, d, b, nb, pre, acc);
     else block_q8_0(NA, ra, rb, q, d, b, acc);
 }

@@ -91,6 +91,24 @@ INLINE void nl4_values(__m512i x, __m512i *lo, __m512i *hi) {
     *hi = _mm512_shuffle_epi8(grid, _mm512_and_si512(_mm512_srli_epi16(x, 4), m4));
 }
 
+/* A Q5C record (r8.h) -> the Q8_0 record it stands for, at out (16-byte
+ * aligned, as the Q8_0 code loads it; 272 bytes): per 64 weights a nibble mask, q - 16 and a masked
+ * add of 16 where the fifth bit is set. */
+INLINE void q5c_expand(const unsigned char *rec, unsigned char *out) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f), sixteen = _mm512_set1_epi8(16);
+    __m512i x0 = _mm512_loadu_si512(rec), x1 = _mm512_loadu_si512(rec + 64);
+    __m512i v[4] = {_mm512_and_si512(x0, m4), _mm512_and_si512(x1, m4), _mm512_and_si512(_mm512_srli_epi16(x0, 4), m4),
+                    _mm512_and_si512(_mm512_srli_epi16(x1, 4), m4)};
+    _Pragma("GCC unroll 4")
+    for (int j = 0; j < 4; j++) {
+        uint64_t bits;
+        memcpy(&bits, rec + 128 + 8 * j, sizeof bits);
+        __m512i base = _mm512_sub_epi8(v[j], sixteen);
+        _mm512_storeu_si512(out + 64 * j, _mm512_mask_add_epi8(base, _cvtu64_mask64(bits), base, sixteen));
+    }
+    memcpy(out + 256, rec + 160, 16);
+}
+
 /* The compact forms (r8.h): the header of block b's super-block, from the
  * block's record. */
 INLINE const unsigned char *r8_header(int L, const unsigned char *rec, int64_t b) {

@@ -51,11 +51,12 @@ static uint16_t f16_of(float f) { return llmk_fp32_to_fp16(f); }
 /* weight scale as f16: ordinary, subnormal, large, negative or zero */
 static uint16_t w_scale(int extreme) {
     if (!extreme) return f16_of(0.001f + 0.02f * (unif() + 1.0f));
-    switch (rnd() % 6) {
+    switch (rnd() % 7) {
     case 0: return 0;
     case 1: return (uint16_t)(1 + rnd() % 0x3ff); /* subnormal */
     case 2: return f16_of(100.0f * unif());
     case 3: return (uint16_t)(0x8000u | f16_of(0.01f));
+    case 4: return f16_of(12000.0f * (unif() >= 0 ? 1 : -1) + 4000.0f * unif()); /* Q4_0's -8 d past f16: -inf */
     default: return f16_of(0.05f * unif());
     }
 }

@@ -42,6 +42,7 @@ int llmk_r8_form(uint32_t type, unsigned forms) {
     if (type == LLMK_TYPE_Q6_K || type == LLMK_TYPE_Q3_K) return LLMK_R8_Q8K;
     if (type == LLMK_TYPE_IQ4_NL) return LLMK_R8_NL4;
     if (type == LLMK_TYPE_Q5_0) return LLMK_R8_Q5C;
+    if (type == LLMK_TYPE_Q4_0) return LLMK_R8_Q40;
     return layout;
 }
 
@@ -345,6 +346,17 @@ static void pack_nl4(unsigned char *dst, const unsigned char *const src[8]) {
     }
 }
 
+/* A Q40 record (r8.h) from 8 blocks as read_block gives Q4_0's (NULL: a
+ * padding row). */
+static void pack_q40(unsigned char *dst, const struct r8_block *const src[8]) {
+    memset(dst, 0, 144);
+    for (int r = 0; r < 8; r++) {
+        if (!src[r]) continue;
+        put_nibbles(dst, r, src[r]->v);
+        put_u16(dst + 128 + 2 * r, src[r]->d);
+    }
+}
+
 /* A Q5C record (r8.h) from 8 blocks as read_block gives Q5_0's (v = q -
  * 16; NULL: a padding row, left zero: weights -16 times d = 0, in lanes no
  * result is stored from). */
@@ -385,7 +397,8 @@ static void pack_record(const llmk_tensor_info *t, const unsigned char *src, int
             continue;
         }
         if (w->layout == LLMK_R8_Q8S2) read_q2_k(rp, b, &q8s[r], mins[r]), p[r] = &q8s[r];
-        else if (w->layout != LLMK_R8_Q4_1 && w->layout != LLMK_R8_Q8_0 && w->layout != LLMK_R8_Q5C)
+        else if (w->layout != LLMK_R8_Q4_1 && w->layout != LLMK_R8_Q8_0 && w->layout != LLMK_R8_Q5C &&
+                 w->layout != LLMK_R8_Q40)
             read_q8s(t->type, rp, b, &q8s[r]), p[r] = &q8s[r]; /* the forms of r8_read.h's reading */
         else read_block(t->type, rp + (size_t)b * sb, &blk[r]), p[r] = &blk[r];
         if (compact) read_kscales(t->type, rp, b, &q8s[r], &ks[r]);
@@ -393,6 +406,7 @@ static void pack_record(const llmk_tensor_info *t, const unsigned char *src, int
     const struct llmk_r8_sub *const *sub = (const struct llmk_r8_sub *const *)p;
     if (w->layout == LLMK_R8_NL4) pack_nl4(dst, (const unsigned char *const *)p);
     else if (w->layout == LLMK_R8_Q5C) pack_q5c(dst, (const struct r8_block *const *)p);
+    else if (w->layout == LLMK_R8_Q40) pack_q40(dst, (const struct r8_block *const *)p);
     else if (compact) pack_compact(w->layout, dst - (size_t)(b % LLMK_R8_SUPER) * llmk_r8_record_stride(w->layout) -
                                              llmk_r8_header_bytes(w->layout), dst, b, sub, ks);
     else if (w->layout == LLMK_R8_Q4_1) pack_q4_1(dst, (const struct r8_block *const *)p);

@@ -55,6 +55,13 @@
  *     to, then f16 d[8]. The kernels expand a record into that Q8_0 record
  *     (a masked add per 64 weights) and run Q8_0's products on it: Q8_0's
  *     bits, 5.5 bits a weight where Q8_0 records take 8.5.
+ *   Q40 (144 bytes, the compact Q4_1 of Q4_0, the file's bytes): Q4_1's 4
+ *     chunks of nibbles, then f16 d[8]; the kernels make Q4_1's min m =
+ *     -8 d in f32, which is the f16 of -8 d that Q4_1 records hold (a
+ *     multiple of 8 of an f16 is exact in f16 up to its overflow to
+ *     infinity, which the kernels make too): Q4_1's bits, 4.5 bits a weight
+ *     where Q4_1 records take 5. (A NaN d gives NaN either way; which NaN
+ *     may differ.)
  *   XS4 (152 bytes a block, the compact Q8K of IQ4_XS): Q8K's header (its
  *     sc0 and sc1 both the sub-block's scale) before every 8 records of
  *     NL4's 128 bytes of grid indices (no scales). Q8S's arithmetic (the
@@ -102,7 +109,8 @@ enum { LLMK_R8_ROWS = 8 };
 /* The record forms (the kernels' compile-time layout parameter). */
 enum llmk_r8_layout {
     LLMK_R8_Q8_0 = 0, LLMK_R8_Q4_1 = 1, LLMK_R8_Q8S = 2, LLMK_R8_Q8S2 = 3, LLMK_R8_Q4S = 4, LLMK_R8_MX4 = 5,
-    LLMK_R8_Q4K = 6, LLMK_R8_Q8K = 7, LLMK_R8_NL4 = 8, LLMK_R8_XS4 = 9, LLMK_R8_Q8M = 10, LLMK_R8_Q5C = 11
+    LLMK_R8_Q4K = 6, LLMK_R8_Q8K = 7, LLMK_R8_NL4 = 8, LLMK_R8_XS4 = 9, LLMK_R8_Q8M = 10, LLMK_R8_Q5C = 11,
+    LLMK_R8_Q40 = 12
 };
 
 /* Record-form choices, a kernel table's llmk_kernels.r8_forms: the forms
@@ -124,7 +132,8 @@ static inline size_t llmk_r8_record_stride(int layout) {
     case LLMK_R8_XS4: return 128;
     case LLMK_R8_Q8K:
     case LLMK_R8_Q8M: return 256;
-    case LLMK_R8_NL4: return 144;
+    case LLMK_R8_NL4:
+    case LLMK_R8_Q40: return 144;
     case LLMK_R8_Q5C: return 176;
     default: return 272;
     }
@@ -163,7 +172,8 @@ struct llmk_r8 {
 int llmk_r8_layout(uint32_t type);
 /* The record form of a type given the forms the kernels read (forms:
  * LLMK_R8_COMPACT or 0): Q4K for Q4_K, Q8M for Q5_K, Q8K for Q6_K and Q3_K where
- * compact, NL4 for IQ4_NL, XS4 for IQ4_XS, Q5C for Q5_0, else llmk_r8_layout's. Every form of a type gives
+ * compact, NL4 for IQ4_NL, XS4 for IQ4_XS, Q5C for Q5_0, Q40 for Q4_0, else
+ * llmk_r8_layout's. Every form of a type gives
  * the same bits. */
 int llmk_r8_form(uint32_t type, unsigned forms);
 

@@ -38,7 +38,7 @@ INLINE void scale_into(int NA, const __m512i *n, __m512 dw, const __m512 *mw, co
  * activation's order. */
 INLINE void block_q4(int NA, int F32S, const unsigned char *ra, const unsigned char *rb, const int8_t *const *q,
                      const float *const *d, int64_t b, int64_t nb, const float *pre, __m512 *acc) {
-    const int nib = F32S == 1 ? 64 : F32S == 2 ? 0 : 32;
+    const int nib = F32S == 1 ? 64 : F32S >= 2 ? 0 : 32;
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     __m512i n[R8_NA_MAX];
     _Pragma("GCC unroll 8")
@@ -56,6 +56,7 @@ INLINE void block_q4(int NA, int F32S, const unsigned char *ra, const unsigned c
     }
     __m512 dw, mw;
     if (F32S == 2) compact_scales(LLMK_R8_Q4K, ra, rb, b, pre, &dw, &mw);
+    else if (F32S == 3) dw = f16_pair(ra, rb, 128), mw = q40_min(dw);
     else dw = F32S ? f32_pair(ra, rb, 0) : f16_pair(ra, rb, 0), mw = F32S ? f32_pair(ra, rb, 32) : f16_pair(ra, rb, 16);
     scale_into(NA, n, dw, &mw, d, b, nb, acc);
 }
@@ -148,8 +149,8 @@ INLINE void block_any(int NA, int L, const unsigned char *ra, const unsigned cha
         block_i8(NA, 0, ea, rb != ra ? eb : ea, q, d, b, nb, NULL, acc);
         return;
     }
-    if (L == LLMK_R8_Q4_1 || L == LLMK_R8_Q4S || L == LLMK_R8_Q4K)
-        block_q4(NA, L == LLMK_R8_Q4S ? 1 : L == LLMK_R8_Q4K ? 2 : 0, ra, rb, q, d, b, nb, pre, acc);
+    if (L == LLMK_R8_Q4_1 || L == LLMK_R8_Q4S || L == LLMK_R8_Q4K || L == LLMK_R8_Q40)
+        block_q4(NA, L == LLMK_R8_Q4S ? 1 : L == LLMK_R8_Q4K ? 2 : L == LLMK_R8_Q40 ? 3 : 0, ra, rb, q, d, b, nb, pre, acc);
     else block_i8(NA,
                   L == LLMK_R8_Q8S   ? 1
                   : L == LLMK_R8_Q8K ? 2

@@ -28,10 +28,10 @@
 /* Block b of two 8-row group records ra, rb x activation rows q/d[0..NA),
  * into acc[0..NA) (lanes 0-7: ra's rows, 8-15: rb's). F32S: 1, Q4S's f32
  * scales and offsets before the nibbles, where Q4_1 (0) has f16 ones; 2,
- * Q4K's, the same values from its header (r8.h). */
+ * Q4K's, the same values from its header; 3, Q40's (r8.h). */
 INLINE void block_q4_1(int NA, int F32S, const unsigned char *ra, const unsigned char *rb, const int16_t *const *q,
                        const float *const *d, int64_t b, int64_t nb, const float *pre, __m512 *acc) {
-    const int nib = F32S == 1 ? 64 : F32S == 2 ? 0 : 32;
+    const int nib = F32S == 1 ? 64 : F32S >= 2 ? 0 : 32;
     /* Nibbles 2 and 3 of each u16 lane are masked in place, not shifted
      * down: they multiply as 256 w, summed in n23 apart from n01 and scaled
      * back by an exact arithmetic shift at the end. One shift per chunk
@@ -57,6 +57,7 @@ INLINE void block_q4_1(int NA, int F32S, const unsigned char *ra, const unsigned
     }
     __m512 dw, mw;
     if (F32S == 2) compact_scales(LLMK_R8_Q4K, ra, rb, b, pre, &dw, &mw);
+    else if (F32S == 3) dw = f16_pair(ra, rb, 128), mw = q40_min(dw);
     else dw = F32S ? f32_pair(ra, rb, 0) : f16_pair(ra, rb, 0), mw = F32S ? f32_pair(ra, rb, 32) : f16_pair(ra, rb, 16);
     _Pragma("GCC unroll 8")
     for (int i = 0; i < NA; i++) {
@@ -172,6 +173,7 @@ INLINE void block_any(int NA, int L, const unsigned char *ra, const unsigned cha
     if (L == LLMK_R8_Q4_1) block_q4_1(NA, 0, ra, rb, q, d, b, nb, NULL, acc);
     else if (L == LLMK_R8_Q4S) block_q4_1(NA, 1, ra, rb, q, d, b, nb, NULL, acc);
     else if (L == LLMK_R8_Q4K) block_q4_1(NA, 2, ra, rb, q, d, b, nb, pre, acc);
+    else if (L == LLMK_R8_Q40) block_q4_1(NA, 3, ra, rb, q, d, b, nb, NULL, acc);
     else if (L == LLMK_R8_Q8S) block_q8s(NA, 0, ra, rb, q, d, b, nb, NULL, acc);
     else if (L == LLMK_R8_Q8K) block_q8s(NA, 2, ra, rb, q, d, b, nb, pre, acc);
     else if (L == LLMK_R8_Q8M) block_q8s(NA, 3, ra, rb, q, d, b, nb, pre, acc);

@@ -33,7 +33,8 @@
 #define R8_CASE_COMPACT(X) \
     case LLMK_R8_Q4K: X(LLMK_R8_Q4K); break; case LLMK_R8_Q8K: X(LLMK_R8_Q8K); break; \
     case LLMK_R8_NL4: X(LLMK_R8_NL4); break; case LLMK_R8_XS4: X(LLMK_R8_XS4); break; \
-    case LLMK_R8_Q8M: X(LLMK_R8_Q8M); break; case LLMK_R8_Q5C: X(LLMK_R8_Q5C); break;
+    case LLMK_R8_Q8M: X(LLMK_R8_Q8M); break; case LLMK_R8_Q5C: X(LLMK_R8_Q5C); break; \
+    case LLMK_R8_Q40: X(LLMK_R8_Q40); break;
 #else
 #define R8_CASE_COMPACT(X)
 #endif

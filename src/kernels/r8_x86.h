@@ -7,6 +7,7 @@
 #include "kernels/r8.h"
 
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #define INLINE static inline __attribute__((always_inline))
@@ -89,6 +90,15 @@ INLINE void nl4_values(__m512i x, __m512i *lo, __m512i *hi) {
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     *lo = _mm512_shuffle_epi8(grid, _mm512_and_si512(x, m4));
     *hi = _mm512_shuffle_epi8(grid, _mm512_and_si512(_mm512_srli_epi16(x, 4), m4));
+}
+
+/* Q40's min (r8.h): -8 d, or the infinity the f16 of -8 d overflows to,
+ * as Q4_1 records hold it. */
+INLINE __m512 q40_min(__m512 d) {
+    __m512 m = _mm512_mul_ps(d, _mm512_set1_ps(-8.0f));
+    __mmask16 big = _mm512_cmp_ps_mask(_mm512_abs_ps(m), _mm512_set1_ps(65504.0f), _CMP_GT_OQ);
+    __m512 inf = _mm512_or_ps(_mm512_and_ps(m, _mm512_set1_ps(-0.0f)), _mm512_set1_ps(INFINITY));
+    return _mm512_mask_blend_ps(big, m, inf);
 }
 
 /* A Q5C record (r8.h) -> the Q8_0 record it stands for, at out (16-byte

@@ -106,6 +106,21 @@ static void put_nibbles(unsigned char *dst, int r, const int *v) {
                     (uint16_t)(v[8 * c + e] | v[8 * c + 2 + e] << 4 | v[8 * c + 4 + e] << 8 | v[8 * c + 6 + e] << 12));
 }
 
+/* Row r's 32 int8 weights into Q8_0's 16 pairs of 16 bytes at dst: byte
+ * 2r + e of pair p is element 2p + e (Q8_0, Q8S and their compact forms). */
+static void put_pairs(unsigned char *dst, int r, const int8_t *v) {
+    for (int j = 0; j < LLMK_QK; j++) dst[16 * (j / 2) + 2 * r + j % 2] = (unsigned char)v[j];
+}
+
+/* Row r's 32 four-bit values u (0..15) into NL4's 8 chunks of 16 bytes at
+ * dst: byte 2r + e of chunk p holds element 2p + e in its low nibble and
+ * element 2p + 16 + e in its high one, Q8_0's pairs p and p + 8 (NL4, XS4,
+ * Q5C). */
+static void put_chunks(unsigned char *dst, int r, const int *u) {
+    for (int p = 0; p < 8; p++)
+        for (int e = 0; e < 2; e++) dst[16 * p + 2 * r + e] = (unsigned char)(u[2 * p + e] | u[2 * p + 16 + e] << 4);
+}
+
 /* One Q4_1-layout record from 8 blocks (NULL: a padding row). */
 static void pack_q4_1(unsigned char *dst, const struct r8_block *const src[8]) {
     memset(dst, 0, 160);
@@ -121,7 +136,9 @@ static void pack_q8_0(unsigned char *dst, const struct r8_block *const src[8]) {
     memset(dst, 0, 272);
     for (int r = 0; r < 8; r++) {
         if (!src[r]) continue;
-        for (int j = 0; j < LLMK_QK; j++) dst[16 * (j / 2) + 2 * r + j % 2] = (unsigned char)(int8_t)src[r]->v[j];
+        int8_t v[LLMK_QK];
+        for (int j = 0; j < LLMK_QK; j++) v[j] = (int8_t)src[r]->v[j];
+        put_pairs(dst, r, v);
         put_u16(dst + 256 + 2 * r, src[r]->d);
     }
 }
@@ -162,7 +179,7 @@ static void pack_q8s(unsigned char *dst, const struct llmk_r8_sub *const src[8],
     memset(dst, 0, two ? 384 : 352);
     for (int r = 0; r < 8; r++) {
         if (!src[r]) continue;
-        for (int j = 0; j < LLMK_QK; j++) dst[16 * (j / 2) + 2 * r + j % 2] = (unsigned char)src[r]->v[j];
+        put_pairs(dst, r, src[r]->v);
         put_f32(dst + 256 + 4 * r, src[r]->s[0]);
         put_f32(dst + 288 + 4 * r, src[r]->s[1]);
         put_f32(dst + 320 + 4 * r, src[r]->m);
@@ -310,25 +327,14 @@ static void pack_compact(int layout, unsigned char *hdr, unsigned char *rec, int
         }
         float d = llmk_fp16_to_fp32(ks[r].d);
         put_f32(hdr + 4 * r, d);
-        if (layout == LLMK_R8_Q4K || layout == LLMK_R8_Q8M) {
-            put_f32(hdr + 32 + 4 * r, -llmk_fp16_to_fp32(ks[r].dmin)); /* m = (-dmin) * mn exactly */
-            part[r] = (unsigned char)ks[r].sc[0], part[8 + r] = (unsigned char)ks[r].mn;
-            int v[LLMK_QK];
-            for (int e = 0; e < LLMK_QK; e++) v[e] = src[r]->v[e];
-            if (layout == LLMK_R8_Q4K) put_nibbles(rec, r, v);
-            else
-                for (int e = 0; e < LLMK_QK; e++) rec[16 * (e / 2) + 2 * r + e % 2] = (unsigned char)(int8_t)v[e];
-        } else {
-            put_f32(hdr + 32 + 4 * r, d);
-            part[r] = (unsigned char)(int8_t)ks[r].sc[0], part[8 + r] = (unsigned char)(int8_t)ks[r].sc[1];
-            if (layout == LLMK_R8_XS4)
-                for (int p = 0; p < 8; p++)
-                    for (int e = 0; e < 2; e++)
-                        rec[16 * p + 2 * r + e] =
-                            (unsigned char)(nl_index(src[r]->v[2 * p + e]) | nl_index(src[r]->v[2 * p + 16 + e]) << 4);
-            else
-                for (int e = 0; e < LLMK_QK; e++) rec[16 * (e / 2) + 2 * r + e % 2] = (unsigned char)src[r]->v[e];
-        }
+        int mins = layout == LLMK_R8_Q4K || layout == LLMK_R8_Q8M; /* Q4K's header: -dmin, sc, mn */
+        put_f32(hdr + 32 + 4 * r, mins ? -llmk_fp16_to_fp32(ks[r].dmin) : d); /* m = (-dmin) * mn exactly */
+        part[r] = (unsigned char)(int8_t)ks[r].sc[0], part[8 + r] = (unsigned char)(int8_t)(mins ? ks[r].mn : ks[r].sc[1]);
+        int u[LLMK_QK];
+        for (int e = 0; e < LLMK_QK; e++) u[e] = layout == LLMK_R8_XS4 ? nl_index(src[r]->v[e]) : src[r]->v[e];
+        if (layout == LLMK_R8_Q4K) put_nibbles(rec, r, u);
+        else if (layout == LLMK_R8_XS4) put_chunks(rec, r, u);
+        else put_pairs(rec, r, src[r]->v);
     }
 }
 
@@ -339,9 +345,9 @@ static void pack_nl4(unsigned char *dst, const unsigned char *const src[8]) {
         if (!src[r]) continue;
         llmk_block_iq4_nl b;
         memcpy(&b, src[r], sizeof b);
-        for (int p = 0; p < 8; p++)
-            for (int e = 0; e < 2; e++)
-                dst[16 * p + 2 * r + e] = (unsigned char)(nibble(b.qs, 2 * p + e) | nibble(b.qs, 2 * p + 16 + e) << 4);
+        int u[LLMK_QK];
+        for (int e = 0; e < LLMK_QK; e++) u[e] = nibble(b.qs, e);
+        put_chunks(dst, r, u);
         put_u16(dst + 128 + 2 * r, llmk_ld_u16(&b.d));
     }
 }
@@ -364,13 +370,13 @@ static void pack_q5c(unsigned char *dst, const struct r8_block *const src[8]) {
     memset(dst, 0, 176);
     for (int r = 0; r < 8; r++) {
         if (!src[r]) continue;
-        for (int p = 0; p < 16; p++)
-            for (int e = 0; e < 2; e++) {
-                int u = src[r]->v[2 * p + e] + 16, byte = 16 * p + 2 * r + e; /* byte of the Q8_0 record */
-                unsigned char *nib = dst + 16 * (p % 8) + 2 * r + e;
-                *nib |= (unsigned char)((u & 15) << (p < 8 ? 0 : 4));
-                if (u & 16) dst[128 + byte / 8] |= (unsigned char)(1u << (byte % 8));
-            }
+        int u[LLMK_QK];
+        for (int j = 0; j < LLMK_QK; j++) {
+            int q = src[r]->v[j] + 16, byte = 16 * (j / 2) + 2 * r + j % 2; /* its byte of the Q8_0 record */
+            u[j] = q & 15;
+            if (q & 16) dst[128 + byte / 8] |= (unsigned char)(1u << (byte % 8));
+        }
+        put_chunks(dst, r, u);
         put_u16(dst + 160 + 2 * r, src[r]->d);
     }
 }

@@ -25,6 +25,17 @@
 /* Bytes of one activation row of k elements (k a multiple of 32). */
 size_t llmk_a16_row_bytes(int64_t k);
 
+/* The parts of the activation row at row (k elements), as laid out above. */
+struct llmk_a16_row {
+    int16_t *q;
+    float *d, *s, *h;
+};
+static inline struct llmk_a16_row llmk_a16_row_at(void *row, int64_t k) {
+    int64_t nb = k / 32;
+    float *d = (float *)(void *)((unsigned char *)row + (size_t)k * 2);
+    return (struct llmk_a16_row){(int16_t *)row, d, d + nb, d + 2 * nb};
+}
+
 /* Quantize elements [e0, e1) of the row x (k elements; e0, e1 multiples of
  * 32) into the activation row dst (the row's start, llmk_a16_row_bytes(k)),
  * writing only those blocks: any split of a row gives the same bytes.

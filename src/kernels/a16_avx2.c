@@ -15,10 +15,9 @@
 #include <immintrin.h>
 
 int llmk_a16_quantize_row_avx2(const float *x, int64_t k, int64_t e0, int64_t e1, void *dst) {
-    int64_t nb = k / LLMK_QK;
-    unsigned char *row = dst;
-    int16_t *q = (int16_t *)row;
-    float *dd = (float *)(row + (size_t)k * 2), *ss = dd + nb, *s16 = ss + nb;
+    struct llmk_a16_row a = llmk_a16_row_at(dst, k);
+    int16_t *q = a.q;
+    float *dd = a.d, *ss = a.s, *s16 = a.h;
     int bad = 0;
     for (int64_t b = e0 / LLMK_QK; b < e1 / LLMK_QK; b++) {
         __m256 v[4];

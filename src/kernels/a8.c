@@ -41,10 +41,10 @@ int llmk_a8_supports(uint32_t wtype) {
 static inline float round_even(float x) { return (x + 12582912.0f) - 12582912.0f; }
 
 int llmk_a8_quantize_row_ref(const float *x, int64_t k, int64_t e0, int64_t e1, void *dst) {
-    int64_t nb = k / LLMK_QK;
-    int8_t *q = dst;
-    float *dd = (float *)(void *)((unsigned char *)dst + (size_t)k), *ss = dd + nb;
-    int16_t *hh = (int16_t *)(void *)(ss + nb);
+    struct llmk_a8_row a = llmk_a8_row_at(dst, k);
+    int8_t *q = a.q;
+    float *dd = a.d, *ss = a.s;
+    int16_t *hh = a.h;
     int bad = 0;
     for (int64_t b = e0 / LLMK_QK; b < e1 / LLMK_QK; b++) {
         const float *xb = x + b * LLMK_QK;

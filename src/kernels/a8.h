@@ -35,6 +35,18 @@
 /* Bytes of one activation row of k elements (k a multiple of 32). */
 size_t llmk_a8_row_bytes(int64_t k);
 
+/* The parts of the activation row at row (k elements), as laid out above. */
+struct llmk_a8_row {
+    int8_t *q;
+    float *d, *s;
+    int16_t *h;
+};
+static inline struct llmk_a8_row llmk_a8_row_at(void *row, int64_t k) {
+    int64_t nb = k / 32;
+    float *d = (float *)(void *)((unsigned char *)row + (size_t)k);
+    return (struct llmk_a8_row){(int8_t *)row, d, d + nb, (int16_t *)(void *)(d + 2 * nb)};
+}
+
 /* Quantize elements [e0, e1) of the row x (k elements; e0, e1 multiples of
  * 32) into the row dst, writing only those blocks; nonzero when one of
  * them is NaN or infinite (llmk_a16_quantize_row_ref's contract). */

@@ -12,10 +12,10 @@
 #include <immintrin.h>
 
 int llmk_a8_quantize_row_avx512(const float *x, int64_t k, int64_t e0, int64_t e1, void *dst) {
-    int64_t nb = k / LLMK_QK;
-    int8_t *q = dst;
-    float *dd = (float *)(void *)((unsigned char *)dst + (size_t)k), *ss = dd + nb;
-    int16_t *hh = (int16_t *)(void *)(ss + nb);
+    struct llmk_a8_row a = llmk_a8_row_at(dst, k);
+    int8_t *q = a.q;
+    float *dd = a.d, *ss = a.s;
+    int16_t *hh = a.h;
     const __m512i order = _mm512_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15);
     int bad = 0;
     for (int64_t b = e0 / LLMK_QK; b < e1 / LLMK_QK; b++) {

@@ -19,15 +19,15 @@ int llmk_a16_quantize_row_avx512(const float *x, int64_t k, int64_t e0, int64_t 
         float d, id;
         int tiny;
         bad |= block_scale16(x + b * LLMK_QK, v, 32767.0f, &d, &id, &tiny) >= 0x7f800000u;
-        int32_t half[2];
+        __m512i qi[2];
         for (int h = 0; h < 2; h++) {
-            __m512i qi = scale_round16(v[h], d, id, tiny, 32767.0f);
-            _mm256_storeu_si256((__m256i *)(void *)(q + b * LLMK_QK + 16 * h), _mm512_cvtsepi32_epi16(qi));
-            half[h] = _mm512_reduce_add_epi32(qi);
+            qi[h] = scale_round16(v[h], d, id, tiny, 32767.0f);
+            _mm256_storeu_si256((__m256i *)(void *)(q + b * LLMK_QK + 16 * h), _mm512_cvtsepi32_epi16(qi[h]));
         }
+        __m128i half = sums2_epi32(qi[0], qi[1]);
         dd[b] = d;
-        ss[b] = d * (float)(half[0] + half[1]); /* |sum| <= 32 * 32767 < 2^24: exact */
-        s16[2 * b] = d * (float)half[0], s16[2 * b + 1] = d * (float)half[1];
+        ss[b] = d * (float)(_mm_cvtsi128_si32(half) + _mm_extract_epi32(half, 1)); /* |sum| <= 32 * 32767 < 2^24: exact */
+        _mm_storel_pi((__m64 *)(void *)(s16 + 2 * b), _mm_mul_ps(_mm_cvtepi32_ps(half), _mm_set1_ps(d)));
     }
     return bad;
 }

@@ -10,6 +10,7 @@
 #include "kernels/act_x86.h"
 
 #include <immintrin.h>
+#include <string.h>
 
 int llmk_a8_quantize_row_avx512(const float *x, int64_t k, int64_t e0, int64_t e1, void *dst) {
     struct llmk_a8_row a = llmk_a8_row_at(dst, k);
@@ -23,15 +24,16 @@ int llmk_a8_quantize_row_avx512(const float *x, int64_t k, int64_t e0, int64_t e
         float d, id;
         int tiny;
         bad |= block_scale16(x + b * LLMK_QK, v, 127.0f, &d, &id, &tiny) >= 0x7f800000u;
-        int32_t half[2];
+        __m512i qi[2];
         for (int h = 0; h < 2; h++) {
-            __m512i qi = scale_round16(_mm512_permutexvar_ps(order, v[h]), d, id, tiny, 127.0f);
-            _mm_storeu_si128((__m128i *)(void *)(q + b * LLMK_QK + 16 * h), _mm512_cvtsepi32_epi8(qi));
-            half[h] = _mm512_reduce_add_epi32(qi);
+            qi[h] = scale_round16(_mm512_permutexvar_ps(order, v[h]), d, id, tiny, 127.0f);
+            _mm_storeu_si128((__m128i *)(void *)(q + b * LLMK_QK + 16 * h), _mm512_cvtsepi32_epi8(qi[h]));
         }
+        __m128i half = sums2_epi32(qi[0], qi[1]);
         dd[b] = d;
-        ss[b] = d * (float)(half[0] + half[1]); /* |sum| <= 32 * 127: exact */
-        hh[2 * b] = (int16_t)half[0], hh[2 * b + 1] = (int16_t)half[1];
+        ss[b] = d * (float)(_mm_cvtsi128_si32(half) + _mm_extract_epi32(half, 1)); /* |sum| <= 32 * 127: exact */
+        int32_t h01 = _mm_cvtsi128_si32(_mm_packs_epi32(half, half)); /* the two int16 half sums (|h| <= 16 * 127) */
+        memcpy(hh + 2 * b, &h01, sizeof h01);
     }
     return bad;
 }

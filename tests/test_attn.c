@@ -131,7 +131,8 @@ static void one(uint32_t t, int hd, int64_t n, float qamp) {
 }
 
 /* The multi-query kernels equal the single-query kernel bit for bit, for
- * every mix of key counts (ragged, one key, a full chunk) and head size. */
+ * every mix of key counts (ragged, one key, a full chunk, runs of equal
+ * counts) and head size. */
 static void multi_of(const struct llmk_kernels *x, uint32_t t, int hd) {
     llmk_attn_multi_fn mf = t == LLMK_TYPE_F16 ? x->attn_multi_f16 : x->attn_multi_f32;
     if (!mf) return;
@@ -145,8 +146,11 @@ static void multi_of(const struct llmk_kernels *x, uint32_t t, int hd) {
     static float qs[MQ][MAXHD], parts[2][MQ][MAXHD + 2], sc[2][MQ][128];
     for (int rep = 0; rep < 4 * MQ; rep++) {
         int nq = 1 + rep % MQ;
+        /* every other pass in runs of equal key counts (the query heads of
+         * one KV head at one position), which the kernels may take together */
+        int run = rep % 2 ? 2 + rep / 2 % 4 : 1;
         for (int i = 0; i < nq; i++) {
-            n[i] = rep % 5 == 0 ? 128 : 1 + (int64_t)(frand() * 63.5f + 63.5f);
+            n[i] = rep % 5 == 0 ? 128 : i % run ? n[i - 1] : 1 + (int64_t)(frand() * 63.5f + 63.5f);
             for (int d = 0; d < hd; d++) qs[i][d] = 4.0f * frand();
         }
         const float *q[MQ];

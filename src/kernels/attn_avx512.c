@@ -39,76 +39,166 @@ INLINE __m256 fold(__m512 s) {
     return _mm256_add_ps(_mm512_castps512_ps256(s), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1)));
 }
 
-/* Scores of 8 keys (rows k + j * stride, j < nk; missing keys score 0 and
- * are never used). */
-INLINE __m256 scores8_hd(const float *q, const void *k, int64_t stride, int hd, int nk, int f16) {
-    __m512 qv[NR_MAX];
-    _Pragma("GCC unroll 16")
-    for (int r = 0; r < hd / 16; r++) qv[r] = _mm512_loadu_ps(q + 16 * r);
-    __m256 a[8];
-    _Pragma("GCC unroll 8")
-    for (int j = 0; j < 8; j++) {
-        if (j < nk) {
-            int64_t b = j * stride;
-            __m512 s = _mm512_mul_ps(qv[0], ld16(k, b, f16));
-            _Pragma("GCC unroll 16")
-            for (int r = 1; r < hd / 16; r++) s = _mm512_fmadd_ps(qv[r], ld16(k, b + 16 * r, f16), s);
-            a[j] = fold(s);
-        } else {
-            a[j] = _mm256_setzero_ps();
-        }
-    }
-    return sum8_keys(a);
-}
-
-/* Scaled scores of keys j..j+7 (those below n) into scores[j..]; returns vm
- * raised to them. Prefetches the next group's keys and, when v is given,
- * this group's values. */
-INLINE __m256 score_group_hd(const float *q, const void *k, int64_t j, int64_t n, int64_t stride, int hd, __m256 vs,
-                             float *scores, __m256 vm, int f16, const void *v) {
-    prefetch_rows(k, j + 8, j + 16, n, stride, hd, f16);
-    if (v) prefetch_rows(v, j, j + 8, n, stride, hd, f16);
-    const void *kj = f16 ? (const void *)((const uint16_t *)k + j * stride) : (const void *)((const float *)k + j * stride);
-    int nk = n - j >= 8 ? 8 : (int)(n - j);
-    return keep_scores(_mm256_mul_ps(scores8_hd(q, kj, stride, hd, nk, f16), vs), nk, scores + j, vm);
-}
-
-/* o[0..hd) += sum over keys j in [j0, j1), in order, of p_j * v_j (one FMA
- * per element and key: the same bits in one run or in pieces). */
-INLINE void accum_vh(float *o, const float *p, const void *v, int64_t j0, int64_t j1, int64_t stride, int hd,
-                     int f16) {
-    __m512 ov[NR_MAX];
-    _Pragma("GCC unroll 16")
-    for (int r = 0; r < hd / 16; r++) ov[r] = _mm512_loadu_ps(o + 16 * r);
-    for (int64_t j = j0; j < j1; j++) {
-        __m512 pj = _mm512_set1_ps(p[j]);
-        int64_t b = j * stride;
-        _Pragma("GCC unroll 16")
-        for (int r = 0; r < hd / 16; r++) ov[r] = _mm512_fmadd_ps(pj, ld16(v, b + 16 * r, f16), ov[r]);
-    }
-    _Pragma("GCC unroll 16")
-    for (int r = 0; r < hd / 16; r++) _mm512_storeu_ps(o + 16 * r, ov[r]);
-}
-
-INLINE void chunk(const float *q, const void *k, const void *v, int64_t n, int64_t stride, int hd, float scale,
-                  float *part, float *scores, int f16) {
-    __m256 vs = _mm256_set1_ps(scale), vm = _mm256_set1_ps(-INFINITY);
-    for (int64_t j = 0; j < n; j += 8) vm = score_group_hd(q, k, j, n, stride, hd, vs, scores, vm, f16, v);
-    float m = hmax8(vm);
-    float l = exp_scores(scores, n, m), *o = part + 2;
-    memset(o, 0, (size_t)hd * sizeof(float));
-    accum_vh(o, scores, v, 0, n, stride, hd, f16);
-    part[0] = m;
-    part[1] = l;
-}
-
 /* Rows j..j+nr of an f16 cache side -> nr rows of hd f32 at dst. */
 INLINE void to_f32_rows(float *dst, const void *x, int64_t j, int nr, int64_t stride, int hd) {
     for (int r = 0; r < nr; r++)
         for (int d = 0; d < hd; d += 16) _mm512_store_ps(dst + r * hd + d, ld16(x, (j + r) * stride + d, 1));
 }
 
-#include "kernels/attn_multi.h"
+/* The multi-query form: queries with the same key count (the query heads of
+ * one KV head at one position) go through together, G at a time, each K/V
+ * row loaded and converted once for the group. Each query's operations are
+ * chunk()'s, in its order, so its bits are the single-query kernel's; what
+ * grouping buys is independent work: accum_vh's FMAs on a head row form a
+ * chain over the keys (4 cycles a key), which G queries interleave.
+ * bench_attn 2 3 (3 queries a pass): 2.8 -> 1.9 ns a query and key with the
+ * cache kept, 5.4-5.8 -> 3.8-4.1 with the weights streamed between layers. */
+INLINE int group_max(int hd) { return hd == 64 ? 4 : hd == 128 ? 2 : 1; }
+
+/* Scores of 8 keys (rows k + j * stride, j < nk; missing keys score 0 and
+ * are never used) for G queries: a key's 16-lane partial dot in dimension
+ * order, folded to 8 lanes, then sum8_keys. */
+INLINE void scores8_g(int G, const float *const *q, const void *k, int64_t stride, int hd, int nk, int f16,
+                      __m256 *out) {
+    __m256 a[4][8];
+    _Pragma("GCC unroll 8")
+    for (int j = 0; j < 8; j++) {
+        if (j >= nk) {
+            _Pragma("GCC unroll 4")
+            for (int g = 0; g < G; g++) a[g][j] = _mm256_setzero_ps();
+            continue;
+        }
+        int64_t b = j * stride;
+        __m512 kr[NR_MAX];
+        _Pragma("GCC unroll 16")
+        for (int r = 0; r < hd / 16; r++) kr[r] = ld16(k, b + 16 * r, f16);
+        _Pragma("GCC unroll 4")
+        for (int g = 0; g < G; g++) {
+            __m512 s = _mm512_mul_ps(_mm512_loadu_ps(q[g]), kr[0]);
+            _Pragma("GCC unroll 16")
+            for (int r = 1; r < hd / 16; r++) s = _mm512_fmadd_ps(_mm512_loadu_ps(q[g] + 16 * r), kr[r], s);
+            a[g][j] = fold(s);
+        }
+    }
+    _Pragma("GCC unroll 4")
+    for (int g = 0; g < G; g++) out[g] = sum8_keys(a[g]);
+}
+
+/* o[g][0..hd) += sum over keys j in [j0, j1), in order, of p[g]_j * v_j for
+ * G queries (one FMA per element and key: the same bits in one run or in
+ * pieces). */
+INLINE void accum_g(int G, float *const *o, const float *const *p, const void *v, int64_t j0, int64_t j1,
+                    int64_t stride, int hd, int f16) {
+    __m512 ov[4][NR_MAX];
+    _Pragma("GCC unroll 4")
+    for (int g = 0; g < G; g++)
+        _Pragma("GCC unroll 16")
+        for (int r = 0; r < hd / 16; r++) ov[g][r] = _mm512_loadu_ps(o[g] + 16 * r);
+    for (int64_t j = j0; j < j1; j++) {
+        int64_t b = j * stride;
+        __m512 vr[NR_MAX];
+        _Pragma("GCC unroll 16")
+        for (int r = 0; r < hd / 16; r++) vr[r] = ld16(v, b + 16 * r, f16);
+        _Pragma("GCC unroll 4")
+        for (int g = 0; g < G; g++) {
+            __m512 pj = _mm512_set1_ps(p[g][j]);
+            _Pragma("GCC unroll 16")
+            for (int r = 0; r < hd / 16; r++) ov[g][r] = _mm512_fmadd_ps(pj, vr[r], ov[g][r]);
+        }
+    }
+    _Pragma("GCC unroll 4")
+    for (int g = 0; g < G; g++)
+        _Pragma("GCC unroll 16")
+        for (int r = 0; r < hd / 16; r++) _mm512_storeu_ps(o[g] + 16 * r, ov[g][r]);
+}
+
+/* Keys [j, j + 8) of a group of G queries with n keys each: their scaled
+ * scores kept, vm[0..G) raised. kr: the keys' rows (stride apart). */
+INLINE void score_g(int G, const float *const *q, const void *kr, int64_t j, int64_t n, int64_t stride, int hd,
+                    __m256 vs, float *const *scores, __m256 *vm, int f16) {
+    int nk = n - j >= 8 ? 8 : (int)(n - j);
+    __m256 t[4];
+    scores8_g(G, q, kr, stride, hd, nk, f16, t);
+    _Pragma("GCC unroll 4")
+    for (int g = 0; g < G; g++) vm[g] = keep_scores(_mm256_mul_ps(t[g], vs), nk, scores[g] + j, vm[g]);
+}
+
+/* f(G) with the group size as a constant, the sizes past group_max(hd)
+ * compiled out. */
+#define BY_G(G_, hd, f)                                    \
+    do {                                                   \
+        if (group_max(hd) >= 4 && (G_) == 4) f(4);         \
+        else if (group_max(hd) >= 3 && (G_) == 3) f(3);    \
+        else if (group_max(hd) >= 2 && (G_) == 2) f(2);    \
+        else f(1);                                         \
+    } while (0)
+
+INLINE void chunk_multi_hd(int nq, const float *const *q, const int64_t *n, const void *k, const void *v,
+                           int64_t stride, int hd, float scale, float *const *part, float *const *scores, int f16) {
+    /* groups: runs of queries with the same key count, at most group_max(hd) */
+    int g0[LLMK_ATTN_MULTI + 1], ng = 0;
+    for (int i = 0; i < nq; i++)
+        if (!ng || n[i] != n[g0[ng - 1]] || i - g0[ng - 1] == group_max(hd)) g0[ng++] = i;
+    g0[ng] = nq;
+    int64_t nmax = 0;
+    for (int i = 0; i < nq; i++) nmax = n[i] > nmax ? n[i] : nmax;
+    __m256 vs = _mm256_set1_ps(scale), vm[LLMK_ATTN_MULTI];
+    for (int i = 0; i < nq; i++) vm[i] = _mm256_set1_ps(-INFINITY);
+    _Alignas(64) float buf[8 * HD_MAX];
+    int share = f16 && nq >= MULTI_SHARE_MIN;
+    for (int64_t j = 0; j < nmax; j += 8) {
+        prefetch_rows(k, j + 8, j + 16, nmax, stride, hd, f16);
+        prefetch_rows(v, j, j + 8, nmax, stride, hd, f16);
+        if (share) to_f32_rows(buf, k, j, nmax - j < 8 ? (int)(nmax - j) : 8, stride, hd);
+        const void *kj = share ? (const void *)buf
+                         : f16 ? (const void *)((const uint16_t *)k + j * stride)
+                               : (const void *)((const float *)k + j * stride);
+        for (int x = 0; x < ng; x++) {
+            int i = g0[x];
+            if (j >= n[i]) continue;
+#define SCORE(G) score_g(G, q + i, kj, j, n[i], share ? hd : stride, hd, vs, scores + i, vm + i, f16 && !share)
+            BY_G(g0[x + 1] - i, hd, SCORE);
+#undef SCORE
+        }
+    }
+    float *o[LLMK_ATTN_MULTI];
+    for (int i = 0; i < nq; i++) {
+        float m = hmax8(vm[i]);
+        part[i][1] = exp_scores(scores[i], n[i], m);
+        part[i][0] = m;
+        o[i] = part[i] + 2;
+        memset(o[i], 0, (size_t)hd * sizeof(float));
+    }
+    const float *const *p = (const float *const *)scores;
+    if (!share) { /* each group's keys in one run, its accumulators in registers */
+        for (int x = 0; x < ng; x++) {
+            int i = g0[x];
+#define ACC(G) accum_g(G, o + i, p + i, v, 0, n[i], stride, hd, f16)
+            BY_G(g0[x + 1] - i, hd, ACC);
+#undef ACC
+        }
+        return;
+    }
+    for (int64_t j0 = 0; j0 < nmax; j0 += 8) {
+        to_f32_rows(buf, v, j0, nmax - j0 < 8 ? (int)(nmax - j0) : 8, stride, hd);
+        for (int x = 0; x < ng; x++) {
+            int i = g0[x];
+            int64_t j1 = j0 + 8 < n[i] ? j0 + 8 : n[i];
+            if (j1 <= j0) continue;
+            const float *pj[4];
+            for (int g = 0; g < g0[x + 1] - i; g++) pj[g] = p[i + g] + j0;
+#define ACC(G) accum_g(G, o + i, pj, buf, 0, j1 - j0, hd, hd, 0)
+            BY_G(g0[x + 1] - i, hd, ACC);
+#undef ACC
+        }
+    }
+}
+
+/* One query: the multi-query form's operations for a group of one. */
+INLINE void chunk(const float *q, const void *k, const void *v, int64_t n, int64_t stride, int hd, float scale,
+                  float *part, float *scores, int f16) {
+    chunk_multi_hd(1, &q, &n, k, v, stride, hd, scale, &part, &scores, f16);
+}
 
 /* f(HD) with the head size as a constant, for the sizes this file takes. */
 #define BY_HD(hd, f) \

@@ -1,7 +1,8 @@
-/* The multi-query attention chunk, shared by attn_avx2.c (any head size that
- * is a multiple of 8, up to MULTI_HD_MAX) and attn_avx512.c (head size 64),
- * compiled into each with that file's ISA flags. Before including, a file
- * defines, always inline:
+/* The multi-query attention chunk of attn_avx2.c (any head size that is a
+ * multiple of 8, up to MULTI_HD_MAX), compiled with its ISA flags
+ * (attn_avx512.c has its own, which takes queries with the same key count
+ * together; with 16 registers an AVX2 head row of 64 already fills half).
+ * Before including, the file defines, always inline:
  *   scores8_hd(q, kj, stride, hd, nk, f16): scores of 8 keys from row kj on
  *   score_group_hd(q, k, j, n, stride, hd, vs, scores, vm, f16, v): keys
  *       j..j+7 scaled into scores[j..], vm raised, next keys (and v's)
@@ -21,13 +22,6 @@
 
 #include <string.h>
 
-/* From this many queries (prefill: rows x the query heads of one KV head)
- * each group of 8 f16 rows is converted once into f32 for all of them: the
- * conversion is exact, so every query sees the values it would convert
- * itself, through the f32 form's operations. pp64 @ d1024 +7% (AVX2) and
- * +21% (AVX-512, with the head batching); with the 3 queries of a decode
- * step, from a cache in L3, it was slower than converting per query. */
-enum { MULTI_SHARE_MIN = 6 };
 /* The widest head the multi-query form takes (its f16 rows are converted
  * into a stack buffer of 8 rows). */
 enum { MULTI_HD_MAX = 256 };

@@ -83,6 +83,14 @@ static inline __attribute__((always_inline)) __m256 keep_scores(__m256 t, int nk
     return _mm256_max_ps(vm, _mm256_loadu_ps(b));
 }
 
+/* From this many queries (prefill: rows x the query heads of one KV head)
+ * each group of 8 f16 rows is converted once into f32 for all of them: the
+ * conversion is exact, so every query sees the values it would convert
+ * itself, through the f32 form's operations. pp64 @ d1024 +7% (AVX2) and
+ * +21% (AVX-512, with the head batching); with the 3 queries of a decode
+ * step, from a cache in L3, it was slower than converting per query. */
+enum { MULTI_SHARE_MIN = 6 };
+
 static inline float hmax8(__m256 v) {
     __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_max_ps(s, _mm_movehl_ps(s, s));

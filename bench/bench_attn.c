@@ -9,7 +9,10 @@
  * figures is the cost of attention reading a KV cache the weights evicted
  * (docs/executor.md, "decode at depth"). A measurement, not a test.
  *
- *   bench_attn [chunks (5)] [MB of weights a layer (3)] */
+ * With rows > 1, that many consecutive positions of the sequence (a
+ * verify step's drafts, a small prefill), their query heads in one pass.
+ *
+ *   bench_attn [chunks (5)] [MB of weights a layer (3)] [rows (1)] */
 #include "bench_util.h"
 #include "codec/half.h"
 #include "kernels/attn.h"
@@ -20,7 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { LAYERS = 30, HEADS = 3, HD = 64, QUERIES = 3, TOKENS = 20, REPS = 3 };
+enum { LAYERS = 30, HEADS = 3, HD = 64, GQA = 3, ROWS_MAX = 5, TOKENS = 20, REPS = 3 };
+static int QUERIES = GQA; /* rows x GQA */
 
 /* Every layer's attention of one token (and, with w, its weights read first);
  * returns the seconds spent in attention alone. */
@@ -28,7 +32,8 @@ static double token(const unsigned char *k, const unsigned char *v, int nchunk, 
                     const float *const *q, float *const *part, float *const *scores, float *sink) {
     const struct llmk_kernels *K = llmk_kernels();
     const size_t run = (size_t)LLMK_ATTN_CHUNK * HD * 2;
-    const int64_t n[QUERIES] = {LLMK_ATTN_CHUNK, LLMK_ATTN_CHUNK, LLMK_ATTN_CHUNK};
+    int64_t n[GQA * ROWS_MAX]; /* a row's heads see the same keys; each row one more than the last */
+    for (int i = 0; i < QUERIES; i++) n[i] = LLMK_ATTN_CHUNK - (QUERIES / GQA - 1) + i / GQA;
     double t = 0;
     for (int l = 0; l < LAYERS; l++) {
         if (w) {
@@ -51,10 +56,12 @@ static double token(const unsigned char *k, const unsigned char *v, int nchunk, 
 int main(int argc, char **argv) {
     int nchunk = argc > 1 ? atoi(argv[1]) : 5;
     long wmb = argc > 2 ? atol(argv[2]) : 3;
-    if (nchunk < 1 || nchunk > 64 || wmb < 1 || wmb > 64) {
-        fprintf(stderr, "usage: bench_attn [chunks 1..64] [MB of weights a layer 1..64]\n");
+    int rows = argc > 3 ? atoi(argv[3]) : 1;
+    if (nchunk < 1 || nchunk > 64 || wmb < 1 || wmb > 64 || rows < 1 || rows > ROWS_MAX) {
+        fprintf(stderr, "usage: bench_attn [chunks 1..64] [MB of weights a layer 1..64] [rows 1..%d]\n", ROWS_MAX);
         return 2;
     }
+    QUERIES = rows * GQA;
     size_t run = (size_t)LLMK_ATTN_CHUNK * HD * 2, kv = (size_t)nchunk * LAYERS * HEADS * run;
     size_t wfloats = (size_t)wmb << 18;
     unsigned char *k = malloc(kv), *v = malloc(kv);
@@ -66,9 +73,10 @@ int main(int argc, char **argv) {
         memcpy(k + 2 * i, &a, 2), memcpy(v + 2 * i, &b, 2);
     }
     for (size_t i = 0; i < wfloats * LAYERS; i++) w[i] = (float)(i % 3);
-    float qs[QUERIES][HD], parts[QUERIES][HD + 2], sc[QUERIES][LLMK_ATTN_CHUNK], sink = 0;
-    const float *q[QUERIES];
-    float *part[QUERIES], *scores[QUERIES];
+    static float qs[GQA * ROWS_MAX][HD], parts[GQA * ROWS_MAX][HD + 2], sc[GQA * ROWS_MAX][LLMK_ATTN_CHUNK];
+    float sink = 0;
+    const float *q[GQA * ROWS_MAX];
+    float *part[GQA * ROWS_MAX], *scores[GQA * ROWS_MAX];
     for (int i = 0; i < QUERIES; i++) {
         for (int d = 0; d < HD; d++) qs[i][d] = (float)((i + d) % 7) / 7.0f - 0.4f;
         q[i] = qs[i], part[i] = parts[i], scores[i] = sc[i];

@@ -79,7 +79,9 @@ static void r8_rows(int layout, int na, const struct llmk_r8 *w, int64_t g0, int
 INLINE void r8_few_l(int L, int m, const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1,
                      const unsigned char *const *a, float *y, size_t ys) {
     switch (m) {
+#if R8_HAVE_FEW_ROWS >= 4
     case 4: rows_few(4, L, w, g0, g1, r1, a, y, ys); break;
+#endif
     case 3: rows_few(3, L, w, g0, g1, r1, a, y, ys); break;
     default: rows_few(2, L, w, g0, g1, r1, a, y, ys); break;
     }

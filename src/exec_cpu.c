@@ -622,8 +622,7 @@ static float *parts_slot(const struct llmk_exec *ex, float *wp, int i) {
  * sink when it has one. */
 static void merge_head(const struct llmk_exec *ex, int layer, int h, const float *parts, int nc, float *out) {
     const float *sinks = ex->m->layers[layer].sinks_f;
-    if (sinks) llmk_attn_merge_sink(parts, nc, ex->m->hp.head_dim, sinks[h], out);
-    else llmk_attn_merge(parts, nc, ex->m->hp.head_dim, out);
+    ex->VK->attn_merge(parts, nc, ex->m->hp.head_dim, sinks ? &sinks[h] : NULL, out);
 }
 
 /* Row t's keys in chunk c of layer: [*a, *a + n) (a sliding window cuts

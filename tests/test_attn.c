@@ -230,8 +230,39 @@ static void adds(void) {
         }
 }
 
+/* The SIMD merges give the reference's bits: one to nine chunks (the
+ * single-chunk shortcut included), with and without a sink, head sizes with
+ * and without a tail of fewer than 8, partials with -inf maxima (an empty
+ * chunk) among them. */
+static void merges(void) {
+    struct llmk_kernels sets[2];
+    int nsets = simd_sets(sets);
+    enum { NC = 9 };
+    static float parts[NC * (MAXHD + 2)], want[MAXHD], got[MAXHD];
+    const int hds[5] = {20, 40, 64, 128, 256};
+    for (int rep = 0; rep < 200; rep++) {
+        int nc = 1 + rep % NC, hd = hds[rep / NC % 5];
+        bool sink = rep % 3 == 1;
+        float s = 3.0f * frand();
+        for (int c = 0; c < nc; c++) {
+            float *p = parts + c * (hd + 2);
+            p[0] = rep % 7 == 3 && c == 1 ? -INFINITY : 6.0f * frand(), p[1] = 1.0f + 40.0f * (frand() + 0.5f);
+            for (int d = 0; d < hd; d++) p[2 + d] = p[0] == -INFINITY ? 0.0f : 20.0f * frand();
+        }
+        if (sink) llmk_attn_merge_sink(parts, nc, hd, s, want);
+        else llmk_attn_merge(parts, nc, hd, want);
+        for (int si = 0; si < nsets; si++) {
+            sets[si].attn_merge(parts, nc, hd, sink ? &s : NULL, got);
+            CHECK(memcmp(want, got, sizeof(float) * (size_t)hd) == 0);
+        }
+        llmk_kernels()->attn_merge(parts, nc, hd, sink ? &s : NULL, got);
+        CHECK(memcmp(want, got, sizeof(float) * (size_t)hd) == 0);
+    }
+}
+
 int main(void) {
     to_f16();
+    merges();
     adds();
     const uint32_t types[3] = {LLMK_TYPE_F32, LLMK_TYPE_F16, LLMK_TYPE_Q8_0};
     /* head sizes: 64-wide pieces and tails of 4 and 5 vectors (40 is no

@@ -129,6 +129,11 @@ void llmk_attn_merge_sink(const float *parts, int nc, int hd, float sink, float 
     for (int d = 0; d < hd; d++) out[d] *= inv;
 }
 
+static void merge_ref(const float *parts, int nc, int hd, const float *sink, float *out) {
+    if (sink) llmk_attn_merge_sink(parts, nc, hd, *sink, out);
+    else llmk_attn_merge(parts, nc, hd, out);
+}
+
 static void to_f16_ref(const float *src, uint16_t *dst, int64_t n) {
     for (int64_t i = 0; i < n; i++) dst[i] = llmk_fp32_to_fp16(src[i]);
 }
@@ -136,6 +141,7 @@ static void to_f16_ref(const float *src, uint16_t *dst, int64_t n) {
 void llmk_kernels_attn_ref(struct llmk_kernels *k) {
     k->attn_f32 = chunk_ref_f32, k->attn_f16 = chunk_ref_f16, k->attn_q8_0 = chunk_ref_q8_0;
     k->attn_multi_f32 = NULL, k->attn_multi_f16 = NULL;
+    k->attn_merge = merge_ref;
     k->attn_head_multiple = 1;
     k->swiglu = swiglu_ref, k->add = add_ref, k->to_f16 = to_f16_ref;
 }

@@ -40,5 +40,8 @@ void llmk_attn_merge(const float *parts, int nc, int hd, float *out);
 /* The same with an attention sink: a logit with no value, only in the
  * softmax's denominator (the partial [sink, 1, 0...] merged last). */
 void llmk_attn_merge_sink(const float *parts, int nc, int hd, float sink, float *out);
+/* Either of them, as the kernel table holds it (sink NULL: none); the SIMD
+ * versions give their bits (the same operations per element, no FMA). */
+typedef void (*llmk_attn_merge_fn)(const float *parts, int nc, int hd, const float *sink, float *out);
 
 #endif

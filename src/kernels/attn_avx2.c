@@ -238,9 +238,42 @@ static void to_f16(const float *src, uint16_t *dst, int64_t n) {
     for (; i < n; i++) dst[i] = llmk_fp32_to_fp16(src[i]);
 }
 
+/* llmk_attn_merge(_sink)'s operations, eight elements at a time: each
+ * element is zeroed, gets p * w added chunk by chunk, then times 1 / l, and
+ * the scalar steps (the maximum, expf, l) are the reference's. In a
+ * 512-token prefill the scalar merge was 2-3% of the time. */
+static void merge(const float *parts, int nc, int hd, const float *sink, float *out) {
+    int d8 = hd / 8 * 8;
+    if (!sink && nc == 1) { /* exp(0) = 1: o / l, as the reference's shortcut */
+        float inv = 1.0f / parts[1];
+        for (int d = 0; d < d8; d += 8) _mm256_storeu_ps(out + d, _mm256_mul_ps(_mm256_loadu_ps(parts + 2 + d), _mm256_set1_ps(inv)));
+        for (int d = d8; d < hd; d++) out[d] = parts[2 + d] * inv;
+        return;
+    }
+    float mx = sink ? *sink : -INFINITY;
+    for (int c = 0; c < nc; c++)
+        if (parts[(int64_t)c * (hd + 2)] > mx) mx = parts[(int64_t)c * (hd + 2)];
+    float l = 0;
+    memset(out, 0, (size_t)hd * sizeof *out);
+    for (int c = 0; c < nc; c++) {
+        const float *p = parts + (int64_t)c * (hd + 2);
+        float w = expf(p[0] - mx);
+        l += p[1] * w;
+        __m256 vw = _mm256_set1_ps(w);
+        for (int d = 0; d < d8; d += 8)
+            _mm256_storeu_ps(out + d, _mm256_add_ps(_mm256_loadu_ps(out + d), _mm256_mul_ps(_mm256_loadu_ps(p + 2 + d), vw)));
+        for (int d = d8; d < hd; d++) out[d] += p[2 + d] * w;
+    }
+    if (sink) l += expf(*sink - mx);
+    float inv = 1.0f / l;
+    for (int d = 0; d < d8; d += 8) _mm256_storeu_ps(out + d, _mm256_mul_ps(_mm256_loadu_ps(out + d), _mm256_set1_ps(inv)));
+    for (int d = d8; d < hd; d++) out[d] *= inv;
+}
+
 void llmk_kernels_attn_avx2(struct llmk_kernels *k) {
     k->attn_f32 = chunk_f32, k->attn_f16 = chunk_f16, k->attn_q8_0 = chunk_q8_0;
     k->attn_multi_f32 = multi_f32, k->attn_multi_f16 = multi_f16;
+    k->attn_merge = merge;
     k->attn_head_multiple = 8;
     k->swiglu = swiglu, k->add = add, k->to_f16 = to_f16;
 }

@@ -112,6 +112,7 @@ struct llmk_kernels {
      * multiple: head sizes the fast chunks take (others use the ref chunks) */
     llmk_attn_chunk_fn attn_f32, attn_f16, attn_q8_0;
     llmk_attn_multi_fn attn_multi_f32, attn_multi_f16;
+    llmk_attn_merge_fn attn_merge; /* a query's chunk partials into its output */
     int attn_head_multiple;
 
     uint64_t (*read_xor)(const void *p, size_t bytes); /* the bandwidth probe (readbw.h) */

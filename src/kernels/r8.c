@@ -43,6 +43,7 @@ int llmk_r8_form(uint32_t type, unsigned forms) {
     if (type == LLMK_TYPE_IQ4_NL) return LLMK_R8_NL4;
     if (type == LLMK_TYPE_Q5_0) return LLMK_R8_Q5C;
     if (type == LLMK_TYPE_Q4_0) return LLMK_R8_Q40;
+    if (type == LLMK_TYPE_Q2_K) return LLMK_R8_Q2C;
     return layout;
 }
 
@@ -381,6 +382,37 @@ static void pack_q5c(unsigned char *dst, const struct r8_block *const src[8]) {
     }
 }
 
+/* Block b's Q2C record at rec and its part of the header hdr (r8.h), from
+ * the 8 rows' Q2_K bytes (NULL: a padding row, all zero) and their reads
+ * (read_q2_k: sub, mins), which the integer scales are checked to give. */
+static void pack_q2c(unsigned char *hdr, unsigned char *rec, int64_t b, const unsigned char *const rows[8],
+                     const struct llmk_r8_sub *sub, const float (*mins)[2]) {
+    unsigned char *part = hdr + 64 + 32 * (b % LLMK_R8_SUPER);
+    memset(rec, 0, 64);
+    memset(part, 0, 32);
+    for (int r = 0; r < 8; r++) {
+        if (!rows[r]) {
+            put_f32(hdr + 4 * r, 0.0f), put_f32(hdr + 32 + 4 * r, 0.0f);
+            continue;
+        }
+        llmk_block_q2_k q;
+        memcpy(&q, rows[r] + (size_t)(b / 8) * sizeof q, sizeof q);
+        float d = llmk_fp16_to_fp32(llmk_ld_u16(&q.d)), ndmin = -llmk_fp16_to_fp32(llmk_ld_u16(&q.dmin));
+        put_f32(hdr + 4 * r, d), put_f32(hdr + 32 + 4 * r, ndmin);
+        for (int h = 0; h < 2; h++) {
+            int sc = q.scales[(int)(b % 8) * 2 + h];
+            part[8 * h + r] = (unsigned char)(sc & 0xf), part[16 + 8 * h + r] = (unsigned char)(sc >> 4);
+            float s = d * (float)(sc & 0xf), m = ndmin * (float)(sc >> 4); /* (-dmin) mn is -(dmin mn) exactly */
+            LLMK_CHECK((memcmp(&s, &sub[r].s[h], sizeof s) == 0 || (isnan(s) && isnan(sub[r].s[h]))) &&
+                       (memcmp(&m, &mins[r][h], sizeof m) == 0 || (isnan(m) && isnan(mins[r][h]))));
+        }
+        for (int j = 0; j < LLMK_QK; j++) {
+            int x = 16 * (j / 2) + 2 * r + j % 2; /* its byte of the int8 pairs */
+            rec[x % 64] |= (unsigned char)(sub[r].v[j] << (2 * (x / 64)));
+        }
+    }
+}
+
 /* Group g's block b (group data at gdata): the 8 rows' records from their
  * GGUF bytes, which src holds from row row0 on. */
 static void pack_record(const llmk_tensor_info *t, const unsigned char *src, int64_t row0, const struct llmk_r8 *w,
@@ -402,6 +434,10 @@ static void pack_record(const llmk_tensor_info *t, const unsigned char *src, int
             p[r] = rp + (size_t)b * sb;
             continue;
         }
+        if (w->layout == LLMK_R8_Q2C) {
+            read_q2_k(rp, b, &q8s[r], mins[r]), p[r] = rp;
+            continue;
+        }
         if (w->layout == LLMK_R8_Q8S2) read_q2_k(rp, b, &q8s[r], mins[r]), p[r] = &q8s[r];
         else if (w->layout != LLMK_R8_Q4_1 && w->layout != LLMK_R8_Q8_0 && w->layout != LLMK_R8_Q5C &&
                  w->layout != LLMK_R8_Q40)
@@ -410,7 +446,10 @@ static void pack_record(const llmk_tensor_info *t, const unsigned char *src, int
         if (compact) read_kscales(t->type, rp, b, &q8s[r], &ks[r]);
     }
     const struct llmk_r8_sub *const *sub = (const struct llmk_r8_sub *const *)p;
-    if (w->layout == LLMK_R8_NL4) pack_nl4(dst, (const unsigned char *const *)p);
+    if (w->layout == LLMK_R8_Q2C)
+        pack_q2c(dst - (size_t)(b % LLMK_R8_SUPER) * 64 - llmk_r8_header_bytes(w->layout), dst, b,
+                 (const unsigned char *const *)p, q8s, (const float(*)[2])mins);
+    else if (w->layout == LLMK_R8_NL4) pack_nl4(dst, (const unsigned char *const *)p);
     else if (w->layout == LLMK_R8_Q5C) pack_q5c(dst, (const struct r8_block *const *)p);
     else if (w->layout == LLMK_R8_Q40) pack_q40(dst, (const struct r8_block *const *)p);
     else if (compact) pack_compact(w->layout, dst - (size_t)(b % LLMK_R8_SUPER) * llmk_r8_record_stride(w->layout) -

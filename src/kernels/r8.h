@@ -67,7 +67,16 @@
  *     NL4's 128 bytes of grid indices (no scales). Q8S's arithmetic (the
  *     low nibbles are elements 0..15, the high ones 16..31), 4.75 bits a
  *     weight where Q8K takes 8.75 (the file 4.25).
- *     Both headers are 192 bytes so that every record starts a cache line;
+ *   Q2C (64 bytes a block, the compact Q8S2 of Q2_K): per 8 blocks a
+ *     320-byte header, f32 d[8], f32 -dmin[8] and for each of the 8 blocks
+ *     u8 sc0[8], sc1[8], mn0[8], mn1[8] (the 4-bit scales and mins of
+ *     elements 0..15 and 16..31), then per block the 2-bit weights: bits
+ *     2j..2j+1 of byte i are byte 64 j + i of Q8_0's int8 pairs. The
+ *     kernels expand a record into the Q8S2 record it stands for (s0 = d *
+ *     sc0, m0 = (-dmin) * mn0, ...: read_q2_k's values exactly, in L1) and
+ *     run Q8S2's products on it: 3.25 bits a weight where Q8S2 takes 12
+ *     (the file 2.625).
+ *     The other headers are 192 bytes so that every record starts a cache line;
  *     their f32 factors save the kernels a conversion a block. The compact
  *     forms trade a few instructions a block for a quarter less to stream:
  *     only the AVX-512 kernels read them (llmk_kernels.r8_forms).
@@ -110,7 +119,7 @@ enum { LLMK_R8_ROWS = 8 };
 enum llmk_r8_layout {
     LLMK_R8_Q8_0 = 0, LLMK_R8_Q4_1 = 1, LLMK_R8_Q8S = 2, LLMK_R8_Q8S2 = 3, LLMK_R8_Q4S = 4, LLMK_R8_MX4 = 5,
     LLMK_R8_Q4K = 6, LLMK_R8_Q8K = 7, LLMK_R8_NL4 = 8, LLMK_R8_XS4 = 9, LLMK_R8_Q8M = 10, LLMK_R8_Q5C = 11,
-    LLMK_R8_Q40 = 12
+    LLMK_R8_Q40 = 12, LLMK_R8_Q2C = 13
 };
 
 /* Record-form choices, a kernel table's llmk_kernels.r8_forms: the forms
@@ -135,6 +144,7 @@ static inline size_t llmk_r8_record_stride(int layout) {
     case LLMK_R8_NL4:
     case LLMK_R8_Q40: return 144;
     case LLMK_R8_Q5C: return 176;
+    case LLMK_R8_Q2C: return 64;
     default: return 272;
     }
 }
@@ -144,6 +154,7 @@ static inline int llmk_r8_compact(int layout) { return layout >= LLMK_R8_Q4K; }
 
 /* Bytes of the header before every LLMK_R8_SUPER records (compact forms). */
 static inline size_t llmk_r8_header_bytes(int layout) {
+    if (layout == LLMK_R8_Q2C) return 320;
     return layout == LLMK_R8_Q4K || layout == LLMK_R8_Q8K || layout == LLMK_R8_XS4 || layout == LLMK_R8_Q8M ? 192 : 0;
 }
 
@@ -172,7 +183,7 @@ struct llmk_r8 {
 int llmk_r8_layout(uint32_t type);
 /* The record form of a type given the forms the kernels read (forms:
  * LLMK_R8_COMPACT or 0): Q4K for Q4_K, Q8M for Q5_K, Q8K for Q6_K and Q3_K where
- * compact, NL4 for IQ4_NL, XS4 for IQ4_XS, Q5C for Q5_0, Q40 for Q4_0, else
+ * compact, NL4 for IQ4_NL, XS4 for IQ4_XS, Q5C for Q5_0, Q40 for Q4_0, Q2C for Q2_K, else
  * llmk_r8_layout's. Every form of a type gives
  * the same bits. */
 int llmk_r8_form(uint32_t type, unsigned forms);

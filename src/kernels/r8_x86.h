@@ -138,6 +138,23 @@ INLINE __m512 scaled_pair(const unsigned char *ha, const unsigned char *hb, int 
     return _mm512_insertf32x8(_mm512_castps256_ps512(scaled8(ha, f, off, is_signed)), scaled8(hb, f, off, is_signed), 1);
 }
 
+/* Block b's Q2C record (r8.h) -> the Q8S2 record it stands for, at out
+ * (64-byte aligned, 384 bytes): the 2-bit weights by a shift and a mask
+ * per 64, the f32 scales and offsets as the header's factors times its
+ * integers (scaled8: exact products, read_q2_k's values). */
+INLINE void q2c_expand(const unsigned char *rec, int64_t b, unsigned char *out) {
+    const unsigned char *h = r8_header(LLMK_R8_Q2C, rec, b);
+    const __m512i m2 = _mm512_set1_epi8(3);
+    __m512i x = _mm512_loadu_si512(rec);
+    _Pragma("GCC unroll 4")
+    for (int j = 0; j < 4; j++) _mm512_store_si512(out + 64 * j, _mm512_and_si512(_mm512_srli_epi16(x, 2 * j), m2));
+    int o = 64 + 32 * (int)(b % LLMK_R8_SUPER);
+    _mm256_store_ps((float *)(void *)(out + 256), scaled8(h, 0, o, 0));       /* s0 = d * sc0 */
+    _mm256_store_ps((float *)(void *)(out + 288), scaled8(h, 0, o + 8, 0));   /* s1 */
+    _mm256_store_ps((float *)(void *)(out + 320), scaled8(h, 32, o + 16, 0)); /* m0 = (-dmin) * mn0 */
+    _mm256_store_ps((float *)(void *)(out + 352), scaled8(h, 32, o + 24, 0)); /* m1 */
+}
+
 /* Block b's two products of a compact form (r8.h): Q4K's and Q8M's s = d *
  * sc and m = (-dmin) * mn, Q8K's and XS4's s0 = d * sc0 and s1 = d * sc1; from pre where a
  * walk converted them already (x then y, 16 floats each, per block). */

@@ -8,10 +8,10 @@ forms both runs take the portable ones and the check still holds.
 The model: a small qwen3moe of random weights (bench/make_moe_model.py,
 hidden 256 so that every matrix holds K-quant blocks), quantized by
 `llmk quantize` to Q4_K_M (Q4_K and Q6_K tensors), to IQ4_XS and Q3_K_M
-(XS4, and Q3_K in Q8K), to IQ4_NL (NL4), to Q5_K_M (Q8M), to Q5_0 (Q5C)
-and to Q4_0 (Q40), experts included for the last two: their portable
-records pass the planner's size test too. The IQ4_NL, IQ4_XS and Q5_K_M
-files keep their expert stacks in Q8_0: an MoE stack takes the r8 kernels only
+(XS4, and Q3_K in Q8K), to IQ4_NL (NL4), to Q5_K_M (Q8M), to Q5_0 (Q5C),
+to Q4_0 (Q40) and to Q2_K (Q2C), experts included for Q5_0 and Q4_0:
+their portable records pass the planner's size test too. The IQ4_NL,
+IQ4_XS, Q5_K_M and Q2_K files keep their expert stacks in Q8_0: an MoE stack takes the r8 kernels only
 where its records are at most 1.7x the file (src/plan.c), which those
 types' are in their compact forms and not in the portable ones, so there
 the form decides the route and with it the bits."""
@@ -32,6 +32,9 @@ def run(*args, env=None):
                           env=None if env is None else {**os.environ, **env}).stdout
 
 
+PRESETS = ("q4_k_m", "iq4_xs", "q3_k_m", "iq4_nl", "q5_k_m", "q5_0", "q4_0", "q2_k")
+
+
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
     d = tmp_path_factory.mktemp("records")
@@ -40,9 +43,9 @@ def models(tmp_path_factory):
                     "--layers", "2", "--experts", "4", "--top-k", "2", "--ffn-exp", "256"], check=True,
                    capture_output=True, timeout=300)
     out = {}
-    for preset in ("q4_k_m", "iq4_xs", "q3_k_m", "iq4_nl", "q5_k_m", "q5_0", "q4_0"):
+    for preset in PRESETS:
         q = d / f"moe_{preset}.gguf"
-        extra = ("--tensor-type", "_exps=q8_0") if preset.startswith(("iq4", "q5")) else ()
+        extra = ("--tensor-type", "_exps=q8_0") if preset.startswith(("iq4", "q5_k", "q2")) else ()
         run("quantize", str(f16), str(q), preset, "--log-disable", *extra)
         out[preset] = q
     return out
@@ -57,7 +60,7 @@ def logits(model, ids, records, threads=2, act="a16"):
 IDS = [(i * 7919 + 17) % 480 for i in range(40)]
 
 
-@pytest.mark.parametrize("preset", ["q4_k_m", "iq4_xs", "q3_k_m", "iq4_nl", "q5_k_m", "q5_0", "q4_0"])
+@pytest.mark.parametrize("preset", PRESETS)
 @pytest.mark.parametrize("act", ["a16", "a8"])
 def test_compact_records_change_no_bit(models, preset, act):
     portable = logits(models[preset], IDS, "portable", act=act)

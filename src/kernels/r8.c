@@ -39,7 +39,8 @@ int llmk_r8_form(uint32_t type, unsigned forms) {
     if (layout == LLMK_R8_Q4S) return LLMK_R8_Q4K;
     if (type == LLMK_TYPE_IQ4_XS) return LLMK_R8_XS4;
     if (type == LLMK_TYPE_Q5_K) return LLMK_R8_Q8M;
-    if (type == LLMK_TYPE_Q6_K || type == LLMK_TYPE_Q3_K) return LLMK_R8_Q8K;
+    if (type == LLMK_TYPE_Q3_K) return LLMK_R8_Q3C;
+    if (type == LLMK_TYPE_Q6_K) return LLMK_R8_Q8K;
     if (type == LLMK_TYPE_IQ4_NL) return LLMK_R8_NL4;
     if (type == LLMK_TYPE_Q5_0) return LLMK_R8_Q5C;
     if (type == LLMK_TYPE_Q4_0) return LLMK_R8_Q40;
@@ -313,9 +314,20 @@ static int nl_index(int v) {
     return 0;
 }
 
+/* Row r's 32 weights v (-4..3) into a Q3C record (r8.h): v + 4's low 2 bits
+ * and its third bit at the places of their bytes of the int8 pairs. */
+static void put_q3c(unsigned char *rec, int r, const int8_t *v) {
+    for (int j = 0; j < LLMK_QK; j++) {
+        int x = 16 * (j / 2) + 2 * r + j % 2, u = v[j] + 4;
+        LLMK_CHECK(u >= 0 && u < 8);
+        rec[x % 64] |= (unsigned char)((u & 3) << (2 * (x / 64)));
+        rec[64 + x / 8] |= (unsigned char)((u >> 2) << (x % 8));
+    }
+}
+
 /* Block b's record of a compact form at rec, and its part of the header
  * hdr (r8.h): Q4K's nibbles as Q4S's, Q8K's int8 pairs as Q8S's, XS4's
- * grid indices as NL4's. */
+ * grid indices as NL4's, Q3C's bit planes. */
 static void pack_compact(int layout, unsigned char *hdr, unsigned char *rec, int64_t b,
                          const struct llmk_r8_sub *const src[8], const struct llmk_r8_kscales *ks) {
     unsigned char *part = hdr + 64 + 16 * (b % LLMK_R8_SUPER);
@@ -335,6 +347,7 @@ static void pack_compact(int layout, unsigned char *hdr, unsigned char *rec, int
         for (int e = 0; e < LLMK_QK; e++) u[e] = layout == LLMK_R8_XS4 ? nl_index(src[r]->v[e]) : src[r]->v[e];
         if (layout == LLMK_R8_Q4K) put_nibbles(rec, r, u);
         else if (layout == LLMK_R8_XS4) put_chunks(rec, r, u);
+        else if (layout == LLMK_R8_Q3C) put_q3c(rec, r, src[r]->v);
         else put_pairs(rec, r, src[r]->v);
     }
 }

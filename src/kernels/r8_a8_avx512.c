@@ -149,6 +149,13 @@ INLINE void block_any(int NA, int L, const unsigned char *ra, const unsigned cha
         block_i8(NA, 0, ea, rb != ra ? eb : ea, q, d, b, nb, NULL, acc);
         return;
     }
+    if (L == LLMK_R8_Q3C) { /* Q8S's products on the records it expands to: Q8K's bits */
+        _Alignas(64) unsigned char ea[352], eb[352];
+        q3c_expand(ra, b, ea);
+        if (rb != ra) q3c_expand(rb, b, eb);
+        block_i8(NA, 1, ea, rb != ra ? eb : ea, q, d, b, nb, NULL, acc);
+        return;
+    }
     if (L == LLMK_R8_Q4_1 || L == LLMK_R8_Q4S || L == LLMK_R8_Q4K || L == LLMK_R8_Q40)
         block_q4(NA, L == LLMK_R8_Q4S ? 1 : L == LLMK_R8_Q4K ? 2 : L == LLMK_R8_Q40 ? 3 : 0, ra, rb, q, d, b, nb, pre, acc);
     else block_i8(NA,

@@ -136,13 +136,13 @@ INLINE void rows_na(int NA, int L, const struct llmk_r8 *w, int64_t g0, int64_t 
 
 /* Prefill on a compact form: a group pair's scales converted once into
  * pre for up to R8_PRE_TILES tiles of activation rows, where each tile
- * would convert them again (5-9% of a Q4_K_M file's pp512); Q5C's and
- * Q2C's records expanded once into the Q8_0 and Q8S2 records the tiles then
- * read. The tiles go in
+ * would convert them again (5-9% of a Q4_K_M file's pp512); Q5C's, Q2C's
+ * and Q3C's records expanded once into the Q8_0, Q8S2 and Q8S records the
+ * tiles then read. The tiles go in
  * the inner loop only that far, so that their rows stay in L2 and the
  * pair's records in L1. Each lane's arithmetic is tile()'s: the same bits. */
 enum { R8_PRE_TILES = 4, R8_PRE_MAX_NB = 512 /* 64 KB of stack */, R8_PRE_Q5C_NB = 120 /* 2 x 120 x 272 bytes */,
-       R8_PRE_Q2C_NB = 84 /* 2 x 84 x 384 bytes */ };
+       R8_PRE_Q2C_NB = 84 /* 2 x 84 x 384 bytes */, R8_PRE_Q3C_NB = 92 /* 2 x 92 x 352 bytes */ };
 #define R8_HAVE_PRE 1
 
 INLINE void compact_pre(int L, const unsigned char *ra, const unsigned char *rb, int64_t nb, float *pre) {
@@ -182,12 +182,16 @@ INLINE void rows_pre(int L, const struct llmk_r8 *w, int64_t g0, int64_t g1, int
         for (int64_t g = g0; g < g1; g += 2) {
             const unsigned char *ra = w->data + (size_t)(g - w->g0) * gb;
             const unsigned char *rb = g + 1 < g1 ? ra + gb : ra;
-            if (L == LLMK_R8_Q2C) { /* the pair as Q8S2 groups in pre */
-                unsigned char *ea = (unsigned char *)pre, *eb = ea + (size_t)w->nb * 384;
+            if (L == LLMK_R8_Q2C || L == LLMK_R8_Q3C) { /* the pair as Q8S2 or Q8S groups in pre */
+                size_t es = L == LLMK_R8_Q2C ? 384 : 352;
+                unsigned char *ea = (unsigned char *)pre, *eb = ea + (size_t)w->nb * es;
                 int two = rb != ra;
                 for (int64_t b = 0; b < w->nb; b++) {
-                    q2c_expand(ra + llmk_r8_record_offset(L, b), b, ea + (size_t)b * 384);
-                    if (two) q2c_expand(rb + llmk_r8_record_offset(L, b), b, eb + (size_t)b * 384);
+                    size_t o = llmk_r8_record_offset(L, b);
+                    if (L == LLMK_R8_Q2C) q2c_expand(ra + o, b, ea + (size_t)b * es);
+                    else q3c_expand(ra + o, b, ea + (size_t)b * es);
+                    if (two && L == LLMK_R8_Q2C) q2c_expand(rb + o, b, eb + (size_t)b * es);
+                    else if (two) q3c_expand(rb + o, b, eb + (size_t)b * es);
                 }
                 ra = ea, rb = two ? eb : ea;
             } else if (L == LLMK_R8_Q5C) { /* the pair as Q8_0 groups in pre */
@@ -208,6 +212,7 @@ INLINE void rows_pre(int L, const struct llmk_r8 *w, int64_t g0, int64_t g1, int
                 __m512 out[R8_NA_MAX];
                 if (L == LLMK_R8_Q5C) tile_pre(na, LLMK_R8_Q8_0, ra, rb, w->nb, w->k, a, NULL, out);
                 else if (L == LLMK_R8_Q2C) tile_pre(na, LLMK_R8_Q8S2, ra, rb, w->nb, w->k, a, NULL, out);
+                else if (L == LLMK_R8_Q3C) tile_pre(na, LLMK_R8_Q8S, ra, rb, w->nb, w->k, a, NULL, out);
                 else tile_pre(na, L, ra, rb, w->nb, w->k, a, pre, out);
                 for (int j = 0; j < na; j++) {
                     store_group(y + (size_t)(i + j) * ys, g, r1, lo8(out[j]));

@@ -155,6 +155,27 @@ INLINE void q2c_expand(const unsigned char *rec, int64_t b, unsigned char *out) 
     _mm256_store_ps((float *)(void *)(out + 352), scaled8(h, 32, o + 24, 0)); /* m1 */
 }
 
+/* Block b's Q3C record (r8.h) -> the Q8S record it stands for, at out
+ * (32-byte aligned, 352 bytes): per 64 weights the low bits less 4 and a
+ * masked add of 4 where the third bit is set; s0 and s1 Q8K's products
+ * (scaled8), m = +0. */
+INLINE void q3c_expand(const unsigned char *rec, int64_t b, unsigned char *out) {
+    const unsigned char *h = r8_header(LLMK_R8_Q3C, rec, b);
+    const __m512i m2 = _mm512_set1_epi8(3), four = _mm512_set1_epi8(4);
+    __m512i x = _mm512_loadu_si512(rec);
+    _Pragma("GCC unroll 4")
+    for (int j = 0; j < 4; j++) {
+        uint64_t bits;
+        memcpy(&bits, rec + 64 + 8 * j, sizeof bits);
+        __m512i base = _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(x, 2 * j), m2), four);
+        _mm512_storeu_si512(out + 64 * j, _mm512_mask_add_epi8(base, _cvtu64_mask64(bits), base, four));
+    }
+    int o = 64 + 16 * (int)(b % LLMK_R8_SUPER);
+    _mm256_store_ps((float *)(void *)(out + 256), scaled8(h, 0, o, 1));
+    _mm256_store_ps((float *)(void *)(out + 288), scaled8(h, 32, o + 8, 1));
+    _mm256_store_ps((float *)(void *)(out + 320), _mm256_setzero_ps());
+}
+
 /* Block b's two products of a compact form (r8.h): Q4K's and Q8M's s = d *
  * sc and m = (-dmin) * mn, Q8K's and XS4's s0 = d * sc0 and s1 = d * sc1; from pre where a
  * walk converted them already (x then y, 16 floats each, per block). */

@@ -8,10 +8,10 @@ forms both runs take the portable ones and the check still holds.
 The model: a small qwen3moe of random weights (bench/make_moe_model.py,
 hidden 256 so that every matrix holds K-quant blocks), quantized by
 `llmk quantize` to Q4_K_M (Q4_K and Q6_K tensors), to IQ4_XS and Q3_K_M
-(XS4, and Q3_K in Q8K), to IQ4_NL (NL4), to Q5_K_M (Q8M), to Q5_0 (Q5C),
-to Q4_0 (Q40) and to Q2_K (Q2C), experts included for Q5_0 and Q4_0:
-their portable records pass the planner's size test too. The IQ4_NL,
-IQ4_XS, Q5_K_M and Q2_K files keep their expert stacks in Q8_0: an MoE stack takes the r8 kernels only
+(XS4, and Q3_K in Q3C), to IQ4_NL (NL4), to Q5_K_M (Q8M), to Q5_0 (Q5C),
+to Q4_0 (Q40) and to Q2_K (Q2C, and Q3C), experts included for Q4_K_M,
+Q5_0 and Q4_0: their portable records pass the planner's size test too.
+The other files keep their expert stacks in Q8_0: an MoE stack takes the r8 kernels only
 where its records are at most 1.7x the file (src/plan.c), which those
 types' are in their compact forms and not in the portable ones, so there
 the form decides the route and with it the bits."""
@@ -45,7 +45,7 @@ def models(tmp_path_factory):
     out = {}
     for preset in PRESETS:
         q = d / f"moe_{preset}.gguf"
-        extra = ("--tensor-type", "_exps=q8_0") if preset.startswith(("iq4", "q5_k", "q2")) else ()
+        extra = ("--tensor-type", "_exps=q8_0") if preset.startswith(("iq4", "q5_k", "q2", "q3")) else ()
         run("quantize", str(f16), str(q), preset, "--log-disable", *extra)
         out[preset] = q
     return out

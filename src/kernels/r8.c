@@ -40,7 +40,7 @@ int llmk_r8_form(uint32_t type, unsigned forms) {
     if (type == LLMK_TYPE_IQ4_XS) return LLMK_R8_XS4;
     if (type == LLMK_TYPE_Q5_K) return LLMK_R8_Q8M;
     if (type == LLMK_TYPE_Q3_K) return LLMK_R8_Q3C;
-    if (type == LLMK_TYPE_Q6_K) return LLMK_R8_Q8K;
+    if (type == LLMK_TYPE_Q6_K) return LLMK_R8_Q6C;
     if (type == LLMK_TYPE_IQ4_NL) return LLMK_R8_NL4;
     if (type == LLMK_TYPE_Q5_0) return LLMK_R8_Q5C;
     if (type == LLMK_TYPE_Q4_0) return LLMK_R8_Q40;
@@ -325,6 +325,17 @@ static void put_q3c(unsigned char *rec, int r, const int8_t *v) {
     }
 }
 
+/* Row r's 32 weights v (-32..31) into a Q6C record (r8.h): v + 32's low
+ * nibble and top 2 bits at the places of their bytes of the int8 pairs. */
+static void put_q6c(unsigned char *rec, int r, const int8_t *v) {
+    for (int j = 0; j < LLMK_QK; j++) {
+        int x = 16 * (j / 2) + 2 * r + j % 2, u = v[j] + 32;
+        LLMK_CHECK(u >= 0 && u < 64);
+        rec[x % 128] |= (unsigned char)((u & 15) << (4 * (x / 128)));
+        rec[128 + x % 64] |= (unsigned char)((u >> 4) << (2 * (x / 64)));
+    }
+}
+
 /* Block b's record of a compact form at rec, and its part of the header
  * hdr (r8.h): Q4K's nibbles as Q4S's, Q8K's int8 pairs as Q8S's, XS4's
  * grid indices as NL4's, Q3C's bit planes. */
@@ -348,6 +359,7 @@ static void pack_compact(int layout, unsigned char *hdr, unsigned char *rec, int
         if (layout == LLMK_R8_Q4K) put_nibbles(rec, r, u);
         else if (layout == LLMK_R8_XS4) put_chunks(rec, r, u);
         else if (layout == LLMK_R8_Q3C) put_q3c(rec, r, src[r]->v);
+        else if (layout == LLMK_R8_Q6C) put_q6c(rec, r, src[r]->v);
         else put_pairs(rec, r, src[r]->v);
     }
 }

@@ -83,6 +83,12 @@
  *     the Q8S record it stands for (u - 4 and a masked add of 4 per 64
  *     weights; s0, s1 Q8K's products, m = +0) and run Q8S's products on it:
  *     Q8K's bits, 3.75 bits a weight where Q8K takes 8.75 (the file 3.44).
+ *   Q6C (192 bytes a block, the compact Q8K of Q6_K): Q8K's header before
+ *     every 8 records of u = q + 32 (0..63): its low 4 bits as NL4's chunks
+ *     (128 bytes: nibble h of chunk byte c is byte 128 h + c of the int8
+ *     pairs), then its top 2 bits as Q2C's 64 bytes. Expanded into the Q8S
+ *     record it stands for, as Q3C's: Q8K's bits, 6.75 bits a weight where
+ *     Q8K takes 8.75 (the file 6.56).
  *     The other headers are 192 bytes so that every record starts a cache line;
  *     their f32 factors save the kernels a conversion a block. The compact
  *     forms trade a few instructions a block for a quarter less to stream:
@@ -126,7 +132,7 @@ enum { LLMK_R8_ROWS = 8 };
 enum llmk_r8_layout {
     LLMK_R8_Q8_0 = 0, LLMK_R8_Q4_1 = 1, LLMK_R8_Q8S = 2, LLMK_R8_Q8S2 = 3, LLMK_R8_Q4S = 4, LLMK_R8_MX4 = 5,
     LLMK_R8_Q4K = 6, LLMK_R8_Q8K = 7, LLMK_R8_NL4 = 8, LLMK_R8_XS4 = 9, LLMK_R8_Q8M = 10, LLMK_R8_Q5C = 11,
-    LLMK_R8_Q40 = 12, LLMK_R8_Q2C = 13, LLMK_R8_Q3C = 14
+    LLMK_R8_Q40 = 12, LLMK_R8_Q2C = 13, LLMK_R8_Q3C = 14, LLMK_R8_Q6C = 15
 };
 
 /* Record-form choices, a kernel table's llmk_kernels.r8_forms: the forms
@@ -153,6 +159,7 @@ static inline size_t llmk_r8_record_stride(int layout) {
     case LLMK_R8_Q5C: return 176;
     case LLMK_R8_Q2C: return 64;
     case LLMK_R8_Q3C: return 96;
+    case LLMK_R8_Q6C: return 192;
     default: return 272;
     }
 }
@@ -164,7 +171,7 @@ static inline int llmk_r8_compact(int layout) { return layout >= LLMK_R8_Q4K; }
 static inline size_t llmk_r8_header_bytes(int layout) {
     if (layout == LLMK_R8_Q2C) return 320;
     return layout == LLMK_R8_Q4K || layout == LLMK_R8_Q8K || layout == LLMK_R8_XS4 || layout == LLMK_R8_Q8M ||
-                   layout == LLMK_R8_Q3C
+                   layout == LLMK_R8_Q3C || layout == LLMK_R8_Q6C
                ? 192
                : 0;
 }
@@ -194,7 +201,7 @@ struct llmk_r8 {
 int llmk_r8_layout(uint32_t type);
 /* The record form of a type given the forms the kernels read (forms:
  * LLMK_R8_COMPACT or 0): Q4K for Q4_K, Q8M for Q5_K, Q8K for Q6_K and Q3_K where
- * compact (Q6_K; Q3C for Q3_K), NL4 for IQ4_NL, XS4 for IQ4_XS, Q5C for Q5_0, Q40 for Q4_0, Q2C for Q2_K, else
+ * compact (Q6C for Q6_K, Q3C for Q3_K), NL4 for IQ4_NL, XS4 for IQ4_XS, Q5C for Q5_0, Q40 for Q4_0, Q2C for Q2_K, else
  * llmk_r8_layout's. Every form of a type gives
  * the same bits. */
 int llmk_r8_form(uint32_t type, unsigned forms);

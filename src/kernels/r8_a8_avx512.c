@@ -149,10 +149,12 @@ INLINE void block_any(int NA, int L, const unsigned char *ra, const unsigned cha
         block_i8(NA, 0, ea, rb != ra ? eb : ea, q, d, b, nb, NULL, acc);
         return;
     }
-    if (L == LLMK_R8_Q3C) { /* Q8S's products on the records it expands to: Q8K's bits */
+    if (L == LLMK_R8_Q3C || L == LLMK_R8_Q6C) { /* Q8S's products on the records they expand to: Q8K's bits */
         _Alignas(64) unsigned char ea[352], eb[352];
-        q3c_expand(ra, b, ea);
-        if (rb != ra) q3c_expand(rb, b, eb);
+        if (L == LLMK_R8_Q3C) q3c_expand(ra, b, ea);
+        else q6c_expand(ra, b, ea);
+        if (rb != ra && L == LLMK_R8_Q3C) q3c_expand(rb, b, eb);
+        else if (rb != ra) q6c_expand(rb, b, eb);
         block_i8(NA, 1, ea, rb != ra ? eb : ea, q, d, b, nb, NULL, acc);
         return;
     }

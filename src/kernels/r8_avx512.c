@@ -186,10 +186,12 @@ INLINE void block_any(int NA, int L, const unsigned char *ra, const unsigned cha
         block_q8_0(NA, ea, rb != ra ? eb : ea, q, d, b, acc);
     }
     else if (L == LLMK_R8_XS4) block_nl4(NA, 1, ra, rb, q, d, b, nb, pre, acc);
-    else if (L == LLMK_R8_Q3C) { /* Q8S's products on the records it expands to */
+    else if (L == LLMK_R8_Q3C || L == LLMK_R8_Q6C) { /* Q8S's products on the records they expand to */
         _Alignas(64) unsigned char ea[352], eb[352];
-        q3c_expand(ra, b, ea);
-        if (rb != ra) q3c_expand(rb, b, eb);
+        if (L == LLMK_R8_Q3C) q3c_expand(ra, b, ea);
+        else q6c_expand(ra, b, ea);
+        if (rb != ra && L == LLMK_R8_Q3C) q3c_expand(rb, b, eb);
+        else if (rb != ra) q6c_expand(rb, b, eb);
         block_q8s(NA, 0, ea, rb != ra ? eb : ea, q, d, b, nb, NULL, acc);
     }
     else if (L == LLMK_R8_Q2C) { /* Q8S2's products on the records it expands to */

@@ -35,7 +35,7 @@
     case LLMK_R8_NL4: X(LLMK_R8_NL4); break; case LLMK_R8_XS4: X(LLMK_R8_XS4); break; \
     case LLMK_R8_Q8M: X(LLMK_R8_Q8M); break; case LLMK_R8_Q5C: X(LLMK_R8_Q5C); break; \
     case LLMK_R8_Q40: X(LLMK_R8_Q40); break; case LLMK_R8_Q2C: X(LLMK_R8_Q2C); break; \
-    case LLMK_R8_Q3C: X(LLMK_R8_Q3C); break;
+    case LLMK_R8_Q3C: X(LLMK_R8_Q3C); break; case LLMK_R8_Q6C: X(LLMK_R8_Q6C); break;
 #else
 #define R8_CASE_COMPACT(X)
 #endif
@@ -118,14 +118,16 @@ static void r8_mm(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *a
     }
 #endif
 #if defined(R8_HAVE_PRE) && R8_HAS_COMPACT
-    bool expands = w->layout == LLMK_R8_Q5C || w->layout == LLMK_R8_Q2C || w->layout == LLMK_R8_Q3C;
+    bool expands = w->layout == LLMK_R8_Q5C || w->layout == LLMK_R8_Q2C || w->layout == LLMK_R8_Q3C ||
+                   w->layout == LLMK_R8_Q6C;
     if (m > R8_NA_MAX && ((llmk_r8_header_bytes(w->layout) && !expands && w->nb <= R8_PRE_MAX_NB) ||
                           (w->layout == LLMK_R8_Q5C && w->nb <= R8_PRE_Q5C_NB) ||
                           (w->layout == LLMK_R8_Q2C && w->nb <= R8_PRE_Q2C_NB) ||
-                          (w->layout == LLMK_R8_Q3C && w->nb <= R8_PRE_Q3C_NB))) {
+                          ((w->layout == LLMK_R8_Q3C || w->layout == LLMK_R8_Q6C) && w->nb <= R8_PRE_Q3C_NB))) {
         if (w->layout == LLMK_R8_Q4K) rows_pre(LLMK_R8_Q4K, w, g0, g1, r1, ab, as, m, y, ys);
         else if (w->layout == LLMK_R8_Q2C) rows_pre(LLMK_R8_Q2C, w, g0, g1, r1, ab, as, m, y, ys);
         else if (w->layout == LLMK_R8_Q3C) rows_pre(LLMK_R8_Q3C, w, g0, g1, r1, ab, as, m, y, ys);
+        else if (w->layout == LLMK_R8_Q6C) rows_pre(LLMK_R8_Q6C, w, g0, g1, r1, ab, as, m, y, ys);
         else if (w->layout == LLMK_R8_Q5C) rows_pre(LLMK_R8_Q5C, w, g0, g1, r1, ab, as, m, y, ys);
         else if (w->layout == LLMK_R8_XS4) rows_pre(LLMK_R8_XS4, w, g0, g1, r1, ab, as, m, y, ys);
         else if (w->layout == LLMK_R8_Q8M) rows_pre(LLMK_R8_Q8M, w, g0, g1, r1, ab, as, m, y, ys);

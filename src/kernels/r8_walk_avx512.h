@@ -136,9 +136,9 @@ INLINE void rows_na(int NA, int L, const struct llmk_r8 *w, int64_t g0, int64_t 
 
 /* Prefill on a compact form: a group pair's scales converted once into
  * pre for up to R8_PRE_TILES tiles of activation rows, where each tile
- * would convert them again (5-9% of a Q4_K_M file's pp512); Q5C's, Q2C's
- * and Q3C's records expanded once into the Q8_0, Q8S2 and Q8S records the
- * tiles then read. The tiles go in
+ * would convert them again (5-9% of a Q4_K_M file's pp512); Q5C's, Q2C's,
+ * Q3C's and Q6C's records expanded once into the Q8_0, Q8S2 and Q8S records
+ * the tiles then read. The tiles go in
  * the inner loop only that far, so that their rows stay in L2 and the
  * pair's records in L1. Each lane's arithmetic is tile()'s: the same bits. */
 enum { R8_PRE_TILES = 4, R8_PRE_MAX_NB = 512 /* 64 KB of stack */, R8_PRE_Q5C_NB = 120 /* 2 x 120 x 272 bytes */,
@@ -182,16 +182,19 @@ INLINE void rows_pre(int L, const struct llmk_r8 *w, int64_t g0, int64_t g1, int
         for (int64_t g = g0; g < g1; g += 2) {
             const unsigned char *ra = w->data + (size_t)(g - w->g0) * gb;
             const unsigned char *rb = g + 1 < g1 ? ra + gb : ra;
-            if (L == LLMK_R8_Q2C || L == LLMK_R8_Q3C) { /* the pair as Q8S2 or Q8S groups in pre */
+            if (L == LLMK_R8_Q2C || L == LLMK_R8_Q3C || L == LLMK_R8_Q6C) { /* the pair as Q8S2 or Q8S groups in pre */
                 size_t es = L == LLMK_R8_Q2C ? 384 : 352;
                 unsigned char *ea = (unsigned char *)pre, *eb = ea + (size_t)w->nb * es;
                 int two = rb != ra;
                 for (int64_t b = 0; b < w->nb; b++) {
                     size_t o = llmk_r8_record_offset(L, b);
-                    if (L == LLMK_R8_Q2C) q2c_expand(ra + o, b, ea + (size_t)b * es);
-                    else q3c_expand(ra + o, b, ea + (size_t)b * es);
-                    if (two && L == LLMK_R8_Q2C) q2c_expand(rb + o, b, eb + (size_t)b * es);
-                    else if (two) q3c_expand(rb + o, b, eb + (size_t)b * es);
+                    for (int s = 0; s < 1 + two; s++) {
+                        const unsigned char *rec = (s ? rb : ra) + o;
+                        unsigned char *e = (s ? eb : ea) + (size_t)b * es;
+                        if (L == LLMK_R8_Q2C) q2c_expand(rec, b, e);
+                        else if (L == LLMK_R8_Q3C) q3c_expand(rec, b, e);
+                        else q6c_expand(rec, b, e);
+                    }
                 }
                 ra = ea, rb = two ? eb : ea;
             } else if (L == LLMK_R8_Q5C) { /* the pair as Q8_0 groups in pre */
@@ -212,7 +215,7 @@ INLINE void rows_pre(int L, const struct llmk_r8 *w, int64_t g0, int64_t g1, int
                 __m512 out[R8_NA_MAX];
                 if (L == LLMK_R8_Q5C) tile_pre(na, LLMK_R8_Q8_0, ra, rb, w->nb, w->k, a, NULL, out);
                 else if (L == LLMK_R8_Q2C) tile_pre(na, LLMK_R8_Q8S2, ra, rb, w->nb, w->k, a, NULL, out);
-                else if (L == LLMK_R8_Q3C) tile_pre(na, LLMK_R8_Q8S, ra, rb, w->nb, w->k, a, NULL, out);
+                else if (L == LLMK_R8_Q3C || L == LLMK_R8_Q6C) tile_pre(na, LLMK_R8_Q8S, ra, rb, w->nb, w->k, a, NULL, out);
                 else tile_pre(na, L, ra, rb, w->nb, w->k, a, pre, out);
                 for (int j = 0; j < na; j++) {
                     store_group(y + (size_t)(i + j) * ys, g, r1, lo8(out[j]));

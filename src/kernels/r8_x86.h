@@ -176,6 +176,27 @@ INLINE void q3c_expand(const unsigned char *rec, int64_t b, unsigned char *out) 
     _mm256_store_ps((float *)(void *)(out + 320), _mm256_setzero_ps());
 }
 
+/* Block b's Q6C record (r8.h) -> the Q8S record it stands for, at out
+ * (32-byte aligned, 352 bytes): per 64 weights the nibble, or'd with the top
+ * bits moved up by 4 (each byte's two bits shifted within its 16-bit lane
+ * stay in their byte), less 32; s0, s1 and m as Q3C's. */
+INLINE void q6c_expand(const unsigned char *rec, int64_t b, unsigned char *out) {
+    const unsigned char *h = r8_header(LLMK_R8_Q6C, rec, b);
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m2 = _mm512_set1_epi8(3), k32 = _mm512_set1_epi8(32);
+    __m512i x0 = _mm512_loadu_si512(rec), x1 = _mm512_loadu_si512(rec + 64), hx = _mm512_loadu_si512(rec + 128);
+    __m512i lo[4] = {_mm512_and_si512(x0, m4), _mm512_and_si512(x1, m4), _mm512_and_si512(_mm512_srli_epi16(x0, 4), m4),
+                     _mm512_and_si512(_mm512_srli_epi16(x1, 4), m4)};
+    _Pragma("GCC unroll 4")
+    for (int j = 0; j < 4; j++) {
+        __m512i top = _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hx, 2 * j), m2), 4);
+        _mm512_storeu_si512(out + 64 * j, _mm512_sub_epi8(_mm512_or_si512(lo[j], top), k32));
+    }
+    int o = 64 + 16 * (int)(b % LLMK_R8_SUPER);
+    _mm256_store_ps((float *)(void *)(out + 256), scaled8(h, 0, o, 1));
+    _mm256_store_ps((float *)(void *)(out + 288), scaled8(h, 32, o + 8, 1));
+    _mm256_store_ps((float *)(void *)(out + 320), _mm256_setzero_ps());
+}
+
 /* Block b's two products of a compact form (r8.h): Q4K's and Q8M's s = d *
  * sc and m = (-dmin) * mn, Q8K's and XS4's s0 = d * sc0 and s1 = d * sc1; from pre where a
  * walk converted them already (x then y, 16 floats each, per block). */

@@ -7,7 +7,7 @@ forms both runs take the portable ones and the check still holds.
 
 The model: a small qwen3moe of random weights (bench/make_moe_model.py,
 hidden 256 so that every matrix holds K-quant blocks), quantized by
-`llmk quantize` to Q4_K_M (Q4_K and Q6_K tensors), to IQ4_XS and Q3_K_M
+`llmk quantize` to Q4_K_M (Q4_K and Q6_K tensors: Q4K, Q6C), to IQ4_XS and Q3_K_M
 (XS4, and Q3_K in Q3C), to IQ4_NL (NL4), to Q5_K_M (Q8M), to Q5_0 (Q5C),
 to Q4_0 (Q40) and to Q2_K (Q2C, and Q3C), experts included for Q4_K_M,
 Q5_0 and Q4_0: their portable records pass the planner's size test too.

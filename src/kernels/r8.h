@@ -32,8 +32,9 @@
  *     blocks' 4 chunks of Q4_1 nibbles (128 bytes each). s = d * sc and m =
  *     (-dmin) * mn in f32 are Q4S's values exactly (r8_read.h), so the
  *     arithmetic is Q4S's; 4.75 bits a weight where Q4S takes 6 (the file 4.5).
- *   Q8K (280 bytes a block, the compact Q8S of Q6_K, Q3_K and IQ4_XS, whose
- *     m is 0 and s an f16 times an int8): per 8 blocks a 192-byte header,
+ *   Q8K (280 bytes a block, a compact Q8S for the types whose m is 0 and s an
+ *     f16 times an int8: Q6_K and Q3_K until Q6C and Q3C, which keep its
+ *     header, took their place; no type's form now): per 8 blocks a 192-byte header,
  *     f32 d[8] twice and for each block int8 sc0[8] then int8 sc1[8],
  *     followed by the 8 blocks' 256 bytes of Q8_0's int8 pairs. s0 = d *
  *     sc0, s1 = d * sc1, m = +0: Q8S's arithmetic, 8.75 bits a weight where
@@ -200,8 +201,8 @@ struct llmk_r8 {
  * type without one. */
 int llmk_r8_layout(uint32_t type);
 /* The record form of a type given the forms the kernels read (forms:
- * LLMK_R8_COMPACT or 0): Q4K for Q4_K, Q8M for Q5_K, Q8K for Q6_K and Q3_K where
- * compact (Q6C for Q6_K, Q3C for Q3_K), NL4 for IQ4_NL, XS4 for IQ4_XS, Q5C for Q5_0, Q40 for Q4_0, Q2C for Q2_K, else
+ * LLMK_R8_COMPACT or 0): where compact Q4K for Q4_K, Q8M for Q5_K, Q6C for
+ * Q6_K, Q3C for Q3_K, NL4 for IQ4_NL, XS4 for IQ4_XS, Q5C for Q5_0, Q40 for Q4_0, Q2C for Q2_K, else
  * llmk_r8_layout's. Every form of a type gives
  * the same bits. */
 int llmk_r8_form(uint32_t type, unsigned forms);

@@ -35,6 +35,12 @@ INLINE __m512 ld16(const void *p, int64_t i, int f16) {
     return _mm512_loadu_ps((const float *)p + i);
 }
 
+/* The hd elements of a cache row from element b on, as f32 registers. */
+INLINE void ld_row(const void *x, int64_t b, int hd, int f16, __m512 *row) {
+    _Pragma("GCC unroll 16")
+    for (int r = 0; r < hd / 16; r++) row[r] = ld16(x, b + 16 * r, f16);
+}
+
 INLINE __m256 fold(__m512 s) {
     return _mm256_add_ps(_mm512_castps512_ps256(s), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1)));
 }
@@ -68,10 +74,8 @@ INLINE void scores8_g(int G, const float *const *q, const void *k, int64_t strid
             for (int g = 0; g < G; g++) a[g][j] = _mm256_setzero_ps();
             continue;
         }
-        int64_t b = j * stride;
         __m512 kr[NR_MAX];
-        _Pragma("GCC unroll 16")
-        for (int r = 0; r < hd / 16; r++) kr[r] = ld16(k, b + 16 * r, f16);
+        ld_row(k, j * stride, hd, f16, kr);
         _Pragma("GCC unroll 4")
         for (int g = 0; g < G; g++) {
             __m512 s = _mm512_mul_ps(_mm512_loadu_ps(q[g]), kr[0]);
@@ -95,10 +99,8 @@ INLINE void accum_g(int G, float *const *o, const float *const *p, const void *v
         _Pragma("GCC unroll 16")
         for (int r = 0; r < hd / 16; r++) ov[g][r] = _mm512_loadu_ps(o[g] + 16 * r);
     for (int64_t j = j0; j < j1; j++) {
-        int64_t b = j * stride;
         __m512 vr[NR_MAX];
-        _Pragma("GCC unroll 16")
-        for (int r = 0; r < hd / 16; r++) vr[r] = ld16(v, b + 16 * r, f16);
+        ld_row(v, j * stride, hd, f16, vr);
         _Pragma("GCC unroll 4")
         for (int g = 0; g < G; g++) {
             __m512 pj = _mm512_set1_ps(p[g][j]);

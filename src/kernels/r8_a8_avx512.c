@@ -142,20 +142,10 @@ INLINE void block_i8(int NA, int MODE, const unsigned char *ra, const unsigned c
  * never run. */
 INLINE void block_any(int NA, int L, const unsigned char *ra, const unsigned char *rb, const int8_t *const *q,
                       const float *const *d, int64_t b, int64_t nb, const float *pre, __m512 *acc) {
-    if (L == LLMK_R8_Q5C) { /* Q8_0's products on the records it expands to */
-        _Alignas(64) unsigned char ea[272], eb[272];
-        q5c_expand(ra, ea);
-        if (rb != ra) q5c_expand(rb, eb);
-        block_i8(NA, 0, ea, rb != ra ? eb : ea, q, d, b, nb, NULL, acc);
-        return;
-    }
-    if (L == LLMK_R8_Q3C || L == LLMK_R8_Q6C) { /* Q8S's products on the records they expand to: Q8K's bits */
-        _Alignas(64) unsigned char ea[352], eb[352];
-        if (L == LLMK_R8_Q3C) q3c_expand(ra, b, ea);
-        else q6c_expand(ra, b, ea);
-        if (rb != ra && L == LLMK_R8_Q3C) q3c_expand(rb, b, eb);
-        else if (rb != ra) q6c_expand(rb, b, eb);
-        block_i8(NA, 1, ea, rb != ra ? eb : ea, q, d, b, nb, NULL, acc);
+    if (r8_expands(L)) { /* the portable form's products on the records they expand to (Q2_K has no A8) */
+        _Alignas(64) unsigned char ea[384], eb[384];
+        const unsigned char *xb = r8_expand_pair(L, ra, rb, b, ea, eb);
+        block_i8(NA, L == LLMK_R8_Q5C ? 0 : 1, ea, xb, q, d, b, nb, NULL, acc);
         return;
     }
     if (L == LLMK_R8_Q4_1 || L == LLMK_R8_Q4S || L == LLMK_R8_Q4K || L == LLMK_R8_Q40)

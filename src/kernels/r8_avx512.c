@@ -179,26 +179,12 @@ INLINE void block_any(int NA, int L, const unsigned char *ra, const unsigned cha
     else if (L == LLMK_R8_Q8M) block_q8s(NA, 3, ra, rb, q, d, b, nb, pre, acc);
     else if (L == LLMK_R8_Q8S2) block_q8s(NA, 1, ra, rb, q, d, b, nb, NULL, acc);
     else if (L == LLMK_R8_NL4) block_nl4(NA, 0, ra, rb, q, d, b, nb, NULL, acc);
-    else if (L == LLMK_R8_Q5C) { /* Q8_0's products on the records it expands to */
-        _Alignas(64) unsigned char ea[272], eb[272];
-        q5c_expand(ra, ea);
-        if (rb != ra) q5c_expand(rb, eb);
-        block_q8_0(NA, ea, rb != ra ? eb : ea, q, d, b, acc);
-    }
     else if (L == LLMK_R8_XS4) block_nl4(NA, 1, ra, rb, q, d, b, nb, pre, acc);
-    else if (L == LLMK_R8_Q3C || L == LLMK_R8_Q6C) { /* Q8S's products on the records they expand to */
-        _Alignas(64) unsigned char ea[352], eb[352];
-        if (L == LLMK_R8_Q3C) q3c_expand(ra, b, ea);
-        else q6c_expand(ra, b, ea);
-        if (rb != ra && L == LLMK_R8_Q3C) q3c_expand(rb, b, eb);
-        else if (rb != ra) q6c_expand(rb, b, eb);
-        block_q8s(NA, 0, ea, rb != ra ? eb : ea, q, d, b, nb, NULL, acc);
-    }
-    else if (L == LLMK_R8_Q2C) { /* Q8S2's products on the records it expands to */
+    else if (r8_expands(L)) { /* the portable form's products on the records they expand to */
         _Alignas(64) unsigned char ea[384], eb[384];
-        q2c_expand(ra, b, ea);
-        if (rb != ra) q2c_expand(rb, b, eb);
-        block_q8s(NA, 1, ea, rb != ra ? eb : ea, q, d, b, nb, NULL, acc);
+        const unsigned char *xb = r8_expand_pair(L, ra, rb, b, ea, eb);
+        if (L == LLMK_R8_Q5C) block_q8_0(NA, ea, xb, q, d, b, acc);
+        else block_q8s(NA, L == LLMK_R8_Q2C, ea, xb, q, d, b, nb, NULL, acc);
     }
     else block_q8_0(NA, ra, rb, q, d, b, acc);
 }

@@ -118,12 +118,9 @@ static void r8_mm(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *a
     }
 #endif
 #if defined(R8_HAVE_PRE) && R8_HAS_COMPACT
-    bool expands = w->layout == LLMK_R8_Q5C || w->layout == LLMK_R8_Q2C || w->layout == LLMK_R8_Q3C ||
-                   w->layout == LLMK_R8_Q6C;
+    bool expands = r8_expands(w->layout);
     if (m > R8_NA_MAX && ((llmk_r8_header_bytes(w->layout) && !expands && w->nb <= R8_PRE_MAX_NB) ||
-                          (w->layout == LLMK_R8_Q5C && w->nb <= R8_PRE_Q5C_NB) ||
-                          (w->layout == LLMK_R8_Q2C && w->nb <= R8_PRE_Q2C_NB) ||
-                          ((w->layout == LLMK_R8_Q3C || w->layout == LLMK_R8_Q6C) && w->nb <= R8_PRE_Q3C_NB))) {
+                          (expands && w->nb <= r8_pre_expand_nb(w->layout)))) {
         if (w->layout == LLMK_R8_Q4K) rows_pre(LLMK_R8_Q4K, w, g0, g1, r1, ab, as, m, y, ys);
         else if (w->layout == LLMK_R8_Q2C) rows_pre(LLMK_R8_Q2C, w, g0, g1, r1, ab, as, m, y, ys);
         else if (w->layout == LLMK_R8_Q3C) rows_pre(LLMK_R8_Q3C, w, g0, g1, r1, ab, as, m, y, ys);

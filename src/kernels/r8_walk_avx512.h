@@ -141,8 +141,10 @@ INLINE void rows_na(int NA, int L, const struct llmk_r8 *w, int64_t g0, int64_t 
  * the tiles then read. The tiles go in
  * the inner loop only that far, so that their rows stay in L2 and the
  * pair's records in L1. Each lane's arithmetic is tile()'s: the same bits. */
-enum { R8_PRE_TILES = 4, R8_PRE_MAX_NB = 512 /* 64 KB of stack */, R8_PRE_Q5C_NB = 120 /* 2 x 120 x 272 bytes */,
-       R8_PRE_Q2C_NB = 84 /* 2 x 84 x 384 bytes */, R8_PRE_Q3C_NB = 92 /* 2 x 92 x 352 bytes */ };
+enum { R8_PRE_TILES = 4, R8_PRE_MAX_NB = 512 /* 64 KB of stack */ };
+/* The most blocks a row of an expanding form may have for rows_pre: a pair's
+ * expanded records fill the same 64 KB. */
+INLINE int64_t r8_pre_expand_nb(int L) { return (int64_t)(R8_PRE_MAX_NB * 32 * sizeof(float) / (2 * r8_expanded_bytes(L))); }
 #define R8_HAVE_PRE 1
 
 INLINE void compact_pre(int L, const unsigned char *ra, const unsigned char *rb, int64_t nb, float *pre) {
@@ -182,27 +184,13 @@ INLINE void rows_pre(int L, const struct llmk_r8 *w, int64_t g0, int64_t g1, int
         for (int64_t g = g0; g < g1; g += 2) {
             const unsigned char *ra = w->data + (size_t)(g - w->g0) * gb;
             const unsigned char *rb = g + 1 < g1 ? ra + gb : ra;
-            if (L == LLMK_R8_Q2C || L == LLMK_R8_Q3C || L == LLMK_R8_Q6C) { /* the pair as Q8S2 or Q8S groups in pre */
-                size_t es = L == LLMK_R8_Q2C ? 384 : 352;
+            if (r8_expands(L)) { /* the pair as groups of the portable form in pre */
+                size_t es = r8_expanded_bytes(L);
                 unsigned char *ea = (unsigned char *)pre, *eb = ea + (size_t)w->nb * es;
                 int two = rb != ra;
                 for (int64_t b = 0; b < w->nb; b++) {
                     size_t o = llmk_r8_record_offset(L, b);
-                    for (int s = 0; s < 1 + two; s++) {
-                        const unsigned char *rec = (s ? rb : ra) + o;
-                        unsigned char *e = (s ? eb : ea) + (size_t)b * es;
-                        if (L == LLMK_R8_Q2C) q2c_expand(rec, b, e);
-                        else if (L == LLMK_R8_Q3C) q3c_expand(rec, b, e);
-                        else q6c_expand(rec, b, e);
-                    }
-                }
-                ra = ea, rb = two ? eb : ea;
-            } else if (L == LLMK_R8_Q5C) { /* the pair as Q8_0 groups in pre */
-                unsigned char *ea = (unsigned char *)pre, *eb = ea + (size_t)w->nb * 272;
-                int two = rb != ra;
-                for (int64_t b = 0; b < w->nb; b++) {
-                    q5c_expand(ra + (size_t)b * 176, ea + (size_t)b * 272);
-                    if (two) q5c_expand(rb + (size_t)b * 176, eb + (size_t)b * 272);
+                    r8_expand_pair(L, ra + o, rb + o, b, ea + (size_t)b * es, eb + (size_t)b * es);
                 }
                 ra = ea, rb = two ? eb : ea;
             } else {
@@ -213,9 +201,7 @@ INLINE void rows_pre(int L, const struct llmk_r8 *w, int64_t g0, int64_t g1, int
                 const unsigned char *a[R8_NA_MAX];
                 for (int j = 0; j < R8_NA_MAX; j++) a[j] = act + (size_t)(i + (j < na ? j : 0)) * as;
                 __m512 out[R8_NA_MAX];
-                if (L == LLMK_R8_Q5C) tile_pre(na, LLMK_R8_Q8_0, ra, rb, w->nb, w->k, a, NULL, out);
-                else if (L == LLMK_R8_Q2C) tile_pre(na, LLMK_R8_Q8S2, ra, rb, w->nb, w->k, a, NULL, out);
-                else if (L == LLMK_R8_Q3C || L == LLMK_R8_Q6C) tile_pre(na, LLMK_R8_Q8S, ra, rb, w->nb, w->k, a, NULL, out);
+                if (r8_expands(L)) tile_pre(na, r8_expanded_form(L), ra, rb, w->nb, w->k, a, NULL, out);
                 else tile_pre(na, L, ra, rb, w->nb, w->k, a, pre, out);
                 for (int j = 0; j < na; j++) {
                     store_group(y + (size_t)(i + j) * ys, g, r1, lo8(out[j]));

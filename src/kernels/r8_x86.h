@@ -139,7 +139,7 @@ INLINE __m512 scaled_pair(const unsigned char *ha, const unsigned char *hb, int 
 }
 
 /* Block b's Q2C record (r8.h) -> the Q8S2 record it stands for, at out
- * (64-byte aligned, 384 bytes): the 2-bit weights by a shift and a mask
+ * (32-byte aligned, 384 bytes): the 2-bit weights by a shift and a mask
  * per 64, the f32 scales and offsets as the header's factors times its
  * integers (scaled8: exact products, read_q2_k's values). */
 INLINE void q2c_expand(const unsigned char *rec, int64_t b, unsigned char *out) {
@@ -147,7 +147,7 @@ INLINE void q2c_expand(const unsigned char *rec, int64_t b, unsigned char *out) 
     const __m512i m2 = _mm512_set1_epi8(3);
     __m512i x = _mm512_loadu_si512(rec);
     _Pragma("GCC unroll 4")
-    for (int j = 0; j < 4; j++) _mm512_store_si512(out + 64 * j, _mm512_and_si512(_mm512_srli_epi16(x, 2 * j), m2));
+    for (int j = 0; j < 4; j++) _mm512_storeu_si512(out + 64 * j, _mm512_and_si512(_mm512_srli_epi16(x, 2 * j), m2));
     int o = 64 + 32 * (int)(b % LLMK_R8_SUPER);
     _mm256_store_ps((float *)(void *)(out + 256), scaled8(h, 0, o, 0));       /* s0 = d * sc0 */
     _mm256_store_ps((float *)(void *)(out + 288), scaled8(h, 0, o + 8, 0));   /* s1 */
@@ -195,6 +195,33 @@ INLINE void q6c_expand(const unsigned char *rec, int64_t b, unsigned char *out) 
     _mm256_store_ps((float *)(void *)(out + 256), scaled8(h, 0, o, 1));
     _mm256_store_ps((float *)(void *)(out + 288), scaled8(h, 32, o + 8, 1));
     _mm256_store_ps((float *)(void *)(out + 320), _mm256_setzero_ps());
+}
+
+/* The forms the kernels expand in L1 before their products (Q5C, Q2C, Q3C,
+ * Q6C), the portable form each expands to and its record's bytes. */
+INLINE int r8_expands(int L) { return L == LLMK_R8_Q5C || L == LLMK_R8_Q2C || L == LLMK_R8_Q3C || L == LLMK_R8_Q6C; }
+INLINE int r8_expanded_form(int L) {
+    return L == LLMK_R8_Q5C ? LLMK_R8_Q8_0 : L == LLMK_R8_Q2C ? LLMK_R8_Q8S2 : LLMK_R8_Q8S;
+}
+INLINE size_t r8_expanded_bytes(int L) { return llmk_r8_record_stride(r8_expanded_form(L)); }
+
+/* Block b's record rec of an expanding form L -> out (32-byte aligned). */
+INLINE void r8_expand(int L, const unsigned char *rec, int64_t b, unsigned char *out) {
+    if (L == LLMK_R8_Q5C) q5c_expand(rec, out);
+    else if (L == LLMK_R8_Q2C) q2c_expand(rec, b, out);
+    else if (L == LLMK_R8_Q3C) q3c_expand(rec, b, out);
+    else q6c_expand(rec, b, out);
+}
+
+/* Block b's two records ra, rb (the same one for a group alone) expanded
+ * into ea and eb (384 bytes each, 32-byte aligned); returns the second
+ * record for the products (eb, or ea when alone). */
+INLINE const unsigned char *r8_expand_pair(int L, const unsigned char *ra, const unsigned char *rb, int64_t b,
+                                           unsigned char *ea, unsigned char *eb) {
+    r8_expand(L, ra, b, ea);
+    if (rb == ra) return ea;
+    r8_expand(L, rb, b, eb);
+    return eb;
 }
 
 /* Block b's two products of a compact form (r8.h): Q4K's and Q8M's s = d *

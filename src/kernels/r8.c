@@ -45,6 +45,7 @@ int llmk_r8_form(uint32_t type, unsigned forms) {
     if (type == LLMK_TYPE_Q5_0) return LLMK_R8_Q5C;
     if (type == LLMK_TYPE_Q4_0) return LLMK_R8_Q40;
     if (type == LLMK_TYPE_Q2_K) return LLMK_R8_Q2C;
+    if (type == LLMK_TYPE_Q5_1) return LLMK_R8_Q51;
     return layout;
 }
 
@@ -438,6 +439,26 @@ static void pack_q2c(unsigned char *hdr, unsigned char *rec, int64_t b, const un
     }
 }
 
+/* A Q51 record (r8.h) from 8 Q5_1 blocks' bytes (NULL: a padding row,
+ * left zero). */
+static void pack_q51(unsigned char *dst, const unsigned char *const src[8]) {
+    memset(dst, 0, 192);
+    for (int r = 0; r < 8; r++) {
+        if (!src[r]) continue;
+        llmk_block_q5_1 b;
+        memcpy(&b, src[r], sizeof b);
+        int u[LLMK_QK];
+        for (int j = 0; j < LLMK_QK; j++) {
+            int byte = 16 * (j / 2) + 2 * r + j % 2; /* its byte of the int8 pairs */
+            u[j] = nibble(b.qs, j);
+            if ((b.qh[j >> 3] >> (j & 7)) & 1) dst[128 + byte / 8] |= (unsigned char)(1u << (byte % 8));
+        }
+        put_chunks(dst, r, u);
+        put_u16(dst + 160 + 2 * r, llmk_ld_u16(&b.d));
+        put_u16(dst + 176 + 2 * r, llmk_ld_u16(&b.m));
+    }
+}
+
 /* Group g's block b (group data at gdata): the 8 rows' records from their
  * GGUF bytes, which src holds from row row0 on. */
 static void pack_record(const llmk_tensor_info *t, const unsigned char *src, int64_t row0, const struct llmk_r8 *w,
@@ -455,7 +476,7 @@ static void pack_record(const llmk_tensor_info *t, const unsigned char *src, int
         p[r] = NULL;
         if (row >= w->n) continue;
         const unsigned char *rp = src + (size_t)(row - row0) * rowb;
-        if (w->layout == LLMK_R8_NL4) {
+        if (w->layout == LLMK_R8_NL4 || w->layout == LLMK_R8_Q51) {
             p[r] = rp + (size_t)b * sb;
             continue;
         }
@@ -475,6 +496,7 @@ static void pack_record(const llmk_tensor_info *t, const unsigned char *src, int
         pack_q2c(dst - (size_t)(b % LLMK_R8_SUPER) * 64 - llmk_r8_header_bytes(w->layout), dst, b,
                  (const unsigned char *const *)p, q8s, (const float(*)[2])mins);
     else if (w->layout == LLMK_R8_NL4) pack_nl4(dst, (const unsigned char *const *)p);
+    else if (w->layout == LLMK_R8_Q51) pack_q51(dst, (const unsigned char *const *)p);
     else if (w->layout == LLMK_R8_Q5C) pack_q5c(dst, (const struct r8_block *const *)p);
     else if (w->layout == LLMK_R8_Q40) pack_q40(dst, (const struct r8_block *const *)p);
     else if (compact) pack_compact(w->layout, dst - (size_t)(b % LLMK_R8_SUPER) * llmk_r8_record_stride(w->layout) -

@@ -90,6 +90,11 @@
  *     pairs), then its top 2 bits as Q2C's 64 bytes. Expanded into the Q8S
  *     record it stands for, as Q3C's: Q8K's bits, 6.75 bits a weight where
  *     Q8K takes 8.75 (the file 6.56).
+ *   Q51 (192 bytes, the compact Q8S of Q5_1, the file's bytes): Q5C's
+ *     nibble chunks and fifth-bit plane (of q itself, 0..31), then f16
+ *     d[8] and f16 m[8]. Expanded into the Q8S record it stands for (s0 =
+ *     s1 = d, m as f32, exact): Q8S's bits, 6 bits a weight where Q8S
+ *     takes 11.
  *     The other headers are 192 bytes so that every record starts a cache line;
  *     their f32 factors save the kernels a conversion a block. The compact
  *     forms trade a few instructions a block for a quarter less to stream:
@@ -133,7 +138,7 @@ enum { LLMK_R8_ROWS = 8 };
 enum llmk_r8_layout {
     LLMK_R8_Q8_0 = 0, LLMK_R8_Q4_1 = 1, LLMK_R8_Q8S = 2, LLMK_R8_Q8S2 = 3, LLMK_R8_Q4S = 4, LLMK_R8_MX4 = 5,
     LLMK_R8_Q4K = 6, LLMK_R8_Q8K = 7, LLMK_R8_NL4 = 8, LLMK_R8_XS4 = 9, LLMK_R8_Q8M = 10, LLMK_R8_Q5C = 11,
-    LLMK_R8_Q40 = 12, LLMK_R8_Q2C = 13, LLMK_R8_Q3C = 14, LLMK_R8_Q6C = 15
+    LLMK_R8_Q40 = 12, LLMK_R8_Q2C = 13, LLMK_R8_Q3C = 14, LLMK_R8_Q6C = 15, LLMK_R8_Q51 = 16
 };
 
 /* Record-form choices, a kernel table's llmk_kernels.r8_forms: the forms
@@ -160,7 +165,8 @@ static inline size_t llmk_r8_record_stride(int layout) {
     case LLMK_R8_Q5C: return 176;
     case LLMK_R8_Q2C: return 64;
     case LLMK_R8_Q3C: return 96;
-    case LLMK_R8_Q6C: return 192;
+    case LLMK_R8_Q6C:
+    case LLMK_R8_Q51: return 192;
     default: return 272;
     }
 }
@@ -202,7 +208,8 @@ struct llmk_r8 {
 int llmk_r8_layout(uint32_t type);
 /* The record form of a type given the forms the kernels read (forms:
  * LLMK_R8_COMPACT or 0): where compact Q4K for Q4_K, Q8M for Q5_K, Q6C for
- * Q6_K, Q3C for Q3_K, NL4 for IQ4_NL, XS4 for IQ4_XS, Q5C for Q5_0, Q40 for Q4_0, Q2C for Q2_K, else
+ * Q6_K, Q3C for Q3_K, NL4 for IQ4_NL, XS4 for IQ4_XS, Q5C for Q5_0, Q40 for Q4_0, Q2C for Q2_K,
+ * Q51 for Q5_1, else
  * llmk_r8_layout's. Every form of a type gives
  * the same bits. */
 int llmk_r8_form(uint32_t type, unsigned forms);

@@ -35,7 +35,8 @@
     case LLMK_R8_NL4: X(LLMK_R8_NL4); break; case LLMK_R8_XS4: X(LLMK_R8_XS4); break; \
     case LLMK_R8_Q8M: X(LLMK_R8_Q8M); break; case LLMK_R8_Q5C: X(LLMK_R8_Q5C); break; \
     case LLMK_R8_Q40: X(LLMK_R8_Q40); break; case LLMK_R8_Q2C: X(LLMK_R8_Q2C); break; \
-    case LLMK_R8_Q3C: X(LLMK_R8_Q3C); break; case LLMK_R8_Q6C: X(LLMK_R8_Q6C); break;
+    case LLMK_R8_Q3C: X(LLMK_R8_Q3C); break; case LLMK_R8_Q6C: X(LLMK_R8_Q6C); break; \
+    case LLMK_R8_Q51: X(LLMK_R8_Q51); break;
 #else
 #define R8_CASE_COMPACT(X)
 #endif
@@ -125,6 +126,7 @@ static void r8_mm(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *a
         else if (w->layout == LLMK_R8_Q2C) rows_pre(LLMK_R8_Q2C, w, g0, g1, r1, ab, as, m, y, ys);
         else if (w->layout == LLMK_R8_Q3C) rows_pre(LLMK_R8_Q3C, w, g0, g1, r1, ab, as, m, y, ys);
         else if (w->layout == LLMK_R8_Q6C) rows_pre(LLMK_R8_Q6C, w, g0, g1, r1, ab, as, m, y, ys);
+        else if (w->layout == LLMK_R8_Q51) rows_pre(LLMK_R8_Q51, w, g0, g1, r1, ab, as, m, y, ys);
         else if (w->layout == LLMK_R8_Q5C) rows_pre(LLMK_R8_Q5C, w, g0, g1, r1, ab, as, m, y, ys);
         else if (w->layout == LLMK_R8_XS4) rows_pre(LLMK_R8_XS4, w, g0, g1, r1, ab, as, m, y, ys);
         else if (w->layout == LLMK_R8_Q8M) rows_pre(LLMK_R8_Q8M, w, g0, g1, r1, ab, as, m, y, ys);

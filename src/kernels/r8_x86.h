@@ -197,9 +197,31 @@ INLINE void q6c_expand(const unsigned char *rec, int64_t b, unsigned char *out) 
     _mm256_store_ps((float *)(void *)(out + 320), _mm256_setzero_ps());
 }
 
+/* A Q51 record (r8.h) -> the Q8S record it stands for, at out (32-byte
+ * aligned, 352 bytes): Q5C's nibbles and masked add of 16 (q itself, no
+ * offset), the f16 d and m widened exactly. */
+INLINE void q51_expand(const unsigned char *rec, unsigned char *out) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f), sixteen = _mm512_set1_epi8(16);
+    __m512i x0 = _mm512_loadu_si512(rec), x1 = _mm512_loadu_si512(rec + 64);
+    __m512i v[4] = {_mm512_and_si512(x0, m4), _mm512_and_si512(x1, m4), _mm512_and_si512(_mm512_srli_epi16(x0, 4), m4),
+                    _mm512_and_si512(_mm512_srli_epi16(x1, 4), m4)};
+    _Pragma("GCC unroll 4")
+    for (int j = 0; j < 4; j++) {
+        uint64_t bits;
+        memcpy(&bits, rec + 128 + 8 * j, sizeof bits);
+        _mm512_storeu_si512(out + 64 * j, _mm512_mask_add_epi8(v[j], _cvtu64_mask64(bits), v[j], sixteen));
+    }
+    __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(rec + 160)));
+    _mm256_store_ps((float *)(void *)(out + 256), d);
+    _mm256_store_ps((float *)(void *)(out + 288), d);
+    _mm256_store_ps((float *)(void *)(out + 320), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(rec + 176))));
+}
+
 /* The forms the kernels expand in L1 before their products (Q5C, Q2C, Q3C,
- * Q6C), the portable form each expands to and its record's bytes. */
-INLINE int r8_expands(int L) { return L == LLMK_R8_Q5C || L == LLMK_R8_Q2C || L == LLMK_R8_Q3C || L == LLMK_R8_Q6C; }
+ * Q6C, Q51), the portable form each expands to and its record's bytes. */
+INLINE int r8_expands(int L) {
+    return L == LLMK_R8_Q5C || L == LLMK_R8_Q2C || L == LLMK_R8_Q3C || L == LLMK_R8_Q6C || L == LLMK_R8_Q51;
+}
 INLINE int r8_expanded_form(int L) {
     return L == LLMK_R8_Q5C ? LLMK_R8_Q8_0 : L == LLMK_R8_Q2C ? LLMK_R8_Q8S2 : LLMK_R8_Q8S;
 }
@@ -210,6 +232,7 @@ INLINE void r8_expand(int L, const unsigned char *rec, int64_t b, unsigned char 
     if (L == LLMK_R8_Q5C) q5c_expand(rec, out);
     else if (L == LLMK_R8_Q2C) q2c_expand(rec, b, out);
     else if (L == LLMK_R8_Q3C) q3c_expand(rec, b, out);
+    else if (L == LLMK_R8_Q51) q51_expand(rec, out);
     else q6c_expand(rec, b, out);
 }
 

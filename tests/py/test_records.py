@@ -9,7 +9,7 @@ The model: a small qwen3moe of random weights (bench/make_moe_model.py,
 hidden 256 so that every matrix holds K-quant blocks), quantized by
 `llmk quantize` to Q4_K_M (Q4_K and Q6_K tensors: Q4K, Q6C), to IQ4_XS and Q3_K_M
 (XS4, and Q3_K in Q3C), to IQ4_NL (NL4), to Q5_K_M (Q8M), to Q5_0 (Q5C),
-to Q4_0 (Q40) and to Q2_K (Q2C, and Q3C), experts included for Q4_K_M,
+to Q4_0 (Q40), to Q2_K (Q2C, and Q3C) and to Q5_1 (Q51), experts included for Q4_K_M,
 Q5_0 and Q4_0: their portable records pass the planner's size test too.
 The other files keep their expert stacks in Q8_0: an MoE stack takes the r8 kernels only
 where its records are at most 1.7x the file (src/plan.c), which those
@@ -32,7 +32,7 @@ def run(*args, env=None):
                           env=None if env is None else {**os.environ, **env}).stdout
 
 
-PRESETS = ("q4_k_m", "iq4_xs", "q3_k_m", "iq4_nl", "q5_k_m", "q5_0", "q4_0", "q2_k")
+PRESETS = ("q4_k_m", "iq4_xs", "q3_k_m", "iq4_nl", "q5_k_m", "q5_0", "q4_0", "q2_k", "q5_1")
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +45,7 @@ def models(tmp_path_factory):
     out = {}
     for preset in PRESETS:
         q = d / f"moe_{preset}.gguf"
-        extra = ("--tensor-type", "_exps=q8_0") if preset.startswith(("iq4", "q5_k", "q2", "q3")) else ()
+        extra = ("--tensor-type", "_exps=q8_0") if preset.startswith(("iq4", "q5_k", "q5_1", "q2", "q3")) else ()
         run("quantize", str(f16), str(q), preset, "--log-disable", *extra)
         out[preset] = q
     return out

@@ -109,10 +109,14 @@ static void put_nibbles(unsigned char *dst, int r, const int *v) {
                     (uint16_t)(v[8 * c + e] | v[8 * c + 2 + e] << 4 | v[8 * c + 4 + e] << 8 | v[8 * c + 6 + e] << 12));
 }
 
-/* Row r's 32 int8 weights into Q8_0's 16 pairs of 16 bytes at dst: byte
- * 2r + e of pair p is element 2p + e (Q8_0, Q8S and their compact forms). */
+/* The byte of Q8_0's 16 pairs of 16 bytes that holds row r's element j:
+ * byte 2r + e of pair p is element 2p + e (Q8_0, Q8S and the forms whose
+ * planes the kernels expand into them). */
+static int pair_byte(int r, int j) { return 16 * (j / 2) + 2 * r + j % 2; }
+
+/* Row r's 32 int8 weights into Q8_0's pairs at dst. */
 static void put_pairs(unsigned char *dst, int r, const int8_t *v) {
-    for (int j = 0; j < LLMK_QK; j++) dst[16 * (j / 2) + 2 * r + j % 2] = (unsigned char)v[j];
+    for (int j = 0; j < LLMK_QK; j++) dst[pair_byte(r, j)] = (unsigned char)v[j];
 }
 
 /* Row r's 32 four-bit values u (0..15) into NL4's 8 chunks of 16 bytes at
@@ -319,7 +323,7 @@ static int nl_index(int v) {
  * and its third bit at the places of their bytes of the int8 pairs. */
 static void put_q3c(unsigned char *rec, int r, const int8_t *v) {
     for (int j = 0; j < LLMK_QK; j++) {
-        int x = 16 * (j / 2) + 2 * r + j % 2, u = v[j] + 4;
+        int x = pair_byte(r, j), u = v[j] + 4;
         LLMK_CHECK(u >= 0 && u < 8);
         rec[x % 64] |= (unsigned char)((u & 3) << (2 * (x / 64)));
         rec[64 + x / 8] |= (unsigned char)((u >> 2) << (x % 8));
@@ -330,7 +334,7 @@ static void put_q3c(unsigned char *rec, int r, const int8_t *v) {
  * nibble and top 2 bits at the places of their bytes of the int8 pairs. */
 static void put_q6c(unsigned char *rec, int r, const int8_t *v) {
     for (int j = 0; j < LLMK_QK; j++) {
-        int x = 16 * (j / 2) + 2 * r + j % 2, u = v[j] + 32;
+        int x = pair_byte(r, j), u = v[j] + 32;
         LLMK_CHECK(u >= 0 && u < 64);
         rec[x % 128] |= (unsigned char)((u & 15) << (4 * (x / 128)));
         rec[128 + x % 64] |= (unsigned char)((u >> 4) << (2 * (x / 64)));
@@ -390,6 +394,19 @@ static void pack_q40(unsigned char *dst, const struct r8_block *const src[8]) {
     }
 }
 
+/* Row r's 32 five-bit values q (0..31) as Q5C and Q51 hold them (r8.h):
+ * the low nibbles in NL4's chunks, bit 4 in the plane after them at its
+ * byte of the int8 pairs. */
+static void put_five(unsigned char *dst, int r, const int *q) {
+    int u[LLMK_QK];
+    for (int j = 0; j < LLMK_QK; j++) {
+        int x = pair_byte(r, j);
+        u[j] = q[j] & 15;
+        if (q[j] & 16) dst[128 + x / 8] |= (unsigned char)(1u << (x % 8));
+    }
+    put_chunks(dst, r, u);
+}
+
 /* A Q5C record (r8.h) from 8 blocks as read_block gives Q5_0's (v = q -
  * 16; NULL: a padding row, left zero: weights -16 times d = 0, in lanes no
  * result is stored from). */
@@ -397,13 +414,9 @@ static void pack_q5c(unsigned char *dst, const struct r8_block *const src[8]) {
     memset(dst, 0, 176);
     for (int r = 0; r < 8; r++) {
         if (!src[r]) continue;
-        int u[LLMK_QK];
-        for (int j = 0; j < LLMK_QK; j++) {
-            int q = src[r]->v[j] + 16, byte = 16 * (j / 2) + 2 * r + j % 2; /* its byte of the Q8_0 record */
-            u[j] = q & 15;
-            if (q & 16) dst[128 + byte / 8] |= (unsigned char)(1u << (byte % 8));
-        }
-        put_chunks(dst, r, u);
+        int q[LLMK_QK];
+        for (int j = 0; j < LLMK_QK; j++) q[j] = src[r]->v[j] + 16;
+        put_five(dst, r, q);
         put_u16(dst + 160 + 2 * r, src[r]->d);
     }
 }
@@ -433,7 +446,7 @@ static void pack_q2c(unsigned char *hdr, unsigned char *rec, int64_t b, const un
                        (memcmp(&m, &mins[r][h], sizeof m) == 0 || (isnan(m) && isnan(mins[r][h]))));
         }
         for (int j = 0; j < LLMK_QK; j++) {
-            int x = 16 * (j / 2) + 2 * r + j % 2; /* its byte of the int8 pairs */
+            int x = pair_byte(r, j);
             rec[x % 64] |= (unsigned char)(sub[r].v[j] << (2 * (x / 64)));
         }
     }
@@ -447,13 +460,9 @@ static void pack_q51(unsigned char *dst, const unsigned char *const src[8]) {
         if (!src[r]) continue;
         llmk_block_q5_1 b;
         memcpy(&b, src[r], sizeof b);
-        int u[LLMK_QK];
-        for (int j = 0; j < LLMK_QK; j++) {
-            int byte = 16 * (j / 2) + 2 * r + j % 2; /* its byte of the int8 pairs */
-            u[j] = nibble(b.qs, j);
-            if ((b.qh[j >> 3] >> (j & 7)) & 1) dst[128 + byte / 8] |= (unsigned char)(1u << (byte % 8));
-        }
-        put_chunks(dst, r, u);
+        int q[LLMK_QK];
+        for (int j = 0; j < LLMK_QK; j++) q[j] = nibble(b.qs, j) | ((b.qh[j >> 3] >> (j & 7)) & 1) << 4;
+        put_five(dst, r, q);
         put_u16(dst + 160 + 2 * r, llmk_ld_u16(&b.d));
         put_u16(dst + 176 + 2 * r, llmk_ld_u16(&b.m));
     }

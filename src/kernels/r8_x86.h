@@ -101,21 +101,35 @@ INLINE __m512 q40_min(__m512 d) {
     return _mm512_mask_blend_ps(big, m, inf);
 }
 
-/* A Q5C record (r8.h) -> the Q8_0 record it stands for, at out (16-byte
- * aligned, as the Q8_0 code loads it; 272 bytes): per 64 weights a nibble mask, q - 16 and a masked
- * add of 16 where the fifth bit is set. */
-INLINE void q5c_expand(const unsigned char *rec, unsigned char *out) {
-    const __m512i m4 = _mm512_set1_epi8(0x0f), sixteen = _mm512_set1_epi8(16);
+/* The 128 bytes of NL4-style nibble chunks at rec (r8.h) as the 256 bytes
+ * of the int8 pairs they stand for: v[j] is bytes 64 j .. 64 j + 63. */
+INLINE void chunk_nibbles(const unsigned char *rec, __m512i v[4]) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
     __m512i x0 = _mm512_loadu_si512(rec), x1 = _mm512_loadu_si512(rec + 64);
-    __m512i v[4] = {_mm512_and_si512(x0, m4), _mm512_and_si512(x1, m4), _mm512_and_si512(_mm512_srli_epi16(x0, 4), m4),
-                    _mm512_and_si512(_mm512_srli_epi16(x1, 4), m4)};
+    v[0] = _mm512_and_si512(x0, m4), v[1] = _mm512_and_si512(x1, m4);
+    v[2] = _mm512_and_si512(_mm512_srli_epi16(x0, 4), m4), v[3] = _mm512_and_si512(_mm512_srli_epi16(x1, 4), m4);
+}
+
+/* Q5C's and Q51's weights (r8.h) into the int8 pairs at out: the nibbles
+ * less bias, plus 16 where the plane after the chunks has the byte's bit
+ * (one masked add per 64). */
+INLINE void five_bits(const unsigned char *rec, int bias, unsigned char *out) {
+    const __m512i sixteen = _mm512_set1_epi8(16);
+    __m512i v[4];
+    chunk_nibbles(rec, v);
     _Pragma("GCC unroll 4")
     for (int j = 0; j < 4; j++) {
         uint64_t bits;
         memcpy(&bits, rec + 128 + 8 * j, sizeof bits);
-        __m512i base = _mm512_sub_epi8(v[j], sixteen);
+        __m512i base = _mm512_sub_epi8(v[j], _mm512_set1_epi8((char)bias));
         _mm512_storeu_si512(out + 64 * j, _mm512_mask_add_epi8(base, _cvtu64_mask64(bits), base, sixteen));
     }
+}
+
+/* A Q5C record (r8.h) -> the Q8_0 record it stands for, at out (16-byte
+ * aligned, as the Q8_0 code loads it; 272 bytes): q - 16, then the f16 d. */
+INLINE void q5c_expand(const unsigned char *rec, unsigned char *out) {
+    five_bits(rec, 16, out);
     memcpy(out + 256, rec + 160, 16);
 }
 
@@ -182,10 +196,9 @@ INLINE void q3c_expand(const unsigned char *rec, int64_t b, unsigned char *out) 
  * stay in their byte), less 32; s0, s1 and m as Q3C's. */
 INLINE void q6c_expand(const unsigned char *rec, int64_t b, unsigned char *out) {
     const unsigned char *h = r8_header(LLMK_R8_Q6C, rec, b);
-    const __m512i m4 = _mm512_set1_epi8(0x0f), m2 = _mm512_set1_epi8(3), k32 = _mm512_set1_epi8(32);
-    __m512i x0 = _mm512_loadu_si512(rec), x1 = _mm512_loadu_si512(rec + 64), hx = _mm512_loadu_si512(rec + 128);
-    __m512i lo[4] = {_mm512_and_si512(x0, m4), _mm512_and_si512(x1, m4), _mm512_and_si512(_mm512_srli_epi16(x0, 4), m4),
-                     _mm512_and_si512(_mm512_srli_epi16(x1, 4), m4)};
+    const __m512i m2 = _mm512_set1_epi8(3), k32 = _mm512_set1_epi8(32);
+    __m512i lo[4], hx = _mm512_loadu_si512(rec + 128);
+    chunk_nibbles(rec, lo);
     _Pragma("GCC unroll 4")
     for (int j = 0; j < 4; j++) {
         __m512i top = _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hx, 2 * j), m2), 4);
@@ -198,19 +211,9 @@ INLINE void q6c_expand(const unsigned char *rec, int64_t b, unsigned char *out) 
 }
 
 /* A Q51 record (r8.h) -> the Q8S record it stands for, at out (32-byte
- * aligned, 352 bytes): Q5C's nibbles and masked add of 16 (q itself, no
- * offset), the f16 d and m widened exactly. */
+ * aligned, 352 bytes): q itself, the f16 d and m widened exactly. */
 INLINE void q51_expand(const unsigned char *rec, unsigned char *out) {
-    const __m512i m4 = _mm512_set1_epi8(0x0f), sixteen = _mm512_set1_epi8(16);
-    __m512i x0 = _mm512_loadu_si512(rec), x1 = _mm512_loadu_si512(rec + 64);
-    __m512i v[4] = {_mm512_and_si512(x0, m4), _mm512_and_si512(x1, m4), _mm512_and_si512(_mm512_srli_epi16(x0, 4), m4),
-                    _mm512_and_si512(_mm512_srli_epi16(x1, 4), m4)};
-    _Pragma("GCC unroll 4")
-    for (int j = 0; j < 4; j++) {
-        uint64_t bits;
-        memcpy(&bits, rec + 128 + 8 * j, sizeof bits);
-        _mm512_storeu_si512(out + 64 * j, _mm512_mask_add_epi8(v[j], _cvtu64_mask64(bits), v[j], sixteen));
-    }
+    five_bits(rec, 0, out);
     __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(rec + 160)));
     _mm256_store_ps((float *)(void *)(out + 256), d);
     _mm256_store_ps((float *)(void *)(out + 288), d);

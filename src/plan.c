@@ -71,7 +71,8 @@ llmk_tensor_info llmk_plan_flat_experts(const llmk_tensor_info *t) {
  * Q5_K, Q3_K, IQ4_XS or IQ4_NL, whose 8-bit records are 1.9-2.6x. Where
  * the kernels read the compact forms (r8.h) their sizes count: IQ4_NL (NL4,
  * 1.0x), IQ4_XS (XS4, 1.12x), Q5_K (Q8M, 1.59x), Q3_K (Q3C, 1.09x) and
- * Q2_K (Q2C, 1.24x) and Q5_1 (Q51, 1.0x) then pass (Q6_K: Q6C, 1.03x). A decode
+ * Q2_K (Q2C, 1.24x) and Q5_1 (Q51, 1.0x) then pass (Q6_K: Q6C, 1.03x; MXFP4:
+ * MXC, 1.0x). A decode
  * step streams the experts it picks, so a bigger copy costs bandwidth the
  * kernels must win back: Q8S's 2.4x for Q4_K lost 11% of qwen3moe Q4_K_M's
  * tg128; at 1.7x its pp512 gains 18% and tg128 loses 4%, at 1.2x (Q4_K

@@ -114,7 +114,7 @@ static void fill_iq4_nl(unsigned char *w, int64_t nb, int extreme) {
 }
 
 /* A 256-element type's row: random bytes, then finite f16 scales (and
- * MXFP4's exponent in a range whose weights stay finite); nb counts 32s. */
+ * MXFP4's exponent in a range whose products stay finite); nb counts 32s. */
 static void fill_super(uint32_t type, unsigned char *w, int64_t nb, int extreme) {
     size_t bs = llmk_type_block_bytes(type), n = (size_t)(nb * LLMK_QK / (int64_t)llmk_type_block_elems(type));
     for (size_t i = 0; i < n * bs; i++) w[i] = (unsigned char)rnd();
@@ -127,7 +127,8 @@ static void fill_super(uint32_t type, unsigned char *w, int64_t nb, int extreme)
             memcpy(b + offsetof(llmk_block_q2_k, d), &d0, 2), memcpy(b + offsetof(llmk_block_q2_k, dmin), &d1, 2);
             break;
         case LLMK_TYPE_Q6_K: memcpy(b + offsetof(llmk_block_q6_k, d), &d0, 2); break;
-        case LLMK_TYPE_MXFP4: b[0] = (uint8_t)(100 + rnd() % 40); break;
+        /* extreme: every exponent up to 2^21, the subnormal scales of e 0 and 1 among them */
+        case LLMK_TYPE_MXFP4: b[0] = (uint8_t)(extreme ? rnd() % 150 : 100 + rnd() % 40); break;
         case LLMK_TYPE_IQ4_XS: memcpy(b, &d0, 2); break;
         default: memcpy(b, &d0, 2), memcpy(b + 2, &d1, 2); /* Q4_K, Q5_K: d, dmin */
         }

@@ -46,6 +46,7 @@ int llmk_r8_form(uint32_t type, unsigned forms) {
     if (type == LLMK_TYPE_Q4_0) return LLMK_R8_Q40;
     if (type == LLMK_TYPE_Q2_K) return LLMK_R8_Q2C;
     if (type == LLMK_TYPE_Q5_1) return LLMK_R8_Q51;
+    if (type == LLMK_TYPE_MXFP4) return LLMK_R8_MXC;
     return layout;
 }
 
@@ -383,6 +384,21 @@ static void pack_nl4(unsigned char *dst, const unsigned char *const src[8]) {
     }
 }
 
+/* An MXC record (r8.h) from 8 MXFP4 blocks' bytes (NULL: a padding row):
+ * the nibbles are already grid indices. */
+static void pack_mxc(unsigned char *dst, const unsigned char *const src[8]) {
+    memset(dst, 0, 136);
+    for (int r = 0; r < 8; r++) {
+        if (!src[r]) continue;
+        llmk_block_mxfp4 b;
+        memcpy(&b, src[r], sizeof b);
+        int u[LLMK_QK];
+        for (int e = 0; e < LLMK_QK; e++) u[e] = nibble(b.qs, e);
+        put_chunks(dst, r, u);
+        dst[128 + r] = b.e;
+    }
+}
+
 /* A Q40 record (r8.h) from 8 blocks as read_block gives Q4_0's (NULL: a
  * padding row). */
 static void pack_q40(unsigned char *dst, const struct r8_block *const src[8]) {
@@ -485,7 +501,7 @@ static void pack_record(const llmk_tensor_info *t, const unsigned char *src, int
         p[r] = NULL;
         if (row >= w->n) continue;
         const unsigned char *rp = src + (size_t)(row - row0) * rowb;
-        if (w->layout == LLMK_R8_NL4 || w->layout == LLMK_R8_Q51) {
+        if (w->layout == LLMK_R8_NL4 || w->layout == LLMK_R8_Q51 || w->layout == LLMK_R8_MXC) {
             p[r] = rp + (size_t)b * sb;
             continue;
         }
@@ -505,6 +521,7 @@ static void pack_record(const llmk_tensor_info *t, const unsigned char *src, int
         pack_q2c(dst - (size_t)(b % LLMK_R8_SUPER) * 64 - llmk_r8_header_bytes(w->layout), dst, b,
                  (const unsigned char *const *)p, q8s, (const float(*)[2])mins);
     else if (w->layout == LLMK_R8_NL4) pack_nl4(dst, (const unsigned char *const *)p);
+    else if (w->layout == LLMK_R8_MXC) pack_mxc(dst, (const unsigned char *const *)p);
     else if (w->layout == LLMK_R8_Q51) pack_q51(dst, (const unsigned char *const *)p);
     else if (w->layout == LLMK_R8_Q5C) pack_q5c(dst, (const struct r8_block *const *)p);
     else if (w->layout == LLMK_R8_Q40) pack_q40(dst, (const struct r8_block *const *)p);

@@ -95,6 +95,13 @@
  *     d[8] and f16 m[8]. Expanded into the Q8S record it stands for (s0 =
  *     s1 = d, m as f32, exact): Q8S's bits, 6 bits a weight where Q8S
  *     takes 11.
+ *   MXC (136 bytes, the compact MX4 of MXFP4, the file's bytes): NL4's 8
+ *     chunks of grid indices, here into MXFP4's doubled E2M1 grid (the
+ *     file's nibbles as they are), then u8 e[8], the E8M0 exponents, from
+ *     which the kernels make MX4's f32 scale 2^(e - 128) exactly
+ *     (llmk_e8m0_half_to_fp32). MX4's arithmetic, 4.25 bits a weight where
+ *     MX4 takes 5. No header: the next record starts 8 bytes into a
+ *     16-byte unit, so its loads are unaligned ones.
  *     The other headers are 192 bytes so that every record starts a cache line;
  *     their f32 factors save the kernels a conversion a block. The compact
  *     forms trade a few instructions a block for a quarter less to stream:
@@ -122,7 +129,7 @@
  *       acc = fmaf(m1_b, h_2b+1, acc) (h: the activation's half sums, a16.h)
  *     Q4S, Q4K: Q4_1's with the f32 s_b and m_b for dw_b and mw_b
  *     Q8K: Q8S's
- *     MX4: Q8_0's with the f32 s_b for dw_b
+ *     MX4, MXC: Q8_0's with the f32 s_b for dw_b
  *   y = acc. */
 #ifndef LLMK_KERNELS_R8_H
 #define LLMK_KERNELS_R8_H
@@ -138,7 +145,8 @@ enum { LLMK_R8_ROWS = 8 };
 enum llmk_r8_layout {
     LLMK_R8_Q8_0 = 0, LLMK_R8_Q4_1 = 1, LLMK_R8_Q8S = 2, LLMK_R8_Q8S2 = 3, LLMK_R8_Q4S = 4, LLMK_R8_MX4 = 5,
     LLMK_R8_Q4K = 6, LLMK_R8_Q8K = 7, LLMK_R8_NL4 = 8, LLMK_R8_XS4 = 9, LLMK_R8_Q8M = 10, LLMK_R8_Q5C = 11,
-    LLMK_R8_Q40 = 12, LLMK_R8_Q2C = 13, LLMK_R8_Q3C = 14, LLMK_R8_Q6C = 15, LLMK_R8_Q51 = 16
+    LLMK_R8_Q40 = 12, LLMK_R8_Q2C = 13, LLMK_R8_Q3C = 14, LLMK_R8_Q6C = 15, LLMK_R8_Q51 = 16,
+    LLMK_R8_MXC = 17
 };
 
 /* Record-form choices, a kernel table's llmk_kernels.r8_forms: the forms
@@ -167,6 +175,7 @@ static inline size_t llmk_r8_record_stride(int layout) {
     case LLMK_R8_Q3C: return 96;
     case LLMK_R8_Q6C:
     case LLMK_R8_Q51: return 192;
+    case LLMK_R8_MXC: return 136;
     default: return 272;
     }
 }
@@ -209,7 +218,7 @@ int llmk_r8_layout(uint32_t type);
 /* The record form of a type given the forms the kernels read (forms:
  * LLMK_R8_COMPACT or 0): where compact Q4K for Q4_K, Q8M for Q5_K, Q6C for
  * Q6_K, Q3C for Q3_K, NL4 for IQ4_NL, XS4 for IQ4_XS, Q5C for Q5_0, Q40 for Q4_0, Q2C for Q2_K,
- * Q51 for Q5_1, else
+ * Q51 for Q5_1, MXC for MXFP4, else
  * llmk_r8_layout's. Every form of a type gives
  * the same bits. */
 int llmk_r8_form(uint32_t type, unsigned forms);

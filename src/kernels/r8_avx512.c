@@ -14,8 +14,8 @@
  * 24 accumulators still fit, and each unpacked weight register feeds twice
  * as many vpdpwssd as at four (pp512 1255 -> 1379 t/s, 4 pairs). */
 #define R8_NA_MAX 8
-/* MX4 records (MXFP4) go to the AVX2 kernel, the same bits: a VNNI form
- * waits for a machine that can run it. */
+/* MX4 records (MXFP4's portable form, LLMK_RECORDS=portable) go to the
+ * AVX2 kernel, the same bits; this file reads MXFP4 as MXC. */
 #define R8_HAS_MX4 0
 #define R8_HAS_COMPACT 1
 #include "kernels/r8_x86.h"
@@ -88,9 +88,11 @@ INLINE void block_q8_0(int NA, const unsigned char *ra, const unsigned char *rb,
 
 /* NL4 (IQ4_NL, XS 0): Q8_0's products, each 16-byte chunk of grid indices
  * looked up into pairs p and p + 8; XS4 (IQ4_XS, XS 1): the same lookups
- * into Q8K's two half sums (pairs 0-7 are elements 0..15) and its scales. */
-INLINE void block_nl4(int NA, int XS, const unsigned char *ra, const unsigned char *rb, const int16_t *const *q,
+ * into Q8K's two half sums (pairs 0-7 are elements 0..15) and its scales;
+ * MXC (MXFP4, XS 2): NL4's on MXFP4's grid, with the E8M0 scales. */
+INLINE void block_nl4(int NA, int MODE, const unsigned char *ra, const unsigned char *rb, const int16_t *const *q,
                       const float *const *d, int64_t b, int64_t nb, const float *pre, __m512 *acc) {
+    const int XS = MODE == 1;
     __m512i n[2][R8_NA_MAX];
     _Pragma("GCC unroll 8")
     for (int i = 0; i < NA; i++) n[0][i] = n[1][i] = _mm512_setzero_si512();
@@ -98,13 +100,13 @@ INLINE void block_nl4(int NA, int XS, const unsigned char *ra, const unsigned ch
     for (int p = 0; p < 8; p += 2) { /* chunks p and p + 1 of both records: one register */
         __m512i x = _mm512_inserti64x4(
             _mm512_castsi256_si512(_mm256_inserti128_si256(
-                _mm256_castsi128_si256(_mm_load_si128((const __m128i *)(const void *)(ra + 16 * p))),
-                _mm_load_si128((const __m128i *)(const void *)(rb + 16 * p)), 1)),
-            _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_load_si128((const __m128i *)(const void *)(ra + 16 * p + 16))),
-                                    _mm_load_si128((const __m128i *)(const void *)(rb + 16 * p + 16)), 1),
+                _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(ra + 16 * p))),
+                _mm_loadu_si128((const __m128i *)(const void *)(rb + 16 * p)), 1)),
+            _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(ra + 16 * p + 16))),
+                                    _mm_loadu_si128((const __m128i *)(const void *)(rb + 16 * p + 16)), 1),
             1);
         __m512i lo, hi;
-        nl4_values(x, &lo, &hi);
+        grid_values(MODE == 2 ? llmk_mxfp4_values : llmk_iq4nl_values, x, &lo, &hi);
         __m512i w[4] = {_mm512_cvtepi8_epi16(_mm512_castsi512_si256(lo)), _mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(lo, 1)),
                         _mm512_cvtepi8_epi16(_mm512_castsi512_si256(hi)), _mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(hi, 1))};
         const int pair[4] = {p, p + 1, p + 8, p + 9};
@@ -115,7 +117,7 @@ INLINE void block_nl4(int NA, int XS, const unsigned char *ra, const unsigned ch
                 n[XS && c >= 2][i] = _mm512_dpwssd_epi32(n[XS && c >= 2][i], w[c], bcast32(q[i] + b * LLMK_QK + 2 * pair[c]));
     }
     if (!XS) {
-        __m512 dw = f16_pair(ra, rb, 128);
+        __m512 dw = MODE == 2 ? e8m0_pair(ra, rb, 128) : f16_pair(ra, rb, 128);
         _Pragma("GCC unroll 8")
         for (int i = 0; i < NA; i++)
             acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(n[0][i]), _mm512_mul_ps(dw, _mm512_set1_ps(d[i][b])), acc[i]);
@@ -180,6 +182,7 @@ INLINE void block_any(int NA, int L, const unsigned char *ra, const unsigned cha
     else if (L == LLMK_R8_Q8S2) block_q8s(NA, 1, ra, rb, q, d, b, nb, NULL, acc);
     else if (L == LLMK_R8_NL4) block_nl4(NA, 0, ra, rb, q, d, b, nb, NULL, acc);
     else if (L == LLMK_R8_XS4) block_nl4(NA, 1, ra, rb, q, d, b, nb, pre, acc);
+    else if (L == LLMK_R8_MXC) block_nl4(NA, 2, ra, rb, q, d, b, nb, NULL, acc);
     else if (r8_expands(L)) { /* the portable form's products on the records they expand to */
         _Alignas(64) unsigned char ea[384], eb[384];
         const unsigned char *xb = r8_expand_pair(L, ra, rb, b, ea, eb);

@@ -36,7 +36,7 @@
     case LLMK_R8_Q8M: X(LLMK_R8_Q8M); break; case LLMK_R8_Q5C: X(LLMK_R8_Q5C); break; \
     case LLMK_R8_Q40: X(LLMK_R8_Q40); break; case LLMK_R8_Q2C: X(LLMK_R8_Q2C); break; \
     case LLMK_R8_Q3C: X(LLMK_R8_Q3C); break; case LLMK_R8_Q6C: X(LLMK_R8_Q6C); break; \
-    case LLMK_R8_Q51: X(LLMK_R8_Q51); break;
+    case LLMK_R8_Q51: X(LLMK_R8_Q51); break; case LLMK_R8_MXC: X(LLMK_R8_MXC); break;
 #else
 #define R8_CASE_COMPACT(X)
 #endif

@@ -83,13 +83,28 @@ INLINE __m512 f32_pair(const unsigned char *a, const unsigned char *b, int off) 
 }
 
 /* NL4 (r8.h): chunk bytes x (16 from each record per 128-bit lane, or 64
- * of one record) -> the IQ4_NL grid values of their low nibbles (lo) and
- * high nibbles (hi), Q8_0's int8 pair bytes. */
-INLINE void nl4_values(__m512i x, __m512i *lo, __m512i *hi) {
-    const __m512i grid = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)llmk_iq4nl_values));
+ * of one record) -> the grid values (16 int8 at grid: IQ4_NL's, or MXFP4's
+ * for MXC) of their low nibbles (lo) and high nibbles (hi), Q8_0's int8
+ * pair bytes. */
+INLINE void grid_values(const int8_t *grid16, __m512i x, __m512i *lo, __m512i *hi) {
+    const __m512i grid = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)grid16));
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     *lo = _mm512_shuffle_epi8(grid, _mm512_and_si512(x, m4));
     *hi = _mm512_shuffle_epi8(grid, _mm512_and_si512(_mm512_srli_epi16(x, 4), m4));
+}
+
+INLINE void nl4_values(__m512i x, __m512i *lo, __m512i *hi) { grid_values(llmk_iq4nl_values, x, lo, hi); }
+
+/* MXC's scales (r8.h): the E8M0 bytes at offset off of each record as
+ * llmk_e8m0_half_to_fp32's f32 (lanes 0-7 from a, 8-15 from b): e < 2 the
+ * subnormal 2^21 << e, else (e - 1) << 23. */
+INLINE __m512 e8m0_pair(const unsigned char *a, const unsigned char *b, int off) {
+    __m128i e = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)(const void *)(a + off)),
+                                   _mm_loadl_epi64((const __m128i *)(const void *)(b + off)));
+    __m512i v = _mm512_cvtepu8_epi32(e);
+    __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(v, _mm512_set1_epi32(1)), 23);
+    __m512i sub = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), v);
+    return _mm512_castsi512_ps(_mm512_mask_blend_epi32(_mm512_cmplt_epu32_mask(v, _mm512_set1_epi32(2)), normal, sub));
 }
 
 /* Q40's min (r8.h): -8 d, or the infinity the f16 of -8 d overflows to,

@@ -32,7 +32,11 @@ def run(*args, env=None):
                           env=None if env is None else {**os.environ, **env}).stdout
 
 
-PRESETS = ("q4_k_m", "iq4_xs", "q3_k_m", "iq4_nl", "q5_k_m", "q5_0", "q4_0", "q2_k", "q5_1")
+PRESETS = ("q4_k_m", "iq4_xs", "q3_k_m", "iq4_nl", "q5_k_m", "q5_0", "q4_0", "q2_k", "q5_1", "mxfp4")
+# a preset's quantize arguments beyond its name: experts kept in Q8_0 where the
+# type has no A8 form or none that fits the planner's size test; "mxfp4" is
+# Q8_0 with MXFP4 experts and output projections (MXC records: dense and MoE)
+EXTRA = {"mxfp4": ("q8_0", "--tensor-type", "_exps=mxfp4", "--tensor-type", "attn_output=mxfp4")}
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +49,12 @@ def models(tmp_path_factory):
     out = {}
     for preset in PRESETS:
         q = d / f"moe_{preset}.gguf"
-        extra = ("--tensor-type", "_exps=q8_0") if preset.startswith(("iq4", "q5_k", "q5_1", "q2", "q3")) else ()
-        run("quantize", str(f16), str(q), preset, "--log-disable", *extra)
+        if preset in EXTRA:
+            base, *extra = EXTRA[preset]
+        else:
+            base = preset
+            extra = ("--tensor-type", "_exps=q8_0") if preset.startswith(("iq4", "q5_k", "q5_1", "q2", "q3")) else ()
+        run("quantize", str(f16), str(q), base, "--log-disable", *extra)
         out[preset] = q
     return out
 

@@ -297,7 +297,7 @@ int llmk_r8_alloc(const llmk_tensor_info *t, unsigned forms, struct llmk_r8 *w) 
 int64_t llmk_r8_groups(const struct llmk_r8 *w) { return (w->n + 7) / 8; }
 
 /* The compact forms' integer scales of row r's sub-block b: checked to give
- * the read's s and m bit for bit (Q8K's m is Q8S's +0), which is what makes them the same
+ * the read's s and m bit for bit (the Q8K header's m is Q8S's +0), which is what makes them the same
  * arithmetic as Q4S's and Q8S's (NaN and infinite scales included). */
 static void read_kscales(uint32_t type, const unsigned char *row, int64_t b, const struct llmk_r8_sub *sub,
                          struct llmk_r8_kscales *o) {
@@ -343,7 +343,7 @@ static void put_q6c(unsigned char *rec, int r, const int8_t *v) {
 }
 
 /* Block b's record of a compact form at rec, and its part of the header
- * hdr (r8.h): Q4K's nibbles as Q4S's, Q8K's int8 pairs as Q8S's, XS4's
+ * hdr (r8.h): Q4K's nibbles as Q4S's, Q8M's int8 pairs as Q8S's, XS4's
  * grid indices as NL4's, Q3C's bit planes. */
 static void pack_compact(int layout, unsigned char *hdr, unsigned char *rec, int64_t b,
                          const struct llmk_r8_sub *const src[8], const struct llmk_r8_kscales *ks) {

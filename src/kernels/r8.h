@@ -32,13 +32,12 @@
  *     blocks' 4 chunks of Q4_1 nibbles (128 bytes each). s = d * sc and m =
  *     (-dmin) * mn in f32 are Q4S's values exactly (r8_read.h), so the
  *     arithmetic is Q4S's; 4.75 bits a weight where Q4S takes 6 (the file 4.5).
- *   Q8K (280 bytes a block, a compact Q8S for the types whose m is 0 and s an
- *     f16 times an int8: Q6_K and Q3_K until Q6C and Q3C, which keep its
- *     header, took their place; no type's form now): per 8 blocks a 192-byte header,
- *     f32 d[8] twice and for each block int8 sc0[8] then int8 sc1[8],
- *     followed by the 8 blocks' 256 bytes of Q8_0's int8 pairs. s0 = d *
- *     sc0, s1 = d * sc1, m = +0: Q8S's arithmetic, 8.75 bits a weight where
- *     Q8S takes 11.
+ *   The Q8K header (192 bytes per 8 blocks, before XS4's, Q3C's and Q6C's
+ *     records): f32 d[8] twice and for each block int8 sc0[8] then int8
+ *     sc1[8], for the types whose m is 0 and s an f16 times an int8; s0 =
+ *     d * sc0, s1 = d * sc1, m = +0 are Q8S's values. (Q8K records, Q8_0's
+ *     int8 pairs under it at 8.75 bits a weight, were Q6_K's and Q3_K's
+ *     form until Q6C and Q3C took their place; gone.)
  *   NL4 (144 bytes, the compact Q8_0 of IQ4_NL): 8 chunks of 16 bytes, chunk
  *     p byte 2r + e: the low nibble is the IQ4_NL grid index of row r's
  *     element 2p + e, the high nibble of element 2p + 16 + e (one table
@@ -63,11 +62,11 @@
  *     infinity, which the kernels make too): Q4_1's bits, 4.5 bits a weight
  *     where Q4_1 records take 5. (A NaN d gives NaN either way; which NaN
  *     may differ.)
- *   XS4 (152 bytes a block, the compact Q8K of IQ4_XS): Q8K's header (its
+ *   XS4 (152 bytes a block, the compact Q8S of IQ4_XS): the Q8K header (its
  *     sc0 and sc1 both the sub-block's scale) before every 8 records of
  *     NL4's 128 bytes of grid indices (no scales). Q8S's arithmetic (the
  *     low nibbles are elements 0..15, the high ones 16..31), 4.75 bits a
- *     weight where Q8K takes 8.75 (the file 4.25).
+ *     weight where Q8S takes 11 (the file 4.25).
  *   Q2C (64 bytes a block, the compact Q8S2 of Q2_K): per 8 blocks a
  *     320-byte header, f32 d[8], f32 -dmin[8] and for each of the 8 blocks
  *     u8 sc0[8], sc1[8], mn0[8], mn1[8] (the 4-bit scales and mins of
@@ -77,19 +76,19 @@
  *     sc0, m0 = (-dmin) * mn0, ...: read_q2_k's values exactly, in L1) and
  *     run Q8S2's products on it: 3.25 bits a weight where Q8S2 takes 12
  *     (the file 2.625).
- *   Q3C (96 bytes a block, the compact Q8K of Q3_K): Q8K's header before
+ *   Q3C (96 bytes a block, the compact Q8S of Q3_K): the Q8K header before
  *     every 8 records of the weights u = q + 4 (0..7): their low 2 bits as
  *     Q2C's 64 bytes, then 32 bytes of their third bits, bit x % 8 of byte
  *     x / 8 for byte x of the int8 pairs. The kernels expand a record into
  *     the Q8S record it stands for (u - 4 and a masked add of 4 per 64
- *     weights; s0, s1 Q8K's products, m = +0) and run Q8S's products on it:
- *     Q8K's bits, 3.75 bits a weight where Q8K takes 8.75 (the file 3.44).
- *   Q6C (192 bytes a block, the compact Q8K of Q6_K): Q8K's header before
+ *     weights; s0, s1 the header's products, m = +0) and run Q8S's products
+ *     on it: 3.75 bits a weight where Q8S takes 11 (the file 3.44).
+ *   Q6C (192 bytes a block, the compact Q8S of Q6_K): the Q8K header before
  *     every 8 records of u = q + 32 (0..63): its low 4 bits as NL4's chunks
  *     (128 bytes: nibble h of chunk byte c is byte 128 h + c of the int8
  *     pairs), then its top 2 bits as Q2C's 64 bytes. Expanded into the Q8S
- *     record it stands for, as Q3C's: Q8K's bits, 6.75 bits a weight where
- *     Q8K takes 8.75 (the file 6.56).
+ *     record it stands for, as Q3C's: 6.75 bits a weight where Q8S takes 11
+ *     (the file 6.56).
  *   Q51 (192 bytes, the compact Q8S of Q5_1, the file's bytes): Q5C's
  *     nibble chunks and fifth-bit plane (of q itself, 0..31), then f16
  *     d[8] and f16 m[8]. Expanded into the Q8S record it stands for (s0 =
@@ -128,7 +127,6 @@
  *     Q8S2: the same two products, then acc = fmaf(m0_b, h_2b, acc);
  *       acc = fmaf(m1_b, h_2b+1, acc) (h: the activation's half sums, a16.h)
  *     Q4S, Q4K: Q4_1's with the f32 s_b and m_b for dw_b and mw_b
- *     Q8K: Q8S's
  *     MX4, MXC: Q8_0's with the f32 s_b for dw_b
  *   y = acc. */
 #ifndef LLMK_KERNELS_R8_H
@@ -144,7 +142,7 @@ enum { LLMK_R8_ROWS = 8 };
 /* The record forms (the kernels' compile-time layout parameter). */
 enum llmk_r8_layout {
     LLMK_R8_Q8_0 = 0, LLMK_R8_Q4_1 = 1, LLMK_R8_Q8S = 2, LLMK_R8_Q8S2 = 3, LLMK_R8_Q4S = 4, LLMK_R8_MX4 = 5,
-    LLMK_R8_Q4K = 6, LLMK_R8_Q8K = 7, LLMK_R8_NL4 = 8, LLMK_R8_XS4 = 9, LLMK_R8_Q8M = 10, LLMK_R8_Q5C = 11,
+    LLMK_R8_Q4K = 6, /* 7: Q8K records, gone */ LLMK_R8_NL4 = 8, LLMK_R8_XS4 = 9, LLMK_R8_Q8M = 10, LLMK_R8_Q5C = 11,
     LLMK_R8_Q40 = 12, LLMK_R8_Q2C = 13, LLMK_R8_Q3C = 14, LLMK_R8_Q6C = 15, LLMK_R8_Q51 = 16,
     LLMK_R8_MXC = 17
 };
@@ -166,7 +164,6 @@ static inline size_t llmk_r8_record_stride(int layout) {
     case LLMK_R8_Q4S: return 192;
     case LLMK_R8_Q4K:
     case LLMK_R8_XS4: return 128;
-    case LLMK_R8_Q8K:
     case LLMK_R8_Q8M: return 256;
     case LLMK_R8_NL4:
     case LLMK_R8_Q40: return 144;
@@ -186,7 +183,7 @@ static inline int llmk_r8_compact(int layout) { return layout >= LLMK_R8_Q4K; }
 /* Bytes of the header before every LLMK_R8_SUPER records (compact forms). */
 static inline size_t llmk_r8_header_bytes(int layout) {
     if (layout == LLMK_R8_Q2C) return 320;
-    return layout == LLMK_R8_Q4K || layout == LLMK_R8_Q8K || layout == LLMK_R8_XS4 || layout == LLMK_R8_Q8M ||
+    return layout == LLMK_R8_Q4K || layout == LLMK_R8_XS4 || layout == LLMK_R8_Q8M ||
                    layout == LLMK_R8_Q3C || layout == LLMK_R8_Q6C
                ? 192
                : 0;

@@ -104,19 +104,19 @@ INLINE void sub_half(int NA, const float *const *d, int64_t b, int64_t nb, int h
     }
 }
 
-/* Block b of two Q8_0 records (Q5_0 and Q8_0 weights), Q8S records (Q8S
- * 1: two halves, each with its f32 scales, then the f32 offsets), Q8K
- * ones (2: Q8S's with the scales from the header and offsets +0), NL4
- * ones (3: Q8_0's with the pairs looked up from grid indices), XS4 ones
- * (4: Q8K's with NL4's lookups) or Q8M ones (5: Q8K's with one scale and
- * the offset from Q4K's header). */
+/* Block b of two Q8_0 records (Q5_0 and Q8_0 weights; MODE 0), Q8S
+ * records (1: two halves, each with its f32 scales, then the f32
+ * offsets), NL4 ones (3: Q8_0's with the pairs looked up from grid
+ * indices), XS4 ones (4: Q8S's with NL4's lookups, the scales from the
+ * header and offsets +0) or Q8M ones (5: Q8S's with one scale and the
+ * offset from Q4K's header). */
 INLINE void block_i8(int NA, int MODE, const unsigned char *ra, const unsigned char *rb, const int8_t *const *q,
                      const float *const *d, int64_t b, int64_t nb, const float *pre, __m512 *acc) {
     const int Q8S = MODE == 3 ? 0 : MODE >= 4 ? 2 : MODE, NL = MODE == 3 || MODE == 4, M = MODE == 5;
     __m512i n[R8_NA_MAX];
-    __m512 ks[2], km = _mm512_setzero_ps(); /* Q8K's and XS4's m: +0, fma'd as Q8S's is */
+    __m512 ks[2], km = _mm512_setzero_ps(); /* XS4's m (the Q8K header's): +0, fma'd as Q8S's is */
     if (M) compact_scales(LLMK_R8_Q8M, ra, rb, b, pre, &ks[0], &km), ks[1] = ks[0];
-    else if (Q8S == 2) compact_scales(MODE == 4 ? LLMK_R8_XS4 : LLMK_R8_Q8K, ra, rb, b, pre, &ks[0], &ks[1]);
+    else if (Q8S == 2) compact_scales(LLMK_R8_XS4, ra, rb, b, pre, &ks[0], &ks[1]);
     _Pragma("GCC unroll 2")
     for (int h = 0; h < 2; h++) {
         if (h == 0 || Q8S) {
@@ -152,7 +152,6 @@ INLINE void block_any(int NA, int L, const unsigned char *ra, const unsigned cha
         block_q4(NA, L == LLMK_R8_Q4S ? 1 : L == LLMK_R8_Q4K ? 2 : L == LLMK_R8_Q40 ? 3 : 0, ra, rb, q, d, b, nb, pre, acc);
     else block_i8(NA,
                   L == LLMK_R8_Q8S   ? 1
-                  : L == LLMK_R8_Q8K ? 2
                   : L == LLMK_R8_NL4 ? 3
                   : L == LLMK_R8_XS4 ? 4
                   : L == LLMK_R8_Q8M ? 5

@@ -88,7 +88,7 @@ INLINE void block_q8_0(int NA, const unsigned char *ra, const unsigned char *rb,
 
 /* NL4 (IQ4_NL, XS 0): Q8_0's products, each 16-byte chunk of grid indices
  * looked up into pairs p and p + 8; XS4 (IQ4_XS, XS 1): the same lookups
- * into Q8K's two half sums (pairs 0-7 are elements 0..15) and its scales;
+ * into Q8S's two half sums (pairs 0-7 are elements 0..15) and the Q8K header's scales;
  * MXC (MXFP4, XS 2): NL4's on MXFP4's grid, with the E8M0 scales. */
 INLINE void block_nl4(int NA, int MODE, const unsigned char *ra, const unsigned char *rb, const int16_t *const *q,
                       const float *const *d, int64_t b, int64_t nb, const float *pre, __m512 *acc) {
@@ -123,7 +123,7 @@ INLINE void block_nl4(int NA, int MODE, const unsigned char *ra, const unsigned 
             acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(n[0][i]), _mm512_mul_ps(dw, _mm512_set1_ps(d[i][b])), acc[i]);
         return;
     }
-    __m512 s0, s1; /* then Q8K's epilogue: Q8S's with m = +0 */
+    __m512 s0, s1; /* then the Q8K header's epilogue: Q8S's with m = +0 */
     compact_scales(LLMK_R8_XS4, ra, rb, b, pre, &s0, &s1);
     _Pragma("GCC unroll 8")
     for (int i = 0; i < NA; i++) {
@@ -136,8 +136,7 @@ INLINE void block_nl4(int NA, int MODE, const unsigned char *ra, const unsigned 
 
 /* Q8S: Q8_0's products, elements 0..15 and 16..31 summed apart, each half
  * with its f32 scales, then the f32 offsets. TWO: 1, Q8S2 (an offset per
- * half); 2, Q8K (the scales from its header, offsets +0); 3, Q8M (one
- * scale and the offset from its header). */
+ * half); 3, Q8M (one scale and the offset from its header). */
 INLINE void block_q8s(int NA, int TWO, const unsigned char *ra, const unsigned char *rb, const int16_t *const *q,
                       const float *const *d, int64_t b, int64_t nb, const float *pre, __m512 *acc) {
     __m512i n[2][R8_NA_MAX];
@@ -153,8 +152,7 @@ INLINE void block_q8s(int NA, int TWO, const unsigned char *ra, const unsigned c
             n[p / 8][i] = _mm512_dpwssd_epi32(n[p / 8][i], w, bcast32(q[i] + b * LLMK_QK + 2 * p));
     }
     __m512 s0, s1, mw;
-    if (TWO == 2) compact_scales(LLMK_R8_Q8K, ra, rb, b, pre, &s0, &s1), mw = _mm512_setzero_ps(); /* Q8S's m of +0, fma'd as it is */
-    else if (TWO == 3) compact_scales(LLMK_R8_Q8M, ra, rb, b, pre, &s0, &mw), s1 = s0;
+    if (TWO == 3) compact_scales(LLMK_R8_Q8M, ra, rb, b, pre, &s0, &mw), s1 = s0;
     else s0 = f32_pair(ra, rb, 256), s1 = f32_pair(ra, rb, 288), mw = f32_pair(ra, rb, 320);
     _Pragma("GCC unroll 8")
     for (int i = 0; i < NA; i++) {
@@ -177,7 +175,6 @@ INLINE void block_any(int NA, int L, const unsigned char *ra, const unsigned cha
     else if (L == LLMK_R8_Q4K) block_q4_1(NA, 2, ra, rb, q, d, b, nb, pre, acc);
     else if (L == LLMK_R8_Q40) block_q4_1(NA, 3, ra, rb, q, d, b, nb, NULL, acc);
     else if (L == LLMK_R8_Q8S) block_q8s(NA, 0, ra, rb, q, d, b, nb, NULL, acc);
-    else if (L == LLMK_R8_Q8K) block_q8s(NA, 2, ra, rb, q, d, b, nb, pre, acc);
     else if (L == LLMK_R8_Q8M) block_q8s(NA, 3, ra, rb, q, d, b, nb, pre, acc);
     else if (L == LLMK_R8_Q8S2) block_q8s(NA, 1, ra, rb, q, d, b, nb, NULL, acc);
     else if (L == LLMK_R8_NL4) block_nl4(NA, 0, ra, rb, q, d, b, nb, NULL, acc);

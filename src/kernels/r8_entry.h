@@ -31,7 +31,7 @@
 #endif
 #if R8_HAS_COMPACT
 #define R8_CASE_COMPACT(X) \
-    case LLMK_R8_Q4K: X(LLMK_R8_Q4K); break; case LLMK_R8_Q8K: X(LLMK_R8_Q8K); break; \
+    case LLMK_R8_Q4K: X(LLMK_R8_Q4K); break; \
     case LLMK_R8_NL4: X(LLMK_R8_NL4); break; case LLMK_R8_XS4: X(LLMK_R8_XS4); break; \
     case LLMK_R8_Q8M: X(LLMK_R8_Q8M); break; case LLMK_R8_Q5C: X(LLMK_R8_Q5C); break; \
     case LLMK_R8_Q40: X(LLMK_R8_Q40); break; case LLMK_R8_Q2C: X(LLMK_R8_Q2C); break; \
@@ -129,8 +129,7 @@ static void r8_mm(const struct llmk_r8 *w, int64_t r0, int64_t r1, const void *a
         else if (w->layout == LLMK_R8_Q51) rows_pre(LLMK_R8_Q51, w, g0, g1, r1, ab, as, m, y, ys);
         else if (w->layout == LLMK_R8_Q5C) rows_pre(LLMK_R8_Q5C, w, g0, g1, r1, ab, as, m, y, ys);
         else if (w->layout == LLMK_R8_XS4) rows_pre(LLMK_R8_XS4, w, g0, g1, r1, ab, as, m, y, ys);
-        else if (w->layout == LLMK_R8_Q8M) rows_pre(LLMK_R8_Q8M, w, g0, g1, r1, ab, as, m, y, ys);
-        else rows_pre(LLMK_R8_Q8K, w, g0, g1, r1, ab, as, m, y, ys);
+        else rows_pre(LLMK_R8_Q8M, w, g0, g1, r1, ab, as, m, y, ys); /* the last form with a header */
         return;
     }
 #endif

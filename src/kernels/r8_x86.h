@@ -186,7 +186,7 @@ INLINE void q2c_expand(const unsigned char *rec, int64_t b, unsigned char *out) 
 
 /* Block b's Q3C record (r8.h) -> the Q8S record it stands for, at out
  * (32-byte aligned, 352 bytes): per 64 weights the low bits less 4 and a
- * masked add of 4 where the third bit is set; s0 and s1 Q8K's products
+ * masked add of 4 where the third bit is set; s0 and s1 the Q8K header's products
  * (scaled8), m = +0. */
 INLINE void q3c_expand(const unsigned char *rec, int64_t b, unsigned char *out) {
     const unsigned char *h = r8_header(LLMK_R8_Q3C, rec, b);
@@ -266,7 +266,7 @@ INLINE const unsigned char *r8_expand_pair(int L, const unsigned char *ra, const
 }
 
 /* Block b's two products of a compact form (r8.h): Q4K's and Q8M's s = d *
- * sc and m = (-dmin) * mn, Q8K's and XS4's s0 = d * sc0 and s1 = d * sc1; from pre where a
+ * sc and m = (-dmin) * mn, the Q8K header's (XS4, Q3C, Q6C) s0 = d * sc0 and s1 = d * sc1; from pre where a
  * walk converted them already (x then y, 16 floats each, per block). */
 INLINE void compact_scales(int L, const unsigned char *ra, const unsigned char *rb, int64_t b, const float *pre,
                            __m512 *x, __m512 *y) {

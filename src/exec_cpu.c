@@ -31,6 +31,7 @@
 enum {
     MM_UNIT = LLMK_MM_UNIT,
     SPLIT_ROWS = 16,  /* at most this many rows: attention splits keys across workers */
+    ATTN_ROW_SPLIT = 2, /* from this many rows a worker, decode attention by rows (attn_rows_split) */
     R8_CHUNK = 64,    /* weight rows per pass of the activation rows (r8 kernels) */
     DUP_ROWS = LLMK_DUP_ROWS,
     ATTN_Q = 4,       /* prefill attention: rows of one sequence per K/V pass */
@@ -94,6 +95,7 @@ struct llmk_exec {
     float *parts;             /* split attention: [SPLIT_ROWS][n_head][max_chunks][hd + 2] */
     struct attn_unit *units;  /* decode attention's work: [SPLIT_ROWS * max_chunks] */
     int32_t n_units;
+    bool units_shared;        /* some unit is read by more than one row */
     float *wparts, *wscores;  /* per worker: [ATTN_MQ][max_chunks][hd + 2], [ATTN_MQ][LLMK_ATTN_CHUNK] */
     unsigned char *dup_rows;  /* per worker: a private normed row (f32) and DUP_ROWS a16 rows, see dup_norm */
     size_t dup_rows_bytes;
@@ -677,6 +679,8 @@ static void attn_units_build(struct llmk_exec *ex) {
             ex->units[u].rows |= 1u << t;
         }
     }
+    ex->units_shared = false;
+    for (int32_t u = 0; u < ex->n_units; u++) ex->units_shared |= __builtin_popcount(ex->units[u].rows) > 1;
 }
 
 /* Queries (row, head) of unit u, ordered (KV group, row, head of the group). */
@@ -745,6 +749,49 @@ static void attn_unit(struct llmk_exec *ex, const struct llmk_phase *ph, const s
     }
 }
 
+/* The rows worker ith owns (bits) when attention splits by rows: rows in
+ * order, cut by their keys (plus a fixed part a chunk, as unit_cost). */
+static uint32_t attn_own_rows(const struct llmk_exec *ex, int ith, int nth) {
+    int64_t cost[SPLIT_ROWS], total = 0, lo, hi, base = 0;
+    for (int32_t t = 0; t < ex->n_rows; t++)
+        total += cost[t] = (int64_t)ex->row_pos[t] + 1 + 16 * n_chunks(ex, t);
+    llmk_split_range(total, ith, nth, &lo, &hi);
+    uint32_t own = 0;
+    for (int32_t t = 0; t < ex->n_rows; base += cost[t++])
+        if (base >= lo && base < hi) own |= 1u << t;
+    return own;
+}
+
+/* Attention for rows that share no KV block (batched decode of separate
+ * sequences, at least ATTN_ROW_SPLIT a worker): each worker takes whole
+ * rows, every chunk of them, so it merges its own partials with no barrier
+ * between. Splitting each unit's queries instead (below) left the worker
+ * holding the partial last chunks behind the other at the merge barrier
+ * (16 rows at depth 128-256: 131 of the phase's 513 ms in a 128-token
+ * run), and had each worker read every sequence's cache; by rows the phase
+ * took 400-407 ms where the old split took 438-446 alternating, S_TG
+ * 1268-1279 -> 1343-1351 t/s. Rows that share blocks (a verify step's, a
+ * shared prefix) keep the split below: by rows each worker would read all
+ * the shared K/V (a 4-row verify step at depth 512: 3.3 -> 3.7 ms). */
+static void attn_rows_split(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, int nth, bool head_quant,
+                            float *scores) {
+    const llmk_hparams *hp = &ex->m->hp;
+    int HD = hp->head_dim, H = hp->n_head;
+    int64_t ps = HD + 2;
+    uint32_t own = attn_own_rows(ex, ith, nth);
+    for (int32_t u = 0; u < ex->n_units; u++) {
+        struct attn_unit mine = ex->units[u];
+        mine.rows &= own;
+        if (mine.rows) attn_unit(ex, ph, &mine, 0, unit_queries(ex, &mine), ith, false, head_quant, scores);
+    }
+    for (int32_t t = 0; t < ex->n_rows; t++)
+        for (int h = 0; own & (1u << t) && h < H; h++) {
+            merge_head(ex, ph->layer, h, ex->parts + ((int64_t)t * H + h) * ex->max_chunks * ps, (int)n_chunks(ex, t),
+                       ex->buf[LLMK_BUF_ATT] + (int64_t)t * ex->qd + (int64_t)h * HD);
+            if (head_quant) quantize_part(ex, ph, ith, LLMK_BUF_ATT, t, (int64_t)h * HD, (int64_t)(h + 1) * HD);
+        }
+}
+
 /* Attention for few rows (decode, batched decode): the units' queries,
  * split into contiguous ranges by count. Partials merge in chunk order: at
  * once when every row has one chunk, else after a barrier. Neither the
@@ -755,6 +802,10 @@ static void attn_few_rows(struct llmk_exec *ex, const struct llmk_phase *ph, int
     const llmk_hparams *hp = &ex->m->hp;
     int HD = hp->head_dim, H = hp->n_head;
     int64_t ps = HD + 2, total = 0, most = 1;
+    if (ex->n_rows >= ATTN_ROW_SPLIT * nth && !ex->units_shared) {
+        attn_rows_split(ex, ph, ith, nth, head_quant, scores);
+        return;
+    }
     for (int32_t t = 0; t < ex->n_rows; t++) most = n_chunks(ex, t) > most ? n_chunks(ex, t) : most;
     for (int32_t u = 0; u < ex->n_units; u++) total += unit_queries(ex, &ex->units[u]) * unit_cost(ex, &ex->units[u]);
     int64_t lo, hi, base = 0;

@@ -370,34 +370,23 @@ static void pack_compact(int layout, unsigned char *hdr, unsigned char *rec, int
     }
 }
 
-/* An NL4 record (r8.h) from 8 IQ4_NL blocks' bytes (NULL: a padding row). */
-static void pack_nl4(unsigned char *dst, const unsigned char *const src[8]) {
-    memset(dst, 0, 144);
+/* An NL4 record (r8.h) from 8 IQ4_NL blocks' bytes, or an MXC one from
+ * MXFP4's (NULL: a padding row): both blocks are a scale (sb bytes: f16 d,
+ * u8 e) then 16 bytes of nibbles that are already grid indices; the
+ * records keep the nibbles as chunks and the scales after them, as they
+ * are. */
+static void pack_grid(unsigned char *dst, const unsigned char *const src[8], size_t sb) {
+    memset(dst, 0, 128 + 8 * sb);
     for (int r = 0; r < 8; r++) {
         if (!src[r]) continue;
-        llmk_block_iq4_nl b;
-        memcpy(&b, src[r], sizeof b);
         int u[LLMK_QK];
-        for (int e = 0; e < LLMK_QK; e++) u[e] = nibble(b.qs, e);
+        for (int e = 0; e < LLMK_QK; e++) u[e] = nibble(src[r] + sb, e);
         put_chunks(dst, r, u);
-        put_u16(dst + 128 + 2 * r, llmk_ld_u16(&b.d));
+        memcpy(dst + 128 + sb * (size_t)r, src[r], sb);
     }
 }
-
-/* An MXC record (r8.h) from 8 MXFP4 blocks' bytes (NULL: a padding row):
- * the nibbles are already grid indices. */
-static void pack_mxc(unsigned char *dst, const unsigned char *const src[8]) {
-    memset(dst, 0, 136);
-    for (int r = 0; r < 8; r++) {
-        if (!src[r]) continue;
-        llmk_block_mxfp4 b;
-        memcpy(&b, src[r], sizeof b);
-        int u[LLMK_QK];
-        for (int e = 0; e < LLMK_QK; e++) u[e] = nibble(b.qs, e);
-        put_chunks(dst, r, u);
-        dst[128 + r] = b.e;
-    }
-}
+_Static_assert(offsetof(llmk_block_iq4_nl, qs) == 2 && offsetof(llmk_block_mxfp4, qs) == 1,
+               "IQ4_NL and MXFP4 blocks: the scale, then the nibbles");
 
 /* A Q40 record (r8.h) from 8 blocks as read_block gives Q4_0's (NULL: a
  * padding row). */
@@ -520,8 +509,8 @@ static void pack_record(const llmk_tensor_info *t, const unsigned char *src, int
     if (w->layout == LLMK_R8_Q2C)
         pack_q2c(dst - (size_t)(b % LLMK_R8_SUPER) * 64 - llmk_r8_header_bytes(w->layout), dst, b,
                  (const unsigned char *const *)p, q8s, (const float(*)[2])mins);
-    else if (w->layout == LLMK_R8_NL4) pack_nl4(dst, (const unsigned char *const *)p);
-    else if (w->layout == LLMK_R8_MXC) pack_mxc(dst, (const unsigned char *const *)p);
+    else if (w->layout == LLMK_R8_NL4 || w->layout == LLMK_R8_MXC)
+        pack_grid(dst, (const unsigned char *const *)p, w->layout == LLMK_R8_MXC ? 1 : 2);
     else if (w->layout == LLMK_R8_Q51) pack_q51(dst, (const unsigned char *const *)p);
     else if (w->layout == LLMK_R8_Q5C) pack_q5c(dst, (const struct r8_block *const *)p);
     else if (w->layout == LLMK_R8_Q40) pack_q40(dst, (const struct r8_block *const *)p);

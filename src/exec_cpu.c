@@ -772,7 +772,8 @@ static uint32_t attn_own_rows(const struct llmk_exec *ex, int ith, int nth) {
  * took 400-407 ms where the old split took 438-446 alternating, S_TG
  * 1268-1279 -> 1343-1351 t/s. Rows that share blocks (a verify step's, a
  * shared prefix) keep the split below: by rows each worker would read all
- * the shared K/V (a 4-row verify step at depth 512: 3.3 -> 3.7 ms). */
+ * the shared K/V (a 4-row verify step at depth 512, one alternation: 3.3 ->
+ * 3.7 ms). */
 static void attn_rows_split(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, int nth, bool head_quant,
                             float *scores) {
     const llmk_hparams *hp = &ex->m->hp;

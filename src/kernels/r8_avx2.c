@@ -262,7 +262,8 @@ INLINE void rows_streams(int L, const struct llmk_r8 *w, int64_t g0, int64_t g1,
 /* NA activation rows x groups [g0, g1): full groups stored directly, a
  * partial last group (rows past r1) through a buffer. */
 INLINE void rows_na(int NA, int L, const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t r1,
-                    const unsigned char *const *a, float *y, size_t ys, void *scratch) {
+                    const unsigned char *const *a, float *y, size_t ys, void *scratch, size_t far) {
+    (void)far; /* no second prefetch distance here (r8_entry.h) */
     /* Tables pay off over a long run of groups: a few rows against a
      * worker's whole range (batched decode, speculative verification:
      * B=2 decode +12%). Prefill's 64-row chunks (8 groups) would rebuild

@@ -23,6 +23,12 @@ INLINE void prefetch_rec(const unsigned char *rec, int bytes) {
     for (int o = 0; o < bytes; o += 64) _mm_prefetch((const char *)rec + PF_AHEAD + o, _MM_HINT_T0);
 }
 
+/* Into L2, far bytes on: the next range's record while this one's are
+ * read again from cache (r8_mm's later tiles). */
+INLINE void prefetch_rec_far(const unsigned char *rec, int bytes, size_t far) {
+    for (int o = 0; o < bytes; o += 64) _mm_prefetch((const char *)rec + far + o, _MM_HINT_T1);
+}
+
 /* Bytes of one record of layout L (r8.h), headers aside. */
 #define R8_RECORD_BYTES(L) ((int)llmk_r8_record_stride(L))
 
@@ -33,6 +39,16 @@ INLINE void prefetch_block(int L, const unsigned char *rec, int64_t b) {
     prefetch_rec(rec, R8_RECORD_BYTES(L));
     if (llmk_r8_header_bytes(L) && b % LLMK_R8_SUPER == LLMK_R8_SUPER - 1)
         prefetch_rec(rec + R8_RECORD_BYTES(L), (int)llmk_r8_header_bytes(L));
+}
+
+/* prefetch_block, or with far the record (and header) far bytes on, into L2. */
+INLINE void prefetch_block_at(int L, const unsigned char *rec, int64_t b, size_t far) {
+    if (!far) {
+        prefetch_block(L, rec, b);
+        return;
+    }
+    int h = llmk_r8_header_bytes(L) && b % LLMK_R8_SUPER == 0 ? (int)llmk_r8_header_bytes(L) : 0;
+    prefetch_rec_far(rec - h, R8_RECORD_BYTES(L) + h, far);
 }
 
 /* An a16 activation row's parts: int16 q[k], then the f32 scales. */

@@ -23,12 +23,6 @@ INLINE void prefetch_rec(const unsigned char *rec, int bytes) {
     for (int o = 0; o < bytes; o += 64) _mm_prefetch((const char *)rec + PF_AHEAD + o, _MM_HINT_T0);
 }
 
-/* Into L2, far bytes on: the next range's record while this one's are
- * read again from cache (r8_mm's later tiles). */
-INLINE void prefetch_rec_far(const unsigned char *rec, int bytes, size_t far) {
-    for (int o = 0; o < bytes; o += 64) _mm_prefetch((const char *)rec + far + o, _MM_HINT_T1);
-}
-
 /* Bytes of one record of layout L (r8.h), headers aside. */
 #define R8_RECORD_BYTES(L) ((int)llmk_r8_record_stride(L))
 
@@ -41,14 +35,20 @@ INLINE void prefetch_block(int L, const unsigned char *rec, int64_t b) {
         prefetch_rec(rec + R8_RECORD_BYTES(L), (int)llmk_r8_header_bytes(L));
 }
 
-/* prefetch_block, or with far the record (and header) far bytes on, into L2. */
-INLINE void prefetch_block_at(int L, const unsigned char *rec, int64_t b, size_t far) {
-    if (!far) {
+/* Where the walk knows what it reads next (r8_walk_avx512.h's rows_na):
+ * block b's record (and, at a super-block's start, its header) dist bytes
+ * on, into L1, or into L2 with l2; dist 0: prefetch_block's stream. */
+INLINE void prefetch_block_at(int L, const unsigned char *rec, int64_t b, size_t dist, int l2) {
+    if (!dist) {
         prefetch_block(L, rec, b);
         return;
     }
     int h = llmk_r8_header_bytes(L) && b % LLMK_R8_SUPER == 0 ? (int)llmk_r8_header_bytes(L) : 0;
-    prefetch_rec_far(rec - h, R8_RECORD_BYTES(L) + h, far);
+    const char *p = (const char *)rec - h + dist;
+    if (l2)
+        for (int o = 0; o < R8_RECORD_BYTES(L) + h; o += 64) _mm_prefetch(p + o, _MM_HINT_T1);
+    else
+        for (int o = 0; o < R8_RECORD_BYTES(L) + h; o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
 }
 
 /* An a16 activation row's parts: int16 q[k], then the f32 scales. */

@@ -86,7 +86,9 @@ INLINE void r8_few_l(int L, int m, const struct llmk_r8 *w, int64_t g0, int64_t 
 #if R8_HAVE_FEW_ROWS >= 4
     case 4: rows_few(4, L, w, g0, g1, r1, a, y, ys); break;
 #endif
+#if R8_HAVE_FEW_ROWS >= 3
     case 3: rows_few(3, L, w, g0, g1, r1, a, y, ys); break;
+#endif
     default: rows_few(2, L, w, g0, g1, r1, a, y, ys); break;
     }
 }

@@ -64,10 +64,12 @@ INLINE int run_records(const struct llmk_r8 *w, int64_t g0, int64_t g1, int64_t 
  * batch), walk the runs in pairs, interleaved block by block. Each lane's
  * arithmetic is tile()'s, block after block: the same bits. */
 /* The most rows rows_few takes. At 4 its accumulators and block sums no
- * longer fit the registers: a 4-row verify step at depth 512 took
- * 4.1-4.3 ms through it and 3.4-3.9 ms through rows_na (3 rows: rows_few
- * is the faster). */
-#define R8_HAVE_FEW_ROWS 3
+ * longer fit the registers (a 4-row verify step at depth 512 took 4.1-4.3
+ * ms through it, 3.4-3.9 through rows_na); once rows_na prefetched each
+ * next pair, 3 rows went faster through it too (best of 60 at depth 512,
+ * three alternations: 2.99, 3.10, 3.06 -> 2.54-2.74, 2.68-2.76, 2.83-2.97
+ * ms); 2 rows were a draw. */
+#define R8_HAVE_FEW_ROWS 2
 INLINE void streams_few(int NA, int NP, int L, const unsigned char *const *rec, int64_t nb, int64_t k,
                         const unsigned char *const *a, __m512 out[][R8_HAVE_FEW_ROWS]) {
     __m512 acc[2][R8_HAVE_FEW_ROWS];

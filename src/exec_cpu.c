@@ -701,6 +701,17 @@ static int64_t unit_cost(const struct llmk_exec *ex, const struct attn_unit *u) 
     return (n < LLMK_ATTN_CHUNK ? n : LLMK_ATTN_CHUNK) + 16;
 }
 
+/* Query (row t, head h) of split decode attention: its nc chunk partials
+ * (ex->parts) merged into the output, and quantized where heads are whole
+ * blocks. */
+static void finish_head(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, int32_t t, int h, int nc,
+                        bool head_quant) {
+    int HD = ex->m->hp.head_dim, H = ex->m->hp.n_head;
+    merge_head(ex, ph->layer, h, ex->parts + ((int64_t)t * H + h) * ex->max_chunks * (HD + 2), nc,
+               ex->buf[LLMK_BUF_ATT] + (int64_t)t * ex->qd + (int64_t)h * HD);
+    if (head_quant) quantize_part(ex, ph, ith, LLMK_BUF_ATT, t, (int64_t)h * HD, (int64_t)(h + 1) * HD);
+}
+
 /* Queries [j0, j1) of unit u through the chunk kernels, batched per KV group
  * up to ATTN_MQ per K/V pass (the multi-query kernel gives each query the
  * single-query bits). With one chunk per row (most == 1) each query's
@@ -741,9 +752,7 @@ static void attn_unit(struct llmk_exec *ex, const struct llmk_phase *ph, const s
             int64_t w = j % ((int64_t)nr * gs);
             int32_t t = trow[w / gs];
             int h = g * gs + (int)(w % gs);
-            merge_head(ex, ph->layer, h, ex->parts + ((int64_t)t * H + h) * ex->max_chunks * ps, 1,
-                       ex->buf[LLMK_BUF_ATT] + (int64_t)t * ex->qd + (int64_t)h * HD);
-            if (head_quant) quantize_part(ex, ph, ith, LLMK_BUF_ATT, t, (int64_t)h * HD, (int64_t)(h + 1) * HD);
+            finish_head(ex, ph, ith, t, h, 1, head_quant);
         }
         j0 = je;
     }
@@ -776,9 +785,7 @@ static uint32_t attn_own_rows(const struct llmk_exec *ex, int ith, int nth) {
  * 3.7 ms). */
 static void attn_rows_split(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, int nth, bool head_quant,
                             float *scores) {
-    const llmk_hparams *hp = &ex->m->hp;
-    int HD = hp->head_dim, H = hp->n_head;
-    int64_t ps = HD + 2;
+    int H = ex->m->hp.n_head;
     uint32_t own = attn_own_rows(ex, ith, nth);
     for (int32_t u = 0; u < ex->n_units; u++) {
         struct attn_unit mine = ex->units[u];
@@ -786,11 +793,7 @@ static void attn_rows_split(struct llmk_exec *ex, const struct llmk_phase *ph, i
         if (mine.rows) attn_unit(ex, ph, &mine, 0, unit_queries(ex, &mine), ith, false, head_quant, scores);
     }
     for (int32_t t = 0; t < ex->n_rows; t++)
-        for (int h = 0; own & (1u << t) && h < H; h++) {
-            merge_head(ex, ph->layer, h, ex->parts + ((int64_t)t * H + h) * ex->max_chunks * ps, (int)n_chunks(ex, t),
-                       ex->buf[LLMK_BUF_ATT] + (int64_t)t * ex->qd + (int64_t)h * HD);
-            if (head_quant) quantize_part(ex, ph, ith, LLMK_BUF_ATT, t, (int64_t)h * HD, (int64_t)(h + 1) * HD);
-        }
+        for (int h = 0; own & (1u << t) && h < H; h++) finish_head(ex, ph, ith, t, h, (int)n_chunks(ex, t), head_quant);
 }
 
 /* Attention for few rows (decode, batched decode): the units' queries,
@@ -800,9 +803,8 @@ static void attn_rows_split(struct llmk_exec *ex, const struct llmk_phase *ph, i
  * thread count nor which other rows share a block. */
 static void attn_few_rows(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, int nth, bool head_quant,
                           float *scores) {
-    const llmk_hparams *hp = &ex->m->hp;
-    int HD = hp->head_dim, H = hp->n_head;
-    int64_t ps = HD + 2, total = 0, most = 1;
+    int H = ex->m->hp.n_head;
+    int64_t total = 0, most = 1;
     if (ex->n_rows >= ATTN_ROW_SPLIT * nth && !ex->units_shared) {
         attn_rows_split(ex, ph, ith, nth, head_quant, scores);
         return;
@@ -823,10 +825,7 @@ static void attn_few_rows(struct llmk_exec *ex, const struct llmk_phase *ph, int
     llmk_pool_barrier(ex->pool);
     for (int64_t it = ith; it < (int64_t)ex->n_rows * H; it += nth) {
         int32_t t = (int32_t)(it / H);
-        int h = (int)(it % H);
-        merge_head(ex, ph->layer, h, ex->parts + ((int64_t)t * H + h) * ex->max_chunks * ps, (int)n_chunks(ex, t),
-                   ex->buf[LLMK_BUF_ATT] + (int64_t)t * ex->qd + (int64_t)h * HD);
-        if (head_quant) quantize_part(ex, ph, ith, LLMK_BUF_ATT, t, (int64_t)h * HD, (int64_t)(h + 1) * HD);
+        finish_head(ex, ph, ith, t, (int)(it % H), (int)n_chunks(ex, t), head_quant);
     }
 }
 

@@ -86,10 +86,11 @@ INLINE void block_q8_0(int NA, const unsigned char *ra, const unsigned char *rb,
         acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(n[i]), _mm512_mul_ps(dw, _mm512_set1_ps(d[i][b])), acc[i]);
 }
 
-/* NL4 (IQ4_NL, XS 0): Q8_0's products, each 16-byte chunk of grid indices
- * looked up into pairs p and p + 8; XS4 (IQ4_XS, XS 1): the same lookups
- * into Q8S's two half sums (pairs 0-7 are elements 0..15) and the Q8K header's scales;
- * MXC (MXFP4, XS 2): NL4's on MXFP4's grid, with the E8M0 scales. */
+/* NL4 (IQ4_NL, MODE 0): Q8_0's products, each 16-byte chunk of grid
+ * indices looked up into pairs p and p + 8; XS4 (IQ4_XS, MODE 1): the same
+ * lookups into Q8S's two half sums (pairs 0-7 are elements 0..15) and the
+ * Q8K header's scales; MXC (MXFP4, MODE 2): NL4's on MXFP4's grid, with
+ * the E8M0 scales. */
 INLINE void block_nl4(int NA, int MODE, const unsigned char *ra, const unsigned char *rb, const int16_t *const *q,
                       const float *const *d, int64_t b, int64_t nb, const float *pre, __m512 *acc) {
     const int XS = MODE == 1;

@@ -10,6 +10,7 @@
  * repetition: the KV pool's prefix cache never hits (llama.cpp has none), so
  * every prompt token is computed. */
 #include "bench_batched.h"
+#include "bench_phases.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +52,7 @@ struct batched {
     size_t V;
     uint64_t rng;
     long generated;         /* tokens the generation reported */
+    bool profile;           /* the generations time their phases (--phases; not the warm-up) */
 };
 
 /* Distinct tokens for every prompt (xorshift64*): no prefix-cache hits. */
@@ -87,9 +89,11 @@ static int measure(struct batched *w, int32_t b, long pp, long tg, double *t_pp,
     for (int32_t s = 0; s < b; s++) /* the first generated token is fed; TG evaluations per sequence */
         w->gen[s] = (llmk_gen_seq){.seq = s, .id = next_token(w), .max_tokens = (int32_t)tg};
     w->generated = 0;
+    if (w->profile && (st = llmk_context_set_profiling(w->c, true)) != LLMK_OK) return st;
     t0 = now_s();
     st = llmk_context_generate(w->c, w->gen, (size_t)b, count_token, w);
     *t_tg = now_s() - t0;
+    if (w->profile) llmk_context_set_profiling(w->c, false); /* the prefills stay fused */
     if (st == LLMK_OK && w->generated != (long)b * tg)
         return cli_fail(LLMK_UNSUPPORTED, "bench: the generation reported %ld tokens, not %ld", w->generated,
                         (long)b * tg);
@@ -123,6 +127,17 @@ static void print_row(const struct bench_batched_opts *o, int32_t n_kv_max, int 
            s_tg, t, s);
 }
 
+/* --phases: each count's decode steps by phase kind (timed in place, the
+ * generation fused; the prefills are not in them). */
+static void print_phase_tables(const struct bench_batched_opts *o, const struct bench_phase_sums *ph) {
+    FILE *to = o->json ? stderr : stdout;
+    long steps = o->n_gen * o->reps;
+    for (int i = 0; i < o->list.n; i++) {
+        fprintf(to, "\nphases (decode, B=%d, %ld steps, in place)\n", o->list.b[i], steps);
+        bench_phase_sums_print(to, &ph[i], steps, "us/step");
+    }
+}
+
 /* Every configuration, after one warm-up of the largest; each row the mean
  * time of o->reps runs. */
 static int run_all(struct batched *w, int32_t n_kv_max) {
@@ -134,16 +149,23 @@ static int run_all(struct batched *w, int32_t n_kv_max) {
         if (o->list.b[i] > bmax) bmax = o->list.b[i];
     int st = measure(w, bmax, o->n_prompt, o->n_gen < 4 ? o->n_gen : 4, &t_pp, &t_tg);
     print_header(o, n_kv_max, nth);
+    struct bench_phase_sums *ph = o->phases ? calloc((size_t)o->list.n, sizeof *ph) : NULL;
+    if (o->phases && !ph) st = cli_fail(LLMK_OUT_OF_MEMORY, "bench: phase timings for %d counts", o->list.n);
+    w->profile = ph != NULL;
     for (int i = 0; i < o->list.n && st == LLMK_OK; i++) {
         double sum_pp = 0, sum_tg = 0;
+        if (ph) st = llmk_context_reset_timings(w->c);
         for (long r = 0; r < o->reps && st == LLMK_OK; r++) {
             st = measure(w, o->list.b[i], o->n_prompt, o->n_gen, &t_pp, &t_tg);
             sum_pp += t_pp, sum_tg += t_tg;
         }
         if (st == LLMK_OK) print_row(o, n_kv_max, nth, o->list.b[i], sum_pp / (double)o->reps,
                                      sum_tg / (double)o->reps);
+        if (ph) bench_phase_sums_read(w->c, &ph[i]);
         fflush(stdout);
     }
+    if (st == LLMK_OK && ph) print_phase_tables(o, ph);
+    free(ph);
     return st;
 }
 

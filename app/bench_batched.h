@@ -20,6 +20,7 @@ struct bench_batched_opts {
     long n_prompt, n_gen, threads, reps, n_batch;
     uint32_t kv_type;
     bool json, long_ctx;
+    bool phases;                /* --phases: per-phase decode timings after the table */
     bool verbose;               /* -v: the load line */
     double load_s;              /* llmk_model_load's time, for it */
     struct cli_progress *load;  /* drawn during the context's init */

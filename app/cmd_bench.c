@@ -3,6 +3,7 @@
  * the machine's read bandwidth measured in the same run, and (--phases)
  * where the decode time goes, phase by phase. */
 #include "bench_batched.h"
+#include "bench_phases.h"
 #include "bench_spec.h"
 #include "gen_opts.h"
 #include "cli.h"
@@ -61,38 +62,13 @@ static void stats(const double *v, int n, double *mean, double *sd) {
     *sd = n > 1 ? sqrt(q / (n - 1)) : 0;
 }
 
-/* strip "blk.N." so phases of all layers add up under one name */
-static const char *phase_kind(const char *name) {
-    if (strncmp(name, "blk.", 4) == 0) {
-        const char *d = strchr(name + 4, '.');
-        if (d) return d + 1;
-    }
-    return name;
-}
-
-/* Phase timings of the last profiling run, summed by kind (phase name
- * without its layer), per token. */
+/* Phase timings of the last profiling run, by kind, per token. */
 static void print_phases(FILE *o, const llmk_context *c, const char *what, long ntok, double wall, double fused_ts) {
-    const char *kinds[64];
-    double kns[64] = {0};
-    int nk = 0;
-    double total = 0;
-    for (int32_t i = 0; i < llmk_context_n_phases(c); i++) {
-        llmk_phase_info ph;
-        if (llmk_context_phase(c, i, &ph) != LLMK_OK) continue; /* i is in range: cannot fail */
-        const char *k = phase_kind(ph.name);
-        int j = 0;
-        while (j < nk && strcmp(kinds[j], k) != 0) j++;
-        if (j == nk && nk < 64) kinds[nk++] = k;
-        if (j < 64) kns[j] += ph.ns;
-        total += ph.ns;
-    }
+    struct bench_phase_sums s;
+    bench_phase_sums_read(c, &s);
     fprintf(o, "\nphases (%s, %ld tokens, phase-at-a-time: %.1f t/s, %.1f us/token; fused: %.1f t/s)\n", what, ntok,
             (double)ntok / wall, wall * 1e6 / (double)ntok, fused_ts);
-    fprintf(o, "  %-14s %12s %7s\n", "phase", "us/token", "share");
-    for (int j = 0; j < nk; j++)
-        if (kns[j] > 0)
-            fprintf(o, "  %-14s %12.1f %6.1f%%\n", kinds[j], kns[j] / 1e3 / (double)ntok, 100.0 * kns[j] / total);
+    bench_phase_sums_print(o, &s, ntok, "us/token");
 }
 
 struct bench_opts {
@@ -136,7 +112,8 @@ static int parse_args(struct bench_opts *o, int argc, char **argv) {
         {.name = "--json-schema-file", .alias = "-jf", .kind = CLI_OPT_STR, .dest.s = &o->json_schema_file,
          .metavar = "FILE", .help = "the same, read from FILE"},
         CLI_FLAG("--greedy", 0, &o->greedy, "tg chooses each next token greedily: --grammar's unconstrained baseline"),
-        CLI_FLAG("--phases", 0, &o->phases, "per-phase decode timings (fast path, phase-at-a-time mode)"),
+        CLI_FLAG("--phases", 0, &o->phases, "per-phase decode timings (fast path, phase-at-a-time mode; with -B "
+                 "in place, per step)"),
         CLI_OPT_LONG_CTX(&o->long_ctx),
         CLI_REPEAT("--file", 'f', bench_spec_add_file, &o->spec, "FILE", "--spec: a prompt file (text)"),
         CLI_FLAG("--raw", 0, &o->spec.raw, "--spec: the prompt files without the chat template"),
@@ -164,7 +141,8 @@ static int parse_args(struct bench_opts *o, int argc, char **argv) {
         return cli_usage_error("bench", "--grammar, --grammar-file and --greedy take none of -B, --spec, --phases");
     if (o->batch.n) {
         if (o->path != LLMK_PATH_FAST) return cli_usage_error("bench", "-B runs the fast path only");
-        if (o->phases || o->depth) return cli_usage_error("bench", "-B takes neither --phases nor -d");
+        if (o->depth) return cli_usage_error("bench", "-B takes no -d");
+        if (o->phases && o->n_gen < 1) return cli_usage_error("bench", "-B with --phases needs -n 1 or more");
         if (o->n_prompt < 1) return cli_usage_error("bench", "-B needs a prompt (-p 1 or more) for each sequence");
     }
     return CLI_OPTS_GO;
@@ -435,7 +413,8 @@ int cmd_bench(int argc, char **argv) {
     if (o.batch.n) {
         struct bench_batched_opts bo = {.list = o.batch, .n_prompt = n_prompt, .n_gen = n_gen, .threads = threads,
                                         .reps = reps, .n_batch = o.n_batch, .kv_type = o.kv_type, .json = o.json,
-                                        .long_ctx = o.long_ctx, .verbose = o.verbose, .load_s = o.load_s,
+                                        .long_ctx = o.long_ctx, .phases = o.phases, .verbose = o.verbose,
+                                        .load_s = o.load_s,
                                         .load = &load};
         st = bench_batched(m, &bo);
         llmk_model_free(m);

@@ -667,6 +667,8 @@ LLMK_API const char *llmk_context_kernels(const llmk_context *c);
 LLMK_API int llmk_context_describe(const llmk_context *c, FILE *f);
 /* Profiling mode: every phase runs as its own parallel region and is timed.
  * Slower (a region start per phase) but bitwise identical to the fused run.
+ * llmk_context_generate instead times its phases in place, the run still
+ * fused (worker 0's clock, from a phase's start to the barrier after it).
  * Times accumulate, across calls, until llmk_context_reset_timings. */
 LLMK_API int llmk_context_set_profiling(llmk_context *c, bool on);
 LLMK_API int llmk_context_reset_timings(llmk_context *c);

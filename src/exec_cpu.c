@@ -1944,17 +1944,25 @@ static void gen_choose(struct llmk_exec *ex) {
     if (st != LLMK_OK) ex->gen_status = st;
 }
 
+/* The generation's step loop. In profiling mode worker 0 times each phase in
+ * place, from its start to the end of the barrier after it (or to the next
+ * phase's start where none follows): the run stays fused, so these are the
+ * phases' costs as the fused run pays them, waits included; one region per
+ * phase would add a start per phase and take the workers' overlap away. */
 static void gen_worker(void *ctx, int ith, int nth) {
     struct llmk_exec *ex = ctx;
+    bool timed = ex->phase_mode && ith == 0;
     for (;;) {
         if (ith == 0) gen_prepare(ex);
         llmk_pool_barrier(ex->pool);
         if (ex->n_rows == 0) return;
         for (int i = 0; i < ex->prog.n_phases; i++) {
             const struct llmk_phase *ph = &ex->prog.ph[i];
+            double t = timed ? now_ns(ex) : 0;
             run_phase(ex, ph, ith, nth);
             if (ex->prefetch_next) prefetch_next_runs(ex, i, ith);
             if (!rope_fused(ex, ph) && !dup_norm(ex, ph)) llmk_pool_barrier(ex->pool);
+            if (timed) ex->phase_ns[i] += now_ns(ex) - t;
         }
         if (ith == 0) gen_choose(ex);
         /* the others wait for the choice at the next step's first barrier */

@@ -86,6 +86,39 @@ static void stepwise(const llmk_model *m, int32_t prompts[NS][MAXT], size_t V, s
     llmk_context_free(c);
 }
 
+/* The generation's entries: each prompt's last token fed, entry 1 sampled. */
+static void gen_entries(int32_t prompts[NS][MAXT], llmk_sampler *smp, llmk_gen_seq g[NS]) {
+    for (int s = 0; s < NS; s++)
+        g[s] = (llmk_gen_seq){.seq = s, .id = prompts[s][plen[s] - 1], .max_tokens = maxt[s],
+                              .sampler = s == 1 ? smp : NULL};
+}
+
+/* Profiling mode times the generation's phases in place: every phase of
+ * the program runs each step, so each has time, and the tokens stay the
+ * fused run's. Without it nothing is timed. */
+static void profiled(const llmk_model *m, int32_t prompts[NS][MAXT], size_t V, const struct rec *want) {
+    for (int on = 0; on < 2; on++) {
+        llmk_context *c = prompted(m, prompts, 0);
+        llmk_sampler *smp = make_sampler(V);
+        llmk_gen_seq g[NS];
+        gen_entries(prompts, smp, g);
+        struct rec got = {0};
+        CHECK_STATUS(llmk_context_set_profiling(c, on), LLMK_OK);
+        CHECK_STATUS(llmk_context_reset_timings(c), LLMK_OK);
+        CHECK_STATUS(llmk_context_generate(c, g, NS, record, &got), LLMK_OK);
+        CHECK(memcmp(&got, want, sizeof got) == 0);
+        int timed = 0;
+        for (int32_t i = 0; i < llmk_context_n_phases(c); i++) {
+            llmk_phase_info ph;
+            CHECK_STATUS(llmk_context_phase(c, i, &ph), LLMK_OK);
+            timed += ph.ns > 0;
+        }
+        CHECK(timed == (on ? llmk_context_n_phases(c) : 0));
+        llmk_sampler_free(smp);
+        llmk_context_free(c);
+    }
+}
+
 static void one_model(const char *path, bool required) {
     llmk_model *m = NULL;
     int st = llmk_model_load(path, &m);
@@ -106,9 +139,7 @@ static void one_model(const char *path, bool required) {
     llmk_context *c = prompted(m, prompts, 0);
     llmk_sampler *smp = make_sampler(V);
     llmk_gen_seq g[NS];
-    for (int s = 0; s < NS; s++)
-        g[s] = (llmk_gen_seq){.seq = s, .id = prompts[s][plen[s] - 1], .max_tokens = maxt[s],
-                              .sampler = s == 1 ? smp : NULL};
+    gen_entries(prompts, smp, g);
     CHECK_STATUS(llmk_context_generate(c, g, NS, record, &got), LLMK_OK);
     CHECK(memcmp(&got, &want, sizeof got) == 0); /* token for token, greedy and sampled */
     for (int s = 0; s < NS; s++) CHECK(llmk_context_seq_pos(c, s) == plen[s] - 1 + want.n[s]);
@@ -124,6 +155,7 @@ static void one_model(const char *path, bool required) {
     CHECK(llmk_context_seq_pos(c, 0) == plen[0] - 1 + want.n[0]);
     llmk_sampler_free(smp);
     llmk_context_free(c);
+    profiled(m, prompts, V, &want);
 
     llmk_model_free(m);
 }

@@ -61,11 +61,43 @@ def test_table_and_compare_batched_reads_it(tmp_path):
     assert c.stdout.count("1.00x") >= 4, c.stdout
 
 
+def phase_tables(text):
+    """{B: {kind: us per step}} from --phases' tables."""
+    tables, b = {}, None
+    for line in text.splitlines():
+        if line.startswith("phases (decode, B="):
+            b = int(line.split("B=")[1].split(",")[0])
+            tables[b] = {}
+        elif b is not None and line.startswith("  ") and not line.split()[0] == "phase":
+            kind, us, share = line.split()
+            tables[b][kind] = float(us)
+    return tables
+
+
+def test_phases_time_the_batched_decode_in_place():
+    """--phases with -B: after the table, each count's decode step by phase
+    kind, timed inside the fused generation; the kinds add up to the step
+    time the row reports (T_TG / TG). With --json the tables go to stderr."""
+    r = llmk("bench", "-m", MODEL, "-B", "1,4", "-p", 16, "-n", 8, "-t", 2, "--phases", "--json")
+    assert r.returncode == 0, r.stderr
+    rows = {o["pl"]: o for o in map(json.loads, r.stdout.splitlines())}
+    tables = phase_tables(r.stderr)
+    assert sorted(tables) == sorted(rows) == [1, 4], r.stderr
+    for b, t in tables.items():
+        for kind in ("embed", "qkv", "attn", "gate_up", "ffn_down", "lm_head", "argmax"):
+            assert t.get(kind, 0) > 0, (b, kind, t)
+        step_us = rows[b]["t_tg"] / 8 * 1e6
+        assert 0.7 * step_us < sum(t.values()) <= 1.01 * step_us + 1, (b, sum(t.values()), step_us)
+    r = llmk("bench", "-m", MODEL, "-B", "2", "-p", 8, "-n", 4, "-t", 2, "--phases")
+    assert r.returncode == 0, r.stderr
+    assert sorted(phase_tables(r.stdout)) == [2], r.stdout
+
+
 @pytest.mark.parametrize("args, words", [
     (["-B", "0"], "1..1024"), (["-B", "x"], "got 'x'"), (["-B", "1,,2"], "got '1,,2'"),
     (["-B", "4,"], "got '4,'"), (["-B", "1025"], "1..1024"), (["-B", "2,2"], "2 twice"),
     (["-B", "1", "--path", "f32"], "fast path only"), (["-B", "1", "-d", "8"], "-d"),
-    (["-B", "1", "--phases"], "--phases"), (["-B", "1", "-p", "0"], "-p 1"),
+    (["-B", "1", "--phases", "-n", "0"], "-n 1"), (["-B", "1", "-p", "0"], "-p 1"),
 ])
 def test_bad_lists_and_combinations(args, words):
     r = llmk("bench", "-m", MODEL, *args)

@@ -4,8 +4,8 @@ Software prefetches are invisible to every other test: results do not depend
 on them. GCC's interprocedural pure-const pass marks a static function whose
 body only prefetches as `const`, and a call to a const function returning
 void is dead code: the attention kernels' `prefetch_rows` (static inline but
-too big for the early inliner once the AVX-512 kernels were added) vanished
-from every GCC build for months while clang kept it, and B=16 decode ran
+too big for the early inliner once the AVX-512 kernels were added, ca776d1)
+vanished from every GCC build while clang kept it, and B=16 decode ran
 13-17% slower (docs/batching.md). A source file that asks for a prefetch, in
 itself or in a header of src/kernels it includes, must have one in its
 object."""

@@ -134,7 +134,7 @@ struct llmk_exec {
     int32_t *moe_map;
     size_t moe_map_stride;
     /* modes */
-    bool phase_mode;          /* one timed pool region per phase */
+    bool phase_mode;          /* one timed pool region per phase; generation: timed in place */
     bool prefetch_next;       /* prefetch_next_runs (configuration prefetch_next) */
     bool clock_thread;        /* configuration phase_clock_thread */
     double *phase_ns;

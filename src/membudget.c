@@ -78,7 +78,7 @@ void *llmk_pages_alloc(uint64_t bytes) {
     /* keep [p, p + n), p 2 MB aligned: llmk_pages_free unmaps exactly that */
     unsigned char *p = (unsigned char *)(((uintptr_t)m + HUGE - 1) & ~(uintptr_t)(HUGE - 1));
     if (p > m) munmap(m, (size_t)(p - m));
-    if (m + HUGE > p) munmap(p + n, (size_t)(m + HUGE - p));
+    munmap(p + n, (size_t)(m + HUGE - p)); /* the tail: p - m < HUGE, so never empty */
 #if defined(MADV_HUGEPAGE)
     madvise(p, n, MADV_HUGEPAGE);
 #endif

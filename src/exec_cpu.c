@@ -338,8 +338,8 @@ static void mm_f32_check(struct llmk_exec *ex, const struct llmk_phase *ph, cons
     float *row = ex->f32_rows + (int64_t)ith * ex->f32_row_stride;
     for (int64_t r = r0; r < r1; r++) {
         LLMK_CHECK(llmk_f32_dequant_row(w->type, (const char *)w->data + (size_t)r * ws, row, k) == LLMK_OK);
-        for (int32_t t = t0; t < t1; t++)
-            out[(int64_t)(t - t0) * out_stride + r] = ex->K->f32_dot(row, ex->buf[ph->in] + (int64_t)t * ex->width[ph->in], k);
+        ex->K->f32_dots(row, 0, 1, ex->buf[ph->in] + (int64_t)t0 * ex->width[ph->in], (size_t)ex->width[ph->in], t1 - t0,
+                        k, out + r, (size_t)out_stride);
     }
 }
 
@@ -996,19 +996,21 @@ static struct moe_map moe_map_build(struct llmk_exec *ex, int ith) {
 static void router_logits(const struct llmk_exec *ex, const struct llmk_phase *ph, int64_t t0, int64_t t1, int64_t e0,
                           int64_t e1, float *l) {
     int64_t E = ph->k;
-    for (int64_t t = t0; t < t1; t++)
-        for (int64_t e = e0; e < e1; e++)
-            l[(t - t0) * ex->moe_x + e] = ex->K->f32_dot(ph->vec[0] + e * E, ex->buf[ph->in] + t * E, E);
+    ex->K->f32_dots(ph->vec[0] + e0 * E, (size_t)E, e1 - e0, ex->buf[ph->in] + t0 * E, (size_t)E, t1 - t0, E, l + e0,
+                    (size_t)ex->moe_x);
 }
 
 /* With fewer rows than workers (decode) the experts' dot products are split
  * among the workers into moe_logits and, after a barrier, each row's owner
  * routes it: one worker reading the f32 router alone from memory took ~8
  * us a layer (qwen3moe-shaped, 48 experts of 1024) while the others
- * waited. Each logit is the same f32_dot whoever computes it. */
+ * waited. Otherwise each worker takes its rows a block at a time (the
+ * router's rows read once per block: f32_dots). Each logit is the same
+ * f32_dot whoever computes it and however many at once. */
 static void ph_moe_route(struct llmk_exec *ex, const struct llmk_phase *ph, int ith, int nth) {
+    enum { L_FLOATS = 4096 };
     int64_t lo, hi;
-    float l[4096]; /* n_expert <= 4096 (model.c) */
+    float l[L_FLOATS]; /* n_expert <= 4096 (model.c) */
     bool split = ex->n_rows < nth;
     if (split) {
         int64_t e0, e1;
@@ -1017,13 +1019,19 @@ static void ph_moe_route(struct llmk_exec *ex, const struct llmk_phase *ph, int 
         llmk_pool_barrier(ex->pool);
     }
     llmk_split_range(ex->n_rows, ith, nth, &lo, &hi);
-    for (int64_t t = lo; t < hi; t++) {
-        if (split) memcpy(l, ex->moe_logits + t * ex->moe_x, (size_t)ex->moe_x * sizeof *l);
-        else router_logits(ex, ph, t, t + 1, 0, ex->moe_x, l);
-        if (ph->vec[1]) ex->VK->add(l, ph->vec[1], ex->moe_x); /* the router's bias (gpt-oss) */
-        if (ex->K->nonfinite(l, ex->moe_x)) note_nonfinite(ex, ph, ith, (int32_t)t); /* the routing would be arbitrary */
-        ex->K->moe_router(l, ex->moe_x, ex->moe_k, ex->m->moe.norm_w, ex->moe_sel + t * ex->moe_k,
-                          ex->moe_w + t * ex->moe_k);
+    int64_t block = L_FLOATS / ex->moe_x;
+    for (int64_t t0 = lo; t0 < hi; t0 += block) {
+        int64_t t1 = t0 + block < hi ? t0 + block : hi;
+        const float *lt = split ? ex->moe_logits + t0 * ex->moe_x : l;
+        if (!split) router_logits(ex, ph, t0, t1, 0, ex->moe_x, l);
+        for (int64_t t = t0; t < t1; t++) {
+            float *lr = l + (t - t0) * ex->moe_x;
+            if (split) memcpy(lr, lt + (t - t0) * ex->moe_x, (size_t)ex->moe_x * sizeof *l);
+            if (ph->vec[1]) ex->VK->add(lr, ph->vec[1], ex->moe_x); /* the router's bias (gpt-oss) */
+            if (ex->K->nonfinite(lr, ex->moe_x)) note_nonfinite(ex, ph, ith, (int32_t)t); /* the routing would be arbitrary */
+            ex->K->moe_router(lr, ex->moe_x, ex->moe_k, ex->m->moe.norm_w, ex->moe_sel + t * ex->moe_k,
+                              ex->moe_w + t * ex->moe_k);
+        }
     }
 }
 

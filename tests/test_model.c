@@ -360,6 +360,26 @@ static void test_avx2_kernels(void) {
         float a = llmk_f32_dot(w, x, len), b = llmk_f32_dot_avx2(w, x, len);
         CHECK(memcmp(&a, &b, sizeof a) == 0);
     }
+    /* many dots at once: each element f32_dot's bits, every tile shape and
+     * tail (rows and vectors 1..11, lengths with and without a vector tail),
+     * strides wider than the length, the kernel table's form too */
+    enum { DR = 11, DT = 11, DN = 1031, DS = DN + 5 };
+    static float dw[DR * DS], dx[DT * DS], dy[DT * 16], dref[DT * 16];
+    for (int i = 0; i < DR * DS; i++) dw[i] = frand();
+    for (int i = 0; i < DT * DS; i++) dx[i] = frand();
+    const int lens[] = {1, 7, 8, 9, 40, 1024, 1031};
+    for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++)
+        for (int nr = 1; nr <= DR; nr++)
+            for (int nt = 1; nt <= DT; nt += nt < 5 ? 1 : 3) {
+                int n = lens[li];
+                for (int t = 0; t < nt; t++)
+                    for (int r = 0; r < nr; r++) dref[t * 16 + r] = llmk_f32_dot(dw + r * DS, dx + t * DS, n);
+                memset(dy, 0xff, sizeof dy);
+                llmk_f32_dots_avx2(dw, DS, nr, dx, DS, nt, n, dy, 16);
+                for (int t = 0; t < nt; t++) CHECK(memcmp(dy + t * 16, dref + t * 16, (size_t)nr * sizeof(float)) == 0);
+                llmk_kernels()->f32_dots(dw, DS, nr, dx, DS, nt, n, dy, 16);
+                for (int t = 0; t < nt; t++) CHECK(memcmp(dy + t * 16, dref + t * 16, (size_t)nr * sizeof(float)) == 0);
+            }
     const uint32_t types[] = {LLMK_TYPE_Q4_0, LLMK_TYPE_Q4_1, LLMK_TYPE_Q8_0};
     for (size_t k = 0; k < sizeof types / sizeof types[0]; k++)
         for (int rep = 0; rep < 20; rep++) {

@@ -68,8 +68,32 @@ static void router(void) {
     CHECK_EQ_INT(sel[0], 2);
     CHECK_EQ_INT(sel[1], 1);
     CHECK_EQ_INT(sel[2], 0);
-    /* the table's router is the reference */
-    CHECK(llmk_kernels()->moe_router == llmk_moe_router_ref);
+    /* the table's router is the one-pass selection, or the reference itself */
+    CHECK(llmk_kernels()->moe_router == llmk_moe_router_topk || llmk_kernels()->moe_router == llmk_moe_router_ref);
+}
+
+/* The one-pass selection gives the reference's bits (sel and w): random
+ * logits drawn from few values (ties), with NaNs and infinities planted,
+ * every k up to the expert count (at most the kernels' 64). */
+static void router_topk(void) {
+    enum { NMAX = 300 };
+    float l[NMAX];
+    for (int rep = 0; rep < 400; rep++) {
+        int n = 1 + (int)((frand() + 1) * 0.5f * (rep < 200 ? 64 : NMAX - 1));
+        int k = 1 + (int)((frand() + 1) * 0.5f * (float)(n < LLMK_MOE_KMAX ? n - 1 : LLMK_MOE_KMAX - 1));
+        int levels = rep % 3 == 0 ? 4 : 1 << 20;
+        for (int e = 0; e < n; e++) l[e] = (float)(int)((frand() + 1) * (float)levels) / (float)levels * 8.0f - 4.0f;
+        if (rep % 5 == 1) l[rep % n] = NAN;
+        if (rep % 7 == 2) l[(rep * 3) % n] = INFINITY;
+        if (rep % 11 == 3) l[(rep * 5) % n] = -INFINITY;
+        int32_t sa[LLMK_MOE_KMAX], sb[LLMK_MOE_KMAX];
+        float wa[LLMK_MOE_KMAX], wb[LLMK_MOE_KMAX];
+        bool norm = rep % 2;
+        llmk_moe_router_ref(l, n, k, norm, sa, wa);
+        llmk_moe_router_topk(l, n, k, norm, sb, wb);
+        CHECK(memcmp(sa, sb, (size_t)k * sizeof *sa) == 0);
+        CHECK(memcmp(wa, wb, (size_t)k * sizeof *wa) == 0);
+    }
 }
 
 /* ---- tile map ------------------------------------------------------------ */
@@ -286,6 +310,7 @@ static void a8_experts(void) {
 
 int main(void) {
     router();
+    router_topk();
     tile_map();
     combine();
     expert_matvec();

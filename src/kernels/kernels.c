@@ -48,6 +48,7 @@ static void ref_table(struct llmk_kernels *k) {
     k->gemm_rows_a16 = llmk_r8_ref;
     k->gemm_rows_a8 = llmk_r8_a8_ref;
     k->f32_dot = llmk_f32_dot;
+    k->f32_dots = llmk_f32_dots;
     k->rmsnorm = llmk_f32_rmsnorm_ref;
     k->rope = llmk_f32_rope_ref;
     k->argmax = llmk_f32_argmax;
@@ -78,6 +79,7 @@ static void x86_table(struct llmk_kernels *k, unsigned f) {
     k->r8_forms = (f & LLMK_CPU_AVX512_VNNI) ? LLMK_R8_COMPACT : 0;
     k->gemm_q4_1_x2_q8_1x = llmk_gemm_q4_1_x2_q8_1x_avx2;
     k->f32_dot = llmk_f32_dot_avx2;
+    k->f32_dots = llmk_f32_dots_avx2;
     k->f32_rowdot = llmk_f32_rowdot_avx2;
     k->rmsnorm = llmk_f32_rmsnorm_avx2;
     k->rope = llmk_f32_rope_avx2;
@@ -105,6 +107,7 @@ static void fill(void) {
     chosen_k = ref_k;
     chosen_k.cpu = llmk_cpu_detect();
     if (llmk_config_kernels()->ref_kernels) return;
+    chosen_k.moe_router = llmk_moe_router_topk; /* scalar: any CPU */
 #if defined(__x86_64__)
     x86_table(&chosen_k, chosen_k.cpu);
 #elif defined(__aarch64__)

@@ -96,6 +96,9 @@ struct llmk_kernels {
 
     /* f32 vector ops (the executor's and the f32 path's) */
     float (*f32_dot)(const float *a, const float *b, int64_t n);
+    /* many f32_dots at once, each with its bits (llmk_f32_dots) */
+    void (*f32_dots)(const float *w, size_t ws, int64_t nr, const float *x, size_t xs, int64_t nt, int64_t n, float *y,
+                     size_t ys);
     /* the dot of one Q4_0/Q4_1/Q8_0 row with f32 x, decoded on the fly; 0
      * for other types (then dequantize the row); NULL: none */
     int (*f32_rowdot)(uint32_t type, const void *row, const float *x, int64_t n, float *out);
@@ -123,8 +126,8 @@ struct llmk_kernels {
     const struct llmk_norm_kernels *norm;
     /* seed 002's GLU variants beside swiglu (glu.h): scalar or AVX2, the same bits */
     const struct llmk_glu_kernels *glu;
-    /* mixture of experts (moe.h): the router has only its reference (k
-     * passes over a few dozen logits per token), the combine an AVX2 form */
+    /* mixture of experts (moe.h): the router a one-pass selection (scalar,
+     * the reference's bits), the combine an AVX2 form */
     void (*moe_router)(const float *logits, int n_expert, int k, bool norm, int32_t *sel, float *w);
     llmk_moe_combine_fn moe_combine;
 };

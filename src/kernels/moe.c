@@ -35,6 +35,31 @@ void llmk_moe_router_ref(const float *logits, int n_expert, int k, bool norm, in
     for (int j = 0; j < k; j++) w[j] = (float)(norm ? p[j] / sel_sum : p[j]);
 }
 
+/* The reference's routing with the selection in one pass: each expert in
+ * index order is inserted into the ranked list of the best so far (a strict
+ * total order, so the same k experts in the same order); the k passes of
+ * the reference compared up to k^2 n times, a third of a qwen3moe prefill's
+ * routing phase. The probabilities are the reference's operations. */
+void llmk_moe_router_topk(const float *logits, int n_expert, int k, bool norm, int32_t *sel, float *w) {
+    double mx = -INFINITY, sum = 0;
+    for (int e = 0; e < n_expert; e++)
+        if (logits[e] > mx) mx = logits[e];
+    for (int e = 0; e < n_expert; e++) sum += exp((double)logits[e] - mx);
+    int cnt = 0;
+    for (int e = 0; e < n_expert; e++) {
+        if (cnt == k && !ranks_before(logits, e, sel[k - 1])) continue;
+        int i = cnt < k ? cnt++ : k - 1;
+        for (; i > 0 && ranks_before(logits, e, sel[i - 1]); i--) sel[i] = sel[i - 1];
+        sel[i] = e;
+    }
+    double p[LLMK_MOE_KMAX], sel_sum = 0;
+    for (int j = 0; j < k; j++) {
+        p[j] = exp((double)logits[sel[j]] - mx) / sum;
+        sel_sum += p[j];
+    }
+    for (int j = 0; j < k; j++) w[j] = (float)(norm ? p[j] / sel_sum : p[j]);
+}
+
 void llmk_moe_tile_map(const int32_t *sel, int32_t n_rows, int k, int n_expert, int32_t *off, int32_t *slots) {
     int64_t n = (int64_t)n_rows * k;
     for (int e = 0; e <= n_expert; e++) off[e] = 0;

@@ -28,6 +28,9 @@ enum { LLMK_MOE_KMAX = 64 }; /* most experts per token (top-k) any kernel takes 
  * w[0..k), divided by their sum when norm. Softmax and the sum in double,
  * each weight rounded once to float. */
 void llmk_moe_router_ref(const float *logits, int n_expert, int k, bool norm, int32_t *sel, float *w);
+/* The same (bitwise: sel and w) in O(n_expert k) comparisons; the kernel
+ * table's router. */
+void llmk_moe_router_topk(const float *logits, int n_expert, int k, bool norm, int32_t *sel, float *w);
 
 /* Group the slots of n_rows routed rows by expert: off[0..n_expert] is the
  * prefix count (expert e's entries are slots[off[e]..off[e+1])), each entry

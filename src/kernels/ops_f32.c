@@ -30,6 +30,12 @@ float llmk_f32_dot(const float *restrict a, const float *restrict b, int64_t n) 
     return s;
 }
 
+void llmk_f32_dots(const float *w, size_t ws, int64_t nr, const float *x, size_t xs, int64_t nt, int64_t n, float *y,
+                   size_t ys) {
+    for (int64_t t = 0; t < nt; t++)
+        for (int64_t r = 0; r < nr; r++) y[(size_t)t * ys + (size_t)r] = llmk_f32_dot(w + (size_t)r * ws, x + (size_t)t * xs, n);
+}
+
 int64_t llmk_f32_argmax(const float *x, int64_t n) {
     int64_t bi = -1;
     float best = -INFINITY;
@@ -220,8 +226,7 @@ static void matmul_worker(void *arg, int ith, int nth) {
                 atomic_store(&c->status, st);
                 return;
             }
-            for (int64_t t = 0; t < c->n_tok; t++)
-                y[t * c->n_out[im] + r] = c->K->f32_dot(row, c->x + t * c->n_in, c->n_in);
+            c->K->f32_dots(row, 0, 1, c->x, (size_t)c->n_in, c->n_tok, c->n_in, &y[r], (size_t)c->n_out[im]);
         }
     }
 }

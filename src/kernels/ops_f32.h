@@ -13,6 +13,13 @@
 /* sum_i a[i]*b[i] in a fixed order (8 interleaved partial sums, combined
  * pairwise, then the tail). */
 float llmk_f32_dot(const float *a, const float *b, int64_t n);
+/* y[t * ys + r] = llmk_f32_dot(w + r * ws, x + t * xs, n) for r < nr, t < nt
+ * (strides in floats): many dots at once, each with llmk_f32_dot's bits.
+ * The AVX2 form runs a tile of rows x vectors side by side: one dot is a
+ * chain of dependent adds (~3 cycles per 8 elements), which bounded the MoE
+ * router (48 dots of 1024 per token and layer). */
+void llmk_f32_dots(const float *w, size_t ws, int64_t nr, const float *x, size_t xs, int64_t nt, int64_t n, float *y,
+                   size_t ys);
 
 /* out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i] (w may be NULL: no scale).
  * out may equal x. The mean of squares is accumulated in double. The scalar
@@ -85,6 +92,8 @@ int llmk_f32_matmul_multi(llmk_pool *pool, int n_mat, const llmk_tensor_info *co
  * of one Q4_0/Q4_1/Q8_0 row with x, decoded on the fly; returns 0 for other
  * types. */
 float llmk_f32_dot_avx2(const float *a, const float *b, int64_t n);
+void llmk_f32_dots_avx2(const float *w, size_t ws, int64_t nr, const float *x, size_t xs, int64_t nt, int64_t n,
+                        float *y, size_t ys);
 int llmk_f32_rowdot_avx2(uint32_t type, const void *row, const float *x, int64_t n, float *out);
 
 #endif

@@ -31,6 +31,55 @@ float llmk_f32_dot_avx2(const float *a, const float *b, int64_t n) {
     return s;
 }
 
+/* An R x T tile of dots: R rows against T vectors, R * T independent
+ * accumulators (each llmk_f32_dot_avx2's lanes and order), every row and
+ * vector register loaded once per 8 elements for the whole tile. */
+static inline __attribute__((always_inline)) void dots_tile(int R, int T, const float *w, size_t ws, const float *x,
+                                                            size_t xs, int64_t n, float *y, size_t ys) {
+    __m256 acc[8][4];
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 xv[4];
+        _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) xv[t] = _mm256_loadu_ps(x + (size_t)t * xs + i);
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+            __m256 wv = _mm256_loadu_ps(w + (size_t)r * ws + i);
+            _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) acc[r][t] = _mm256_add_ps(acc[r][t], _mm256_mul_ps(wv, xv[t]));
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int t = 0; t < T; t++) {
+            const float *a = w + (size_t)r * ws, *b = x + (size_t)t * xs;
+            float s = combine(acc[r][t]);
+            for (int64_t j = i; j < n; j++) s += a[j] * b[j];
+            y[(size_t)t * ys + (size_t)r] = s;
+        }
+}
+
+/* Tiles of 2 rows x 4 vectors where there are 4 vectors (prefill: a row
+ * pair is read once per 4 tokens, the tokens stay in L1), 8 rows x 1
+ * otherwise (decode: one token against the router's rows). */
+void llmk_f32_dots_avx2(const float *w, size_t ws, int64_t nr, const float *x, size_t xs, int64_t nt, int64_t n,
+                        float *y, size_t ys) {
+    int64_t t = 0;
+    for (; t + 4 <= nt; t += 4) {
+        const float *xt = x + (size_t)t * xs;
+        float *yt = y + (size_t)t * ys;
+        int64_t r = 0;
+        for (; r + 2 <= nr; r += 2) dots_tile(2, 4, w + (size_t)r * ws, ws, xt, xs, n, yt + r, ys);
+        if (r < nr) dots_tile(1, 4, w + (size_t)r * ws, ws, xt, xs, n, yt + r, ys);
+    }
+    for (; t < nt; t++) {
+        const float *xt = x + (size_t)t * xs;
+        float *yt = y + (size_t)t * ys;
+        int64_t r = 0;
+        for (; r + 8 <= nr; r += 8) dots_tile(8, 1, w + (size_t)r * ws, ws, xt, xs, n, yt + r, ys);
+        for (; r + 4 <= nr; r += 4) dots_tile(4, 1, w + (size_t)r * ws, ws, xt, xs, n, yt + r, ys);
+        for (; r < nr; r++) dots_tile(1, 1, w + (size_t)r * ws, ws, xt, xs, n, yt + r, ys);
+    }
+}
+
 int llmk_f32_rowdot_avx2(uint32_t type, const void *row, const float *x, int64_t n, float *out) {
     __m256 acc = _mm256_setzero_ps();
     int64_t nb = n / LLMK_QK;

@@ -16,14 +16,20 @@
 # llama.cpp's llama-quantize from an f32 copy of the model (cached under
 # build/bench-types), then one table of every type's ratios.
 #
-#   bench/compare.sh [-m MODEL] [-t THREADS] [-p 512] [-n 128] [-d 0] [-r 3]
-#   bench/compare.sh -B 1,4,16 [-m MODEL] [-t THREADS] [-p 128] [-n 128]
+# With -R N (single model or -B), N rounds of both benches, llmk and
+# llama.cpp alternately (which one goes first alternates too), and each
+# ratio as the median of the rounds' ratios: on a shared host whose speed
+# drifts over minutes, figures taken back to back compare the engines, two
+# figures taken minutes apart partly compare the host with itself.
+#
+#   bench/compare.sh [-m MODEL] [-t THREADS] [-p 512] [-n 128] [-d 0] [-r 3] [-R 1]
+#   bench/compare.sh -B 1,4,16 [-m MODEL] [-t THREADS] [-p 128] [-n 128] [-R 1]
 #   bench/compare.sh -T Q4_0,Q4_K_M,Q5_K_M,Q6_K,Q8_0,IQ4_NL [-m MODEL] [-t THREADS] [-r 3]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 MODEL="${LLMK_MODELS:-$HOME/.cache/llmk}/SmolLM2-135M-Instruct.Q4_1.gguf"
-THREADS=2 NP="" NG="" REPS=3 DEPTH=0 BATCH="" TYPES=""
+THREADS=2 NP="" NG="" REPS=3 DEPTH=0 BATCH="" TYPES="" ROUNDS=1
 while [ $# -gt 0 ]; do
     case "$1" in
         -m) MODEL="$2"; shift 2 ;;
@@ -34,7 +40,8 @@ while [ $# -gt 0 ]; do
         -d) DEPTH="$2"; shift 2 ;;
         -B) BATCH="$2"; shift 2 ;;
         -T) TYPES="$2"; shift 2 ;;
-        -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+        -R) ROUNDS="$2"; shift 2 ;;
+        -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
         *) echo "compare.sh: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -48,7 +55,11 @@ if [ -n "$BATCH" ]; then
         echo "compare.sh: -d does not apply to -B (llama-batched-bench has no depth)" >&2; exit 2
     fi
 fi
+if ! [[ "$ROUNDS" =~ ^[1-9][0-9]?$ ]]; then
+    echo "compare.sh: -R takes a round count from 1 to 99" >&2; exit 2
+fi
 if [ -n "$TYPES" ]; then
+    [ "$ROUNDS" = 1 ] || { echo "compare.sh: -R does not apply to -T" >&2; exit 2; }
     if ! [[ "$TYPES" =~ ^[A-Za-z0-9_]+(,[A-Za-z0-9_]+)*$ ]]; then
         echo "compare.sh: -T takes a list of llama-quantize types, as Q4_0,Q4_K_M" >&2; exit 2
     fi
@@ -82,16 +93,26 @@ if [ -n "$BATCH" ]; then
     maxb="$(tr ',' '\n' <<<"$BATCH" | sort -n | tail -1)"
     # Each sequence gets ctx/max(B) cells (llama.cpp rounds up to 256); a
     # test that does not fit is skipped silently, so compare_batched.py
-    # checks every B came back.
-    "$TOOLS/bin/llama-batched-bench" -m "$MODEL" -c "$((maxb * (NP + NG)))" -b 2048 -ub 512 \
-        -npp "$NP" -ntg "$NG" -npl "$BATCH" -t "$THREADS" -tb "$THREADS" --output-format jsonl \
-        > "$OUT/llamacpp.jsonl"
-    if ! "$LLMK_BIN" bench -m "$MODEL" -B "$BATCH" -p "$NP" -n "$NG" -t "$THREADS" --json > "$OUT/llmk.json"; then
-        echo "compare.sh: $LLMK_BIN bench -B failed (see above)" >&2
-        exit 1
-    fi
-    python3 bench/compare_batched.py "$OUT/llmk.json" "$OUT/llamacpp.jsonl" \
-        --model "$MODEL" --threads "$THREADS" --batch "$BATCH"
+    # checks every B came back. Each writes into the round's folder $1.
+    batched_llama() {
+        "$TOOLS/bin/llama-batched-bench" -m "$MODEL" -c "$((maxb * (NP + NG)))" -b 2048 -ub 512 \
+            -npp "$NP" -ntg "$NG" -npl "$BATCH" -t "$THREADS" -tb "$THREADS" --output-format jsonl \
+            > "$1/llamacpp.jsonl"
+    }
+    batched_llmk() {
+        if ! "$LLMK_BIN" bench -m "$MODEL" -B "$BATCH" -p "$NP" -n "$NG" -t "$THREADS" --json > "$1/llmk.json"; then
+            echo "compare.sh: $LLMK_BIN bench -B failed (see above)" >&2
+            exit 1
+        fi
+    }
+    files=()
+    for i in $(seq 1 "$ROUNDS"); do
+        d="$OUT/round$i"
+        mkdir -p "$d"
+        if [ $((i % 2)) = 1 ]; then batched_llama "$d"; batched_llmk "$d"; else batched_llmk "$d"; batched_llama "$d"; fi
+        files+=("$d/llmk.json" "$d/llamacpp.jsonl")
+    done
+    python3 bench/compare_batched.py "${files[@]}" --model "$MODEL" --threads "$THREADS" --batch "$BATCH"
     exit 0
 fi
 
@@ -103,8 +124,24 @@ compare_one() {
     python3 bench/compare_table.py one "$2/llmk.json" "$2/llamacpp.json" "$1" "$THREADS"
 }
 
-if [ -z "$TYPES" ]; then
+if [ -z "$TYPES" ] && [ "$ROUNDS" = 1 ]; then
     compare_one "$MODEL" "$OUT"
+    exit 0
+fi
+if [ -z "$TYPES" ]; then
+    for i in $(seq 1 "$ROUNDS"); do
+        d="$OUT/round$i"
+        mkdir -p "$d"
+        llama_one() {
+            "$VENV/bin/python" bench/llamacpp_bench.py -m "$MODEL" -p "$NP" -n "$NG" -t "$THREADS" -r "$REPS" \
+                -d "$DEPTH" > "$d/llamacpp.json"
+        }
+        llmk_one() {
+            "$LLMK_BIN" bench -m "$MODEL" -p "$NP" -n "$NG" -t "$THREADS" -r "$REPS" -d "$DEPTH" --json > "$d/llmk.json"
+        }
+        if [ $((i % 2)) = 1 ]; then llama_one; llmk_one; else llmk_one; llama_one; fi
+    done
+    python3 bench/compare_table.py rounds "$OUT" "$ROUNDS" "$MODEL" "$THREADS"
     exit 0
 fi
 

@@ -109,6 +109,47 @@ def table(ours, theirs, batch, model, threads):
     return "\n".join(out)
 
 
+def median(xs):
+    xs = sorted(xs)
+    n = len(xs)
+    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+
+
+def rounds_table(pairs, batch):
+    """Rounds (llmk, llama.cpp) run alternately: per B the median over rounds
+    of each round's ratios (S_PP, S_TG llmk/llama.cpp, and each side's
+    S_TG(B)/S_TG(1) within its round) with their range. A ratio of two
+    figures measured minutes apart follows the host's speed as much as the
+    engines' (this host's bandwidth moves by a third within an hour); a
+    round's ratio compares figures taken back to back."""
+    cols = {b: {"pp": [], "tg": [], "ours": [], "theirs": []} for b in batch}
+    for ours, theirs in pairs:
+        o1, l1 = ours.get(1, {}).get("speed_tg"), theirs.get(1, {}).get("speed_tg")
+        for b in batch:
+            o, l = ours[b], theirs[b]
+            c = cols[b]
+            if o.get("speed_pp") and l.get("speed_pp"):
+                c["pp"].append(float(o["speed_pp"]) / float(l["speed_pp"]))
+            c["tg"].append(float(o["speed_tg"]) / float(l["speed_tg"]))
+            if o1 and l1:
+                c["ours"].append(float(o["speed_tg"]) / float(o1))
+                c["theirs"].append(float(l["speed_tg"]) / float(l1))
+
+    def cell(xs, w):
+        if not xs:
+            return f"{'-':>{w}}"
+        return f"{median(xs):.2f}x ({min(xs):.2f}-{max(xs):.2f})".rjust(w)
+
+    out = [f"{len(pairs)} rounds, llmk and llama.cpp alternately; median over rounds (range)",
+           f"| {'B':>3} | {'S_PP ratio':>19} | {'S_TG ratio':>19} | {'llmk scale':>19} | {'llama scale':>19} |",
+           f"| {'-'*3} | {'-'*19} | {'-'*19} | {'-'*19} | {'-'*19} |"]
+    for b in batch:
+        c = cols[b]
+        out.append(f"| {b:>3} | {cell(c['pp'], 19)} | {cell(c['tg'], 19)} | {cell(c['ours'], 19)} | "
+                   f"{cell(c['theirs'], 19)} |")
+    return "\n".join(out)
+
+
 def self_test():
     llama = (
         "\n"
@@ -148,6 +189,11 @@ def self_test():
             assert msg in str(e), e
         else:
             raise AssertionError(bad)
+    # rounds: the medians of per-round ratios, ranges from the rounds
+    ours2 = rows(arr.replace("1250.0", "1500.0"), "llmk")
+    r = rounds_table([(rows(arr, "llmk"), theirs), (ours2, theirs), (ours2, theirs)], [1, 16])
+    last = r.splitlines()[-1]
+    assert "6.00x (5.00-6.00)" in last and "7.50x (6.25-7.50)" in last and "2.50x (2.50-2.50)" in last, r
     print("compare_batched: self-test passed")
 
 
@@ -155,16 +201,24 @@ def main():
     if sys.argv[1:] == ["--self-test"]:
         return self_test()
     ap = argparse.ArgumentParser()
-    ap.add_argument("llmk")
-    ap.add_argument("llamacpp")
+    ap.add_argument("files", nargs="+", metavar="LLMK LLAMACPP",
+                    help="llmk's and llama.cpp's figures; more pairs: rounds run alternately")
     ap.add_argument("--model", required=True)
     ap.add_argument("--threads", required=True)
     ap.add_argument("--batch", required=True, help="the -B list, as 1,4,16")
     a = ap.parse_args()
+    if len(a.files) % 2:
+        ap.error("files come in pairs: llmk's, then llama.cpp's")
     batch = [int(x) for x in a.batch.split(",")]
-    ours = rows(open(a.llmk).read(), "llmk")
-    theirs = rows(open(a.llamacpp).read(), "llama.cpp")
-    print(table(ours, theirs, batch, a.model, a.threads))
+    pairs = [(rows(open(a.files[i]).read(), "llmk"), rows(open(a.files[i + 1]).read(), "llama.cpp"))
+             for i in range(0, len(a.files), 2)]
+    for i, (ours, theirs) in enumerate(pairs):
+        if len(pairs) > 1:
+            print(f"round {i + 1}:")
+        print(table(ours, theirs, batch, a.model, a.threads))
+    if len(pairs) > 1:
+        print()
+        print(rounds_table(pairs, batch))
 
 
 if __name__ == "__main__":

@@ -45,6 +45,59 @@ INLINE __m256 fold(__m512 s) {
     return _mm256_add_ps(_mm512_castps512_ps256(s), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1)));
 }
 
+/* attn_x86.h's vexp on 16 lanes: the same operations lane for lane (each
+ * exact or correctly rounded per element), so the same values. */
+INLINE __m512 vexp16(__m512 x) {
+    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    __m512 r2 = _mm512_mul_ps(r, r);
+    __m512 y = _mm512_fmadd_ps(p, r2, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    return _mm512_mul_ps(y, _mm512_castsi512_ps(e));
+}
+
+/* attn_x86.h's exp_scores, 16 scores at a time: each 16's halves added to
+ * the 8-lane sum in order (low, then high), as two of its 8-steps would, so
+ * the same sum; the ragged end is exp_scores' own. */
+INLINE float exp_scores16(float *scores, int64_t n, float m) {
+    __m512 vm = _mm512_set1_ps(m);
+    __m256 acc = _mm256_setzero_ps();
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+        __m512 e = vexp16(_mm512_sub_ps(_mm512_loadu_ps(scores + j), vm));
+        _mm512_storeu_ps(scores + j, e);
+        acc = _mm256_add_ps(acc, _mm512_castps512_ps256(e));
+        acc = _mm256_add_ps(acc, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1)));
+    }
+    if (j < n) { /* the last 1..15: exp_scores over them, its 8-lane sum continued from acc */
+        __m256 vm8 = _mm256_set1_ps(m);
+        for (; j + 8 <= n; j += 8) {
+            __m256 e = vexp(_mm256_sub_ps(_mm256_loadu_ps(scores + j), vm8));
+            _mm256_storeu_ps(scores + j, e);
+            acc = _mm256_add_ps(acc, e);
+        }
+        if (j < n) {
+            float t[8];
+            for (int i = 0; i < 8; i++) t[i] = j + i < n ? scores[j + i] : -INFINITY; /* exp(-inf) = 0 */
+            __m256 e = vexp(_mm256_sub_ps(_mm256_loadu_ps(t), vm8));
+            e = _mm256_and_ps(e, _mm256_cmp_ps(_mm256_loadu_ps(t), _mm256_set1_ps(-INFINITY), _CMP_NEQ_OQ));
+            _mm256_storeu_ps(t, e);
+            for (int64_t i = j; i < n; i++) scores[i] = t[i - j];
+            acc = _mm256_add_ps(acc, e);
+        }
+    }
+    return hsum8(acc);
+}
+
 /* Rows j..j+nr of an f16 cache side -> nr rows of hd f32 at dst. */
 INLINE void to_f32_rows(float *dst, const void *x, int64_t j, int nr, int64_t stride, int hd) {
     for (int r = 0; r < nr; r++)
@@ -171,7 +224,7 @@ INLINE void chunk_multi_hd(int nq, const float *const *q, const int64_t *n, cons
     float *o[LLMK_ATTN_MULTI];
     for (int i = 0; i < nq; i++) {
         float m = hmax8(vm[i]);
-        part[i][1] = exp_scores(scores[i], n[i], m);
+        part[i][1] = exp_scores16(scores[i], n[i], m);
         part[i][0] = m;
         o[i] = part[i] + 2;
         memset(o[i], 0, (size_t)hd * sizeof(float));

@@ -78,24 +78,7 @@ INLINE float exp_scores16(float *scores, int64_t n, float m) {
         acc = _mm256_add_ps(acc, _mm512_castps512_ps256(e));
         acc = _mm256_add_ps(acc, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1)));
     }
-    if (j < n) { /* the last 1..15: exp_scores over them, its 8-lane sum continued from acc */
-        __m256 vm8 = _mm256_set1_ps(m);
-        for (; j + 8 <= n; j += 8) {
-            __m256 e = vexp(_mm256_sub_ps(_mm256_loadu_ps(scores + j), vm8));
-            _mm256_storeu_ps(scores + j, e);
-            acc = _mm256_add_ps(acc, e);
-        }
-        if (j < n) {
-            float t[8];
-            for (int i = 0; i < 8; i++) t[i] = j + i < n ? scores[j + i] : -INFINITY; /* exp(-inf) = 0 */
-            __m256 e = vexp(_mm256_sub_ps(_mm256_loadu_ps(t), vm8));
-            e = _mm256_and_ps(e, _mm256_cmp_ps(_mm256_loadu_ps(t), _mm256_set1_ps(-INFINITY), _CMP_NEQ_OQ));
-            _mm256_storeu_ps(t, e);
-            for (int64_t i = j; i < n; i++) scores[i] = t[i - j];
-            acc = _mm256_add_ps(acc, e);
-        }
-    }
-    return hsum8(acc);
+    return hsum8(exp_scores_from(scores, j, n, m, acc)); /* the last 1..15 as exp_scores takes them */
 }
 
 /* Rows j..j+nr of an f16 cache side -> nr rows of hd f32 at dst. */

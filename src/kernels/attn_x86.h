@@ -35,12 +35,11 @@ static inline float hsum8(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-/* scores[j] = exp(scores[j] - m); returns their sum: lane j % 8 of an
- * 8-lane sum, then hsum8 (a function of the chunk's scores alone, and chunks
- * are fixed key ranges, so the same bits wherever the chunk is computed). */
-static inline __attribute__((always_inline)) float exp_scores(float *scores, int64_t n, float m) {
-    __m256 vm = _mm256_set1_ps(m), acc = _mm256_setzero_ps();
-    int64_t j = 0;
+/* scores[i] = exp(scores[i] - m) for i in [j, n), each 8 added to the
+ * 8-lane sum acc in order (a ragged end padded with zeros); returns acc. */
+static inline __attribute__((always_inline)) __m256 exp_scores_from(float *scores, int64_t j, int64_t n, float m,
+                                                                    __m256 acc) {
+    __m256 vm = _mm256_set1_ps(m);
     for (; j + 8 <= n; j += 8) {
         __m256 e = vexp(_mm256_sub_ps(_mm256_loadu_ps(scores + j), vm));
         _mm256_storeu_ps(scores + j, e);
@@ -55,7 +54,14 @@ static inline __attribute__((always_inline)) float exp_scores(float *scores, int
         for (int64_t i = j; i < n; i++) scores[i] = t[i - j];
         acc = _mm256_add_ps(acc, e);
     }
-    return hsum8(acc);
+    return acc;
+}
+
+/* scores[j] = exp(scores[j] - m); returns their sum: lane j % 8 of an
+ * 8-lane sum, then hsum8 (a function of the chunk's scores alone, and chunks
+ * are fixed key ranges, so the same bits wherever the chunk is computed). */
+static inline __attribute__((always_inline)) float exp_scores(float *scores, int64_t n, float m) {
+    return hsum8(exp_scores_from(scores, 0, n, m, _mm256_setzero_ps()));
 }
 
 /* Eight keys' 8-lane partial dots a[0..8) -> their 8 sums, lane j = key j:

@@ -106,6 +106,9 @@ struct spec_row {
     const char *file;
     size_t n_prompt, n_gen;
     double plain_ts, spec_ts;
+    double speedup;  /* the median of the repetitions' (bench_prompt) */
+    double *ratios;  /* each repetition's spec / plain, in order */
+    size_t n_ratios;
     llmk_spec_stats st; /* the last speculative repetition's */
     bool same;
 };
@@ -117,10 +120,11 @@ static void print_row(const struct bench_spec_opts *o, const char *mode, const s
     if (o->json) {
         printf("{\"prompt\": \"%s\", \"spec\": \"%s\", \"n_prompt\": %zu, \"n_gen\": %zu, \"plain_ts\": %.3f, "
                "\"spec_ts\": %.3f, \"speedup\": %.4f, \"drafted\": %lld, \"accepted\": %lld, \"accept_rate\": %.4f, "
-               "\"tokens_per_step\": %.3f, \"predicted_speedup\": %.4f, \"identical\": %s}\n",
-               name, mode, r->n_prompt, r->n_gen, r->plain_ts, r->spec_ts, r->spec_ts / r->plain_ts,
-               (long long)r->st.n_drafted, (long long)r->st.n_accepted, acc, per_step, r->st.speedup,
-               r->same ? "true" : "false");
+               "\"tokens_per_step\": %.3f, \"predicted_speedup\": %.4f, \"identical\": %s, \"speedup_reps\": [",
+               name, mode, r->n_prompt, r->n_gen, r->plain_ts, r->spec_ts, r->speedup, (long long)r->st.n_drafted,
+               (long long)r->st.n_accepted, acc, per_step, r->st.speedup, r->same ? "true" : "false");
+        for (size_t i = 0; i < r->n_ratios; i++) printf("%s%.4f", i ? ", " : "", r->ratios[i]);
+        printf("]}\n");
         return;
     }
     if (first) {
@@ -130,22 +134,36 @@ static void print_row(const struct bench_spec_opts *o, const char *mode, const s
                          "----------|----------|-----------");
     }
     printf("| %-24.24s | %-5s | %6zu | %6zu | %9.2f | %9.2f | %6.2fx | %7.1f%% | %8.2f | %9s |\n", name, mode,
-           r->n_prompt, r->n_gen, r->plain_ts, r->spec_ts, r->spec_ts / r->plain_ts, 100.0 * acc, per_step,
+           r->n_prompt, r->n_gen, r->plain_ts, r->spec_ts, r->speedup, 100.0 * acc, per_step,
            r->same ? "yes" : "NO");
 }
 
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 /* Plain and speculative runs of one prompt, alternating; speeds are the
- * mean of reps. */
+ * mean of reps, the speedup the median of each repetition's spec / plain
+ * (its two runs back to back: this host's speed drifts by a third within
+ * minutes, and a ratio of means mixes that drift into the speedup). */
 static int bench_prompt(const llmk_model *m, const struct bench_spec_opts *o, struct gen_run *g, int32_t *plain,
                         struct spec_row *row) {
     int st = LLMK_OK;
-    double tp = 0, ts = 0;
+    double tp = 0, ts = 0, plain_rep = 0;
+    size_t n = 0; /* repetitions done */
+    double *ratio = calloc((size_t)o->reps, sizeof *ratio), *sorted = calloc((size_t)o->reps, sizeof *sorted);
+    if (!ratio || !sorted) {
+        free(ratio), free(sorted);
+        return cli_fail(LLMK_OUT_OF_MEMORY, "bench buffers");
+    }
     for (long rep = -1; rep < o->reps && st == LLMK_OK; rep++) { /* rep -1 warms up */
         double secs;
         if ((st = run_once(g, NULL, &secs)) != LLMK_OK) break;
         size_t n_plain = g->n - g->n_prompt;
         memcpy(plain, g->hist + g->n_prompt, n_plain * sizeof *plain);
-        if (rep >= 0) tp += (double)n_plain / secs;
+        plain_rep = (double)n_plain / secs;
+        if (rep >= 0) tp += plain_rep;
         llmk_spec *spec = NULL;
         if ((st = llmk_spec_init(m, &o->so->p, &spec)) != LLMK_OK) break;
         st = run_once(g, spec, &secs);
@@ -155,9 +173,16 @@ static int bench_prompt(const llmk_model *m, const struct bench_spec_opts *o, st
         row->n_gen = g->n - g->n_prompt;
         row->same = row->n_gen == n_plain && !memcmp(plain, g->hist + g->n_prompt, n_plain * sizeof *plain);
         if (!row->same) break;
-        if (rep >= 0) ts += (double)row->n_gen / secs;
+        if (rep >= 0) ts += (double)row->n_gen / secs, ratio[n++] = (double)row->n_gen / secs / plain_rep;
     }
     row->plain_ts = tp / (double)o->reps, row->spec_ts = ts / (double)o->reps;
+    if (n) {
+        memcpy(sorted, ratio, n * sizeof *ratio);
+        qsort(sorted, n, sizeof *sorted, cmp_double);
+        row->speedup = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+    }
+    free(row->ratios), free(sorted);
+    row->ratios = ratio, row->n_ratios = n; /* the caller's row owns them */
     return st;
 }
 
@@ -190,9 +215,11 @@ int bench_spec(const llmk_model *m, const char *model_path, const struct bench_s
         llmk_session_free(g.s);
         free(g.hist);
         g.s = NULL, g.hist = NULL;
-        if (st != LLMK_OK) break;
-        print_row(o, modes[o->so->p.mode], &row, f == 0);
-        all_same &= row.same;
+        if (st == LLMK_OK) {
+            print_row(o, modes[o->so->p.mode], &row, f == 0);
+            all_same &= row.same;
+        }
+        free(row.ratios);
     }
     (void)model_path;
     free(plain), free(g.logits);

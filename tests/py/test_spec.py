@@ -9,6 +9,7 @@ The statistical check of the accept/resample rule is in tests/test_spec.c.
 import json
 import os
 import re
+import statistics
 import subprocess
 
 import pytest
@@ -187,6 +188,16 @@ def test_bench_spec_reports(tmp_path):
         assert r["identical"] is True and r["spec"] == "ngram"
         assert r["plain_ts"] > 0 and r["spec_ts"] > 0 and r["tokens_per_step"] >= 1
         assert 0 <= r["accept_rate"] <= 1 and r["n_gen"] > 0
+        # one repetition: its own ratio (the figures are printed rounded)
+        assert r["speedup"] == pytest.approx(r["spec_ts"] / r["plain_ts"], rel=1e-3)
+        assert r["speedup_reps"] == [pytest.approx(r["speedup"], abs=1e-4)]
+    # several: the median of each repetition's spec / plain (its runs back to back)
+    for reps in (3, 4):
+        p = llmk("bench", "-m", SMOL, "--spec", "ngram", *prompt("copy_text"), "-n", "16", "-r", str(reps), "-t", "2",
+                 "--json")
+        r = json.loads(p.stdout.decode())
+        assert len(r["speedup_reps"]) == reps and min(r["speedup_reps"]) > 0
+        assert r["speedup"] == pytest.approx(statistics.median(r["speedup_reps"]), abs=2e-4)
 
 
 @pytest.mark.parametrize("args,msg", [

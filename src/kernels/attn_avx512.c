@@ -81,6 +81,9 @@ INLINE float exp_scores16(float *scores, int64_t n, float m) {
     return hsum8(exp_scores_from(scores, j, n, m, acc)); /* the last 1..15 as exp_scores takes them */
 }
 
+/* A key's folded partial, or zero for a key past nk (scores8_g's value). */
+INLINE __m256 j_fold(__m512 s, int j, int nk) { return j < nk ? fold(s) : _mm256_setzero_ps(); }
+
 /* Rows j..j+nr of an f16 cache side -> nr rows of hd f32 at dst. */
 INLINE void to_f32_rows(float *dst, const void *x, int64_t j, int nr, int64_t stride, int hd) {
     for (int r = 0; r < nr; r++)
@@ -95,7 +98,7 @@ INLINE void to_f32_rows(float *dst, const void *x, int64_t j, int nr, int64_t st
  * chain over the keys (4 cycles a key), which G queries interleave.
  * bench_attn 2 3 (3 queries a pass): 2.8 -> 1.9 ns a query and key with the
  * cache kept, 5.4-5.8 -> 3.8-4.1 with the weights streamed between layers. */
-INLINE int group_max(int hd) { return hd == 64 ? 4 : hd == 128 ? 2 : 1; }
+INLINE int group_max(int hd) { return hd == 64 ? 4 : 2; } /* head 256: scores8_tile's, accum_g in passes */
 
 /* Scores of 8 keys (rows k + j * stride, j < nk; missing keys score 0 and
  * are never used) for G queries: a key's 16-lane partial dot in dimension
@@ -124,30 +127,82 @@ INLINE void scores8_g(int G, const float *const *q, const void *k, int64_t strid
     for (int g = 0; g < G; g++) out[g] = sum8_keys(a[g]);
 }
 
+/* Head 256: four keys at a time with the dimension loop outside, G query
+ * registers and four key registers feeding 4 G multiply-adds per 16
+ * dimensions (a key at a time, a head-256 row's 16 registers left the
+ * query's 16 to memory operands: two loads a multiply-add, and groups of
+ * one). Each (query, key) chain is scores8_g's, so the same bits. With
+ * groups of two and the shared f32 rows, a 16-query prefill pass 8.1 -> 7.4
+ * ns a query and key, a decode step's 4 queries 10.3 -> 7.4; at head 128
+ * it was slower (3.2 -> 3.7), so heads of 64 and 128 keep scores8_g. */
+INLINE void scores8_tile(int G, const float *const *q, const void *k, int64_t stride, int hd, int nk, int f16,
+                         __m256 *out) {
+    static const _Alignas(64) float zero_row[HD_MAX]; /* a missing key's row (any values would do) */
+    __m256 a[4][8];
+    _Pragma("GCC unroll 2")
+    for (int half = 0; half < 2; half++) {
+        const void *kr[4];
+        _Pragma("GCC unroll 4")
+        for (int jj = 0; jj < 4; jj++) {
+            int j = 4 * half + jj;
+            kr[jj] = j >= nk ? (const void *)zero_row
+                     : f16   ? (const void *)((const uint16_t *)k + j * stride)
+                             : (const void *)((const float *)k + j * stride);
+        }
+        __m512 s4[4][4];
+        _Pragma("GCC unroll 16")
+        for (int r = 0; r < hd / 16; r++) {
+            __m512 kv[4], qv[4];
+            _Pragma("GCC unroll 4")
+            for (int jj = 0; jj < 4; jj++) kv[jj] = ld16(kr[jj], 16 * r, f16); /* zero_row: zeros as f32 or f16 */
+            _Pragma("GCC unroll 4")
+            for (int g = 0; g < G; g++) qv[g] = _mm512_loadu_ps(q[g] + 16 * r);
+            _Pragma("GCC unroll 4")
+            for (int g = 0; g < G; g++)
+                _Pragma("GCC unroll 4")
+                for (int jj = 0; jj < 4; jj++)
+                    s4[g][jj] = r == 0 ? _mm512_mul_ps(qv[g], kv[jj]) : _mm512_fmadd_ps(qv[g], kv[jj], s4[g][jj]);
+        }
+        _Pragma("GCC unroll 4")
+        for (int g = 0; g < G; g++)
+            _Pragma("GCC unroll 4")
+            for (int jj = 0; jj < 4; jj++) a[g][4 * half + jj] = j_fold(s4[g][jj], 4 * half + jj, nk);
+    }
+    _Pragma("GCC unroll 4")
+    for (int g = 0; g < G; g++) out[g] = sum8_keys(a[g]);
+}
+
 /* o[g][0..hd) += sum over keys j in [j0, j1), in order, of p[g]_j * v_j for
  * G queries (one FMA per element and key: the same bits in one run or in
  * pieces). */
 INLINE void accum_g(int G, float *const *o, const float *const *p, const void *v, int64_t j0, int64_t j1,
                     int64_t stride, int hd, int f16) {
-    __m512 ov[4][NR_MAX];
+    /* dimensions in passes of at most 16 accumulators (each element's sum
+     * over the keys is its own chain: passes do not change its bits) */
+    const int nr = hd / 16, pass = G * nr > 16 ? 16 / G : nr;
     _Pragma("GCC unroll 4")
-    for (int g = 0; g < G; g++)
-        _Pragma("GCC unroll 16")
-        for (int r = 0; r < hd / 16; r++) ov[g][r] = _mm512_loadu_ps(o[g] + 16 * r);
-    for (int64_t j = j0; j < j1; j++) {
-        __m512 vr[NR_MAX];
-        ld_row(v, j * stride, hd, f16, vr);
+    for (int r0 = 0; r0 < nr; r0 += pass) {
+        __m512 ov[4][NR_MAX];
         _Pragma("GCC unroll 4")
-        for (int g = 0; g < G; g++) {
-            __m512 pj = _mm512_set1_ps(p[g][j]);
+        for (int g = 0; g < G; g++)
             _Pragma("GCC unroll 16")
-            for (int r = 0; r < hd / 16; r++) ov[g][r] = _mm512_fmadd_ps(pj, vr[r], ov[g][r]);
+            for (int r = 0; r < pass; r++) ov[g][r] = _mm512_loadu_ps(o[g] + 16 * (r0 + r));
+        for (int64_t j = j0; j < j1; j++) {
+            __m512 vr[NR_MAX];
+            _Pragma("GCC unroll 16")
+            for (int r = 0; r < pass; r++) vr[r] = ld16(v, j * stride + 16 * (r0 + r), f16);
+            _Pragma("GCC unroll 4")
+            for (int g = 0; g < G; g++) {
+                __m512 pj = _mm512_set1_ps(p[g][j]);
+                _Pragma("GCC unroll 16")
+                for (int r = 0; r < pass; r++) ov[g][r] = _mm512_fmadd_ps(pj, vr[r], ov[g][r]);
+            }
         }
+        _Pragma("GCC unroll 4")
+        for (int g = 0; g < G; g++)
+            _Pragma("GCC unroll 16")
+            for (int r = 0; r < pass; r++) _mm512_storeu_ps(o[g] + 16 * (r0 + r), ov[g][r]);
     }
-    _Pragma("GCC unroll 4")
-    for (int g = 0; g < G; g++)
-        _Pragma("GCC unroll 16")
-        for (int r = 0; r < hd / 16; r++) _mm512_storeu_ps(o[g] + 16 * r, ov[g][r]);
 }
 
 /* Keys [j, j + 8) of a group of G queries with n keys each: their scaled
@@ -156,7 +211,8 @@ INLINE void score_g(int G, const float *const *q, const void *kr, int64_t j, int
                     __m256 vs, float *const *scores, __m256 *vm, int f16) {
     int nk = n - j >= 8 ? 8 : (int)(n - j);
     __m256 t[4];
-    scores8_g(G, q, kr, stride, hd, nk, f16, t);
+    if (hd >= 256) scores8_tile(G, q, kr, stride, hd, nk, f16, t);
+    else scores8_g(G, q, kr, stride, hd, nk, f16, t);
     _Pragma("GCC unroll 4")
     for (int g = 0; g < G; g++) vm[g] = keep_scores(_mm256_mul_ps(t[g], vs), nk, scores[g] + j, vm[g]);
 }
@@ -184,11 +240,10 @@ INLINE void chunk_multi_hd(int nq, const float *const *q, const int64_t *n, cons
     for (int i = 0; i < nq; i++) vm[i] = _mm256_set1_ps(-INFINITY);
     _Alignas(64) float buf[8 * HD_MAX];
     /* Grouped queries convert each f16 row once per group; converting it
-     * once for all of them into f32 (buf) paid only for heads of 256 (groups
-     * of one). Head 64, bench_attn 4 3 ROWS (2-5 rows of 3 queries): 4.1,
+     * once for all of them into f32 (buf) paid only for heads of 256. Head 64, bench_attn 4 3 ROWS (2-5 rows of 3 queries): 4.1,
      * 4.1, 3.1 ns a query and key shared, 2.0, 1.9, 2.0 grouped; pp64 at
      * depth 1024 +6-15%; qwen3moe's head 128 pp64 at 1024 +5-30%. */
-    int share = f16 && nq >= MULTI_SHARE_MIN && group_max(hd) == 1;
+    int share = f16 && nq >= MULTI_SHARE_MIN && hd >= 256;
     for (int64_t j = 0; j < nmax; j += 8) {
         prefetch_rows(k, j + 8, j + 16, nmax, stride, hd, f16);
         prefetch_rows(v, j, j + 8, nmax, stride, hd, f16);

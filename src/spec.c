@@ -492,6 +492,8 @@ void llmk_spec_feedback(llmk_spec *sp, int32_t n_draft, int32_t n_accepted, doub
 void llmk_spec_feedback_step(llmk_spec *sp, int32_t n_draft, int32_t n_accepted, double draft_s, double verify_s,
                              int32_t step_drafts) {
     if (!sp || n_draft < 0 || n_accepted < 0 || n_accepted > n_draft || step_drafts < n_draft) return;
+    /* drafts where the estimates said none pay: a probe */
+    bool probe = n_draft > 0 && sp->have_row && estimated_len(sp) == 0;
     sp->st.n_steps++;
     sp->st.n_drafted += n_draft;
     sp->st.n_accepted += n_accepted;
@@ -512,7 +514,15 @@ void llmk_spec_feedback_step(llmk_spec *sp, int32_t n_draft, int32_t n_accepted,
         sp->acc_tried += n_accepted + (n_accepted < n_draft);
         if (sp->have_plain && verify_s > 0) {
             double row = (verify_s - sp->t_plain) / step_drafts;
-            ewma(&sp->t_row, &sp->have_row, row > 0 ? row : 0);
+            row = row > 0 ? row : 0;
+            /* A probe finding rows cheaper than the estimate that turned
+             * drafting off takes its figure at once: on a host whose speed
+             * drifts, a few slow verify steps had set that estimate (a row
+             * cost of 0.7 where rows cost ~0.15) and it changes only at
+             * probes, each moving it a fifth of the way. One that finds them
+             * dearer goes into the average as any step. */
+            if (probe && row < sp->t_row) sp->t_row = row;
+            else ewma(&sp->t_row, &sp->have_row, row);
         }
         if (sp->p.mode == LLMK_SPEC_DRAFT && draft_s > 0 && (!catch_up || !sp->have_draft))
             ewma(&sp->t_draft, &sp->have_draft, draft_s / n_draft);

@@ -146,6 +146,41 @@ static void test_ngram_probe(const llmk_model *m) {
     llmk_spec_free(sp);
 }
 
+/* A few slow verify steps (a host slowing down for a while) turn drafting
+ * off with a row cost of 0.7; the probe that comes later finds rows at 0.1
+ * and every draft kept: its figure replaces the stale estimate at once, so
+ * drafting resumes (a fifth of the way, 0.58, kept it off). A probe that
+ * finds rows dearer still only moves the average. */
+static void test_probe_recovers(const llmk_model *m) {
+    llmk_spec_params p = {.mode = LLMK_SPEC_NGRAM, .draft_max = 8};
+    llmk_spec *sp = NULL;
+    llmk_spec_stats st;
+    CHECK_STATUS(llmk_spec_init(m, &p, &sp), LLMK_OK);
+    llmk_spec_feedback(sp, 0, 0, 0, 1.0);
+    for (int i = 0; i < 3; i++) llmk_spec_feedback(sp, 2, 1, 0, 1.0 + 0.7 * 2);
+    CHECK_EQ_INT(llmk_spec_draft_len(sp), 0);
+    int plain = 0;
+    while (llmk_spec_draft_len(sp) == 0 && plain < 300) llmk_spec_feedback(sp, 0, 0, 0, 1.0), plain++;
+    CHECK(plain < 300);
+    int32_t g = llmk_spec_draft_len(sp);
+    llmk_spec_feedback(sp, g, g, 0, 1.0 + 0.1 * g); /* the probe */
+    CHECK_STATUS(llmk_spec_stats_get(sp, &st), LLMK_OK);
+    CHECK_NEAR(st.row_cost, 0.1, 1e-9);
+    CHECK(st.draft_len > 0);
+    llmk_spec_free(sp);
+    /* dearer: the average moves, by a fifth */
+    CHECK_STATUS(llmk_spec_init(m, &p, &sp), LLMK_OK);
+    llmk_spec_feedback(sp, 0, 0, 0, 1.0);
+    for (int i = 0; i < 3; i++) llmk_spec_feedback(sp, 2, 1, 0, 1.0 + 0.7 * 2);
+    for (plain = 0; llmk_spec_draft_len(sp) == 0 && plain < 300; plain++) llmk_spec_feedback(sp, 0, 0, 0, 1.0);
+    g = llmk_spec_draft_len(sp);
+    llmk_spec_feedback(sp, g, 0, 0, 1.0 + 0.9 * g);
+    CHECK_STATUS(llmk_spec_stats_get(sp, &st), LLMK_OK);
+    CHECK_NEAR(st.row_cost, 0.8 * 0.7 + 0.2 * 0.9, 1e-9);
+    CHECK_EQ_INT(st.draft_len, 0);
+    llmk_spec_free(sp);
+}
+
 /* ---- the verify step on a model ---------------------------------------------- */
 
 struct chooser {
@@ -429,6 +464,7 @@ int main(void) {
         test_params(m);
         test_adaptive(m);
         test_ngram_probe(m);
+        test_probe_recovers(m);
         test_lossless(m);
         test_distribution(m);
         test_engine(m);

@@ -129,17 +129,18 @@ if [ -z "$TYPES" ] && [ "$ROUNDS" = 1 ]; then
     exit 0
 fi
 if [ -z "$TYPES" ]; then
+    # -R: each engine's figures into the round's folder $1, alternately
+    llama_one() {
+        "$VENV/bin/python" bench/llamacpp_bench.py -m "$MODEL" -p "$NP" -n "$NG" -t "$THREADS" -r "$REPS" \
+            -d "$DEPTH" > "$1/llamacpp.json"
+    }
+    llmk_one() {
+        "$LLMK_BIN" bench -m "$MODEL" -p "$NP" -n "$NG" -t "$THREADS" -r "$REPS" -d "$DEPTH" --json > "$1/llmk.json"
+    }
     for i in $(seq 1 "$ROUNDS"); do
         d="$OUT/round$i"
         mkdir -p "$d"
-        llama_one() {
-            "$VENV/bin/python" bench/llamacpp_bench.py -m "$MODEL" -p "$NP" -n "$NG" -t "$THREADS" -r "$REPS" \
-                -d "$DEPTH" > "$d/llamacpp.json"
-        }
-        llmk_one() {
-            "$LLMK_BIN" bench -m "$MODEL" -p "$NP" -n "$NG" -t "$THREADS" -r "$REPS" -d "$DEPTH" --json > "$d/llmk.json"
-        }
-        if [ $((i % 2)) = 1 ]; then llama_one; llmk_one; else llmk_one; llama_one; fi
+        if [ $((i % 2)) = 1 ]; then llama_one "$d"; llmk_one "$d"; else llmk_one "$d"; llama_one "$d"; fi
     done
     python3 bench/compare_table.py rounds "$OUT" "$ROUNDS" "$MODEL" "$THREADS"
     exit 0

@@ -1022,11 +1022,10 @@ static void ph_moe_route(struct llmk_exec *ex, const struct llmk_phase *ph, int 
     int64_t block = L_FLOATS / ex->moe_x;
     for (int64_t t0 = lo; t0 < hi; t0 += block) {
         int64_t t1 = t0 + block < hi ? t0 + block : hi;
-        const float *lt = split ? ex->moe_logits + t0 * ex->moe_x : l;
-        if (!split) router_logits(ex, ph, t0, t1, 0, ex->moe_x, l);
+        if (split) memcpy(l, ex->moe_logits + t0 * ex->moe_x, (size_t)((t1 - t0) * ex->moe_x) * sizeof *l);
+        else router_logits(ex, ph, t0, t1, 0, ex->moe_x, l);
         for (int64_t t = t0; t < t1; t++) {
             float *lr = l + (t - t0) * ex->moe_x;
-            if (split) memcpy(lr, lt + (t - t0) * ex->moe_x, (size_t)ex->moe_x * sizeof *l);
             if (ph->vec[1]) ex->VK->add(lr, ph->vec[1], ex->moe_x); /* the router's bias (gpt-oss) */
             if (ex->K->nonfinite(lr, ex->moe_x)) note_nonfinite(ex, ph, ith, (int32_t)t); /* the routing would be arbitrary */
             ex->K->moe_router(lr, ex->moe_x, ex->moe_k, ex->m->moe.norm_w, ex->moe_sel + t * ex->moe_k,

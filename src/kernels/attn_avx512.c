@@ -240,9 +240,10 @@ INLINE void chunk_multi_hd(int nq, const float *const *q, const int64_t *n, cons
     for (int i = 0; i < nq; i++) vm[i] = _mm256_set1_ps(-INFINITY);
     _Alignas(64) float buf[8 * HD_MAX];
     /* Grouped queries convert each f16 row once per group; converting it
-     * once for all of them into f32 (buf) paid only for heads of 256. Head 64, bench_attn 4 3 ROWS (2-5 rows of 3 queries): 4.1,
-     * 4.1, 3.1 ns a query and key shared, 2.0, 1.9, 2.0 grouped; pp64 at
-     * depth 1024 +6-15%; qwen3moe's head 128 pp64 at 1024 +5-30%. */
+     * once for all of them into f32 (buf) paid only for heads of 256. Head
+     * 64, bench_attn 4 3 ROWS (2-5 rows of 3 queries): 4.1, 4.1, 3.1 ns a
+     * query and key shared, 2.0, 1.9, 2.0 grouped; pp64 at depth 1024
+     * +6-15%; qwen3moe's head 128 pp64 at 1024 +5-30%. */
     int share = f16 && nq >= MULTI_SHARE_MIN && hd >= 256;
     for (int64_t j = 0; j < nmax; j += 8) {
         prefetch_rows(k, j + 8, j + 16, nmax, stride, hd, f16);
